@@ -1,0 +1,3 @@
+"""groundwatch integration for llamaindex (work in progress)."""
+
+__all__: list[str] = []

@@ -1,0 +1,28 @@
+"""groundwatch: online hallucination monitoring for RAG pipelines, on OpenTelemetry."""
+
+import logging
+
+from ._evaluate import aevaluate, evaluate
+from .judges import Judge, LocalJudge
+from .scoring import LabelPolicy
+from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Claim",
+    "Evaluation",
+    "Evidence",
+    "Judge",
+    "Judgement",
+    "LabelPolicy",
+    "LocalJudge",
+    "Passage",
+    "RagRecord",
+    "Usage",
+    "__version__",
+    "aevaluate",
+    "evaluate",
+]

@@ -1,0 +1,123 @@
+"""Checking and capping what callers hand us: answers, passages, questions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .types import Passage
+
+# Caps keep one pathological input from costing unbounded time or memory on the worker.
+# Overridable by environment for operators who knowingly score very long answers.
+DEFAULT_MAX_ANSWER_CHARS = 20_000
+DEFAULT_MAX_PASSAGE_CHARS = 50_000
+DEFAULT_MAX_PASSAGES = 64
+DEFAULT_MAX_QUESTION_CHARS = 4_000
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+MAX_ANSWER_CHARS = _env_int("GROUNDWATCH_MAX_ANSWER_CHARS", DEFAULT_MAX_ANSWER_CHARS)
+MAX_PASSAGE_CHARS = _env_int("GROUNDWATCH_MAX_PASSAGE_CHARS", DEFAULT_MAX_PASSAGE_CHARS)
+MAX_PASSAGES = _env_int("GROUNDWATCH_MAX_PASSAGES", DEFAULT_MAX_PASSAGES)
+MAX_QUESTION_CHARS = DEFAULT_MAX_QUESTION_CHARS
+
+
+def cap_text(text: str, limit: int) -> tuple[str, bool]:
+    """Cut ``text`` to ``limit`` characters. Returns the text and whether it was cut.
+
+    The cut text is a prefix of the original, so offsets into it stay valid in the original.
+    """
+    if len(text) <= limit:
+        return text, False
+    return text[:limit], True
+
+
+def to_passage(item: Any, index: int) -> Passage:
+    """Turn a string, a Passage, a mapping or a document-like object into a Passage."""
+    if isinstance(item, Passage):
+        return item
+    if isinstance(item, str):
+        return Passage(text=item)
+    if isinstance(item, Mapping):
+        text = item.get("text", item.get("page_content"))
+        if not isinstance(text, str):
+            raise TypeError(f"contexts[{index}] is a mapping without a string 'text' field")
+        return Passage(
+            text=text,
+            id=None if item.get("id") is None else str(item.get("id")),
+            score=_as_float(item.get("score")),
+            metadata=dict(item.get("metadata") or {}),
+        )
+    # LangChain Document (page_content), LlamaIndex node (text / get_content()).
+    text = getattr(item, "page_content", None)
+    if text is None:
+        text = getattr(item, "text", None)
+    if isinstance(text, str):
+        return Passage(
+            text=text,
+            id=None if getattr(item, "id", None) is None else str(item.id),
+            score=_as_float(getattr(item, "score", None)),
+            metadata=dict(getattr(item, "metadata", None) or {}),
+        )
+    raise TypeError(
+        f"contexts[{index}] must be a string or a passage with text, got {type(item).__name__}"
+    )
+
+
+def _as_float(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def prepare(
+    answer: Any, contexts: Any, question: Any
+) -> tuple[str, list[Passage], str | None, bool]:
+    """Validate and cap the inputs of one evaluation.
+
+    Returns ``(answer, passages, question, truncated)``.
+
+    Raises:
+        TypeError: the answer is not a string, contexts is not a list of passages, or the
+            question is neither a string nor None.
+    """
+    if not isinstance(answer, str):
+        raise TypeError(f"answer must be a string, got {type(answer).__name__}")
+    if question is not None and not isinstance(question, str):
+        raise TypeError(f"question must be a string or None, got {type(question).__name__}")
+    if contexts is None:
+        raise TypeError("contexts must be a list of strings or passages, got None")
+    if isinstance(contexts, (str, bytes)) or not isinstance(contexts, Iterable):
+        raise TypeError(
+            f"contexts must be a list of strings or passages, got {type(contexts).__name__}"
+        )
+    passages = [to_passage(item, i) for i, item in enumerate(contexts)]
+    truncated = False
+    answer, cut = cap_text(answer, MAX_ANSWER_CHARS)
+    truncated |= cut
+    if len(passages) > MAX_PASSAGES:
+        passages = passages[:MAX_PASSAGES]
+        truncated = True
+    capped: list[Passage] = []
+    for p in passages:
+        text, cut = cap_text(p.text, MAX_PASSAGE_CHARS)
+        truncated |= cut
+        capped.append(p if not cut else p.model_copy(update={"text": text}))
+    if question is not None:
+        question, cut = cap_text(question, MAX_QUESTION_CHARS)
+        truncated |= cut
+    return answer, capped, question, truncated

@@ -1,0 +1,41 @@
+"""The ``groundwatch`` command line: ``check`` (offline gate) and ``demo`` (the main job).
+
+Each subcommand lives in its own private module and registers itself through ``add_parser``;
+this module only wires them together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# (subcommand, module): each module defines add_parser(subparsers) and run(args) -> int.
+_SUBCOMMANDS: tuple[tuple[str, str], ...] = ()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="groundwatch", description="Hallucination monitoring for RAG pipelines."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for _name, module_name in _SUBCOMMANDS:
+        module = importlib.import_module(module_name)
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``groundwatch`` command. Returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run = getattr(args, "run", None)
+    if run is None:
+        parser.print_help()
+        return 2
+    return int(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

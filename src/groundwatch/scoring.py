@@ -1,0 +1,260 @@
+"""From claim verdicts to scores and a label: the one place where that arithmetic lives.
+
+Every judge returns a :class:`~groundwatch.types.Judgement` (claims, verdicts, evidence);
+:func:`score` checks the evidence against the passages, computes both scores and picks the
+label, identically for every judge.
+
+The label rule (defaults chosen on the dev data, see README "How the label is decided"):
+
+1. the judge failed -> ``error`` (scores ``None``);
+2. no checkable claims -> ``no_claims`` (scores ``None``);
+3. the context has nothing substantive (empty, only headings or a table of contents) and no
+   claim is ``supported`` -> ``insufficient_context`` (scores still reported);
+4. ``faithfulness >= min_faithfulness`` and ``groundedness >= min_groundedness`` ->
+   ``grounded``; otherwise ``hallucinated``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .types import Claim, Evaluation, Evidence, Judgement, Label, Passage
+
+DEFAULT_MIN_FAITHFULNESS = 1.0
+"""Any contradicted claim makes an answer hallucinated."""
+
+DEFAULT_MIN_GROUNDEDNESS = 0.75
+"""Share of claims that must be supported or inferred; tuned on ../shared/data (README)."""
+
+
+@dataclass(frozen=True)
+class LabelPolicy:
+    """Thresholds that turn the two scores into ``grounded`` or ``hallucinated``."""
+
+    min_faithfulness: float = DEFAULT_MIN_FAITHFULNESS
+    min_groundedness: float = DEFAULT_MIN_GROUNDEDNESS
+
+    def __post_init__(self) -> None:
+        for name in ("min_faithfulness", "min_groundedness"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be within [0, 1], got {value!r}")
+
+
+DEFAULT_POLICY = LabelPolicy()
+
+# --- evidence checking ---------------------------------------------------------------------
+
+_QUOTE_CHARS = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def _normalise_with_map(text: str) -> tuple[str, list[int]]:
+    """Collapse whitespace runs to one space and lower-case, keeping a map to the original.
+
+    Each character of the result maps to the index of the original character it came from, so a
+    match in the normalised text can be turned back into exact offsets of the original.
+    """
+    out: list[str] = []
+    index: list[int] = []
+    in_space = False
+    for i, ch in enumerate(text):
+        if ch.isspace():
+            if not in_space and out:
+                out.append(" ")
+                index.append(i)
+            in_space = True
+            continue
+        in_space = False
+        low = ch.lower()
+        out.append(low if len(low) == 1 else ch)
+        index.append(i)
+    return "".join(out).translate(_QUOTE_CHARS), index
+
+
+def locate_quote(passage: str, quote: str, hint: int | None = None) -> tuple[int, int] | None:
+    """Find ``quote`` in ``passage`` ignoring whitespace differences, case and curly quotes.
+
+    Returns ``(start, end)`` offsets into ``passage`` such that ``passage[start:end]`` is the
+    matched text, or ``None`` when the quote is not in the passage. Where the quote occurs
+    several times, the occurrence nearest ``hint`` wins.
+    """
+    if not quote or not quote.strip():
+        return None
+    if hint is not None and passage[hint : hint + len(quote)] == quote:
+        return hint, hint + len(quote)
+    norm_passage, index = _normalise_with_map(passage)
+    norm_quote, _ = _normalise_with_map(quote.strip())
+    norm_quote = norm_quote.strip()
+    if not norm_quote:
+        return None
+    best: int | None = None
+    pos = norm_passage.find(norm_quote)
+    while pos != -1:
+        if best is None or (hint is not None and abs(index[pos] - hint) < abs(index[best] - hint)):
+            best = pos
+        if hint is None:
+            break
+        pos = norm_passage.find(norm_quote, pos + 1)
+    if best is None:
+        return None
+    start = index[best]
+    end = index[best + len(norm_quote) - 1] + 1
+    return start, end
+
+
+def verify_evidence(evidence: Evidence, passages: Sequence[Passage]) -> Evidence | None:
+    """Return the evidence with exact offsets if its quote is in the named passage, else None."""
+    if not 0 <= evidence.passage < len(passages):
+        return None
+    text = passages[evidence.passage].text
+    if (
+        0 <= evidence.start < evidence.end <= len(text)
+        and text[evidence.start : evidence.end] == evidence.quote
+        and evidence.quote.strip()
+    ):
+        return evidence
+    found = locate_quote(text, evidence.quote, hint=evidence.start if evidence.start >= 0 else None)
+    if found is None:
+        return None
+    start, end = found
+    return Evidence(passage=evidence.passage, start=start, end=end, quote=text[start:end])
+
+
+def _fix_claim_span(claim: Claim, answer: str) -> tuple[int | None, int | None]:
+    if (
+        claim.start is not None
+        and claim.end is not None
+        and answer[claim.start : claim.end] == claim.text
+    ):
+        return claim.start, claim.end
+    found = locate_quote(answer, claim.text, hint=claim.start)
+    if found is None:
+        return None, None
+    return found
+
+
+def check_claims(
+    claims: Sequence[Claim], answer: str, passages: Sequence[Passage]
+) -> tuple[list[Claim], int]:
+    """Verify every claim's evidence; downgrade verdicts whose evidence is not found.
+
+    Returns the checked claims and how many verdicts were downgraded to ``unsupported``.
+    """
+    checked: list[Claim] = []
+    rejected = 0
+    for claim in claims:
+        evidence = [e for e in (verify_evidence(e, passages) for e in claim.evidence) if e]
+        verdict = claim.verdict
+        reason = claim.reason
+        if verdict != "unsupported" and not evidence:
+            rejected += 1
+            reason = f"evidence for '{verdict}' not found in the passages; {reason}".rstrip("; ")
+            verdict = "unsupported"
+        start, end = _fix_claim_span(claim, answer)
+        checked.append(
+            Claim(
+                text=claim.text if start is None else answer[start:end],
+                start=start,
+                end=end,
+                verdict=verdict,
+                evidence=evidence,
+                reason=reason,
+            )
+        )
+    return checked, rejected
+
+
+# --- context substance ------------------------------------------------------------------------
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_TOC_LINE = re.compile(r"(\.{3,}|…{2,}|\s{2,})\s*\d+\s*$|^\s*(chapter|section|part|第)\b", re.I)
+_NUMBERED_HEADING = re.compile(r"^\s*(\d+(\.\d+)*|[ivxlc]+\.|[A-Z]\.)\s+\S")
+_SENTENCE_END = re.compile(r"[.!?。！？；;:：]\s*$")
+
+
+def _is_prose_line(line: str) -> bool:
+    line = line.strip()
+    if not line or _TOC_LINE.search(line):
+        return False
+    cjk = len(_CJK.findall(line))
+    words = len(_WORD.findall(line)) - (1 if cjk else 0)
+    if cjk >= 12 or words >= 12:
+        return True
+    # Short lines count only when they read as a sentence, not a heading.
+    if _NUMBERED_HEADING.match(line) and not _SENTENCE_END.search(line):
+        return False
+    return (words >= 5 or cjk >= 6) and bool(_SENTENCE_END.search(line))
+
+
+def context_is_substantive(passages: Sequence[Passage]) -> bool:
+    """Whether any passage holds prose: a sentence, not just headings or a table of contents."""
+    return any(_is_prose_line(line) for p in passages for line in p.text.splitlines())
+
+
+# --- scores and label ---------------------------------------------------------------------------
+
+
+def score(
+    judgement: Judgement,
+    answer: str,
+    passages: Sequence[Passage],
+    *,
+    judge_name: str = "",
+    policy: LabelPolicy = DEFAULT_POLICY,
+    truncated: bool = False,
+) -> Evaluation:
+    """Check a judgement's evidence and turn its verdicts into scores and a label."""
+    common = Evaluation(
+        label="error",
+        judge=judge_name,
+        model=judgement.model,
+        usage=judgement.usage,
+        truncated=truncated,
+    )
+    if judgement.error is not None:
+        return common.model_copy(
+            update={
+                "explanation": f"judge failed: {judgement.error}",
+                "error": judgement.error,
+                "error_type": judgement.error_type or "judge_error",
+            }
+        )
+    claims, rejected = check_claims(judgement.claims, answer, passages)
+    n = len(claims)
+    if n == 0:
+        return common.model_copy(
+            update={
+                "label": "no_claims",
+                "explanation": "the answer makes no checkable claim",
+                "evidence_rejected": rejected,
+            }
+        )
+    counts = Counter(c.verdict for c in claims)
+    faithfulness = 1.0 - counts["contradicted"] / n
+    groundedness = (counts["supported"] + counts["inferred"]) / n
+    explanation = (
+        f"{counts['supported']} supported, {counts['inferred']} inferred, "
+        f"{counts['unsupported']} unsupported, {counts['contradicted']} contradicted of {n} claims"
+    )
+    label: Label
+    if counts["supported"] == 0 and not context_is_substantive(passages):
+        label = "insufficient_context"
+        explanation = f"the retrieved context has nothing substantive; {explanation}"
+    elif faithfulness >= policy.min_faithfulness and groundedness >= policy.min_groundedness:
+        label = "grounded"
+    else:
+        label = "hallucinated"
+    return common.model_copy(
+        update={
+            "label": label,
+            "faithfulness": faithfulness,
+            "groundedness": groundedness,
+            "claims": claims,
+            "explanation": explanation,
+            "evidence_rejected": rejected,
+        }
+    )

@@ -1,0 +1,187 @@
+"""Scoring: evidence checking, the two scores and the label rule, for any judge."""
+
+from __future__ import annotations
+
+import pytest
+
+import groundwatch as gw
+from groundwatch.scoring import LabelPolicy, context_is_substantive, locate_quote, score
+from groundwatch.types import Claim, Evidence, Judgement, Passage
+
+PASSAGES = [
+    Passage(text="Paris is the capital of France.\nIt has   2.1 million inhabitants."),
+    Passage(text="The Seine flows through Paris."),
+]
+ANSWER = "Paris is the capital of France. It has 2.1 million inhabitants. It was founded by Rome."
+
+
+def _claim(text: str, verdict: str, evidence: list[Evidence] | None = None) -> Claim:
+    start = ANSWER.find(text)
+    return Claim(
+        text=text, start=start, end=start + len(text), verdict=verdict, evidence=evidence or []
+    )
+
+
+class _FixedJudge:
+    name = "fixed"
+
+    def __init__(self, judgement: Judgement) -> None:
+        self.judgement = judgement
+
+    def judge(self, answer, contexts, question):
+        return self.judgement
+
+
+def test_scores_follow_the_verdict_counts() -> None:
+    judgement = Judgement(
+        claims=[
+            _claim(
+                "Paris is the capital of France.",
+                "supported",
+                [Evidence(passage=0, start=0, end=31, quote="Paris is the capital of France.")],
+            ),
+            _claim(
+                "It has 2.1 million inhabitants.",
+                "inferred",
+                [Evidence(passage=0, start=-1, end=-1, quote="It has 2.1 million inhabitants.")],
+            ),
+            _claim("It was founded by Rome.", "unsupported"),
+        ]
+    )
+    ev = score(judgement, ANSWER, PASSAGES, judge_name="fixed")
+    assert ev.faithfulness == 1.0
+    assert ev.groundedness == pytest.approx(2 / 3)
+    assert ev.label == "hallucinated"
+    assert ev.verdict_counts == {"supported": 1, "inferred": 1, "unsupported": 1, "contradicted": 0}
+    for claim in ev.claims:
+        assert ANSWER[claim.start : claim.end] == claim.text
+        for e in claim.evidence:
+            assert PASSAGES[e.passage].text[e.start : e.end] == e.quote
+    # The quote with collapsed whitespace was found and given exact offsets.
+    assert ev.claims[1].evidence[0].quote == "It has   2.1 million inhabitants."
+
+
+def test_evidence_not_in_the_passage_downgrades_to_unsupported() -> None:
+    forged = Evidence(passage=1, start=0, end=10, quote="Rome founded Paris in 52 BC.")
+    out_of_range = Evidence(passage=7, start=0, end=5, quote="Paris")
+    judgement = Judgement(
+        claims=[
+            _claim("It was founded by Rome.", "supported", [forged]),
+            _claim("Paris is the capital of France.", "contradicted", [out_of_range]),
+        ]
+    )
+    ev = score(judgement, ANSWER, PASSAGES)
+    assert [c.verdict for c in ev.claims] == ["unsupported", "unsupported"]
+    assert ev.evidence_rejected == 2
+    assert ev.faithfulness == 1.0 and ev.groundedness == 0.0
+    assert all(c.evidence == [] for c in ev.claims)
+
+
+def test_contradiction_makes_an_answer_hallucinated_at_default_policy() -> None:
+    quote = "It has   2.1 million inhabitants."
+    judgement = Judgement(
+        claims=[
+            _claim(
+                "It has 2.1 million inhabitants.",
+                "contradicted",
+                [Evidence(passage=0, start=32, end=32 + len(quote), quote=quote)],
+            ),
+            _claim(
+                "Paris is the capital of France.",
+                "supported",
+                [Evidence(passage=0, start=0, end=31, quote="Paris is the capital of France.")],
+            ),
+        ]
+    )
+    ev = score(judgement, ANSWER, PASSAGES)
+    assert ev.faithfulness == 0.5 and ev.groundedness == 0.5
+    assert ev.label == "hallucinated"
+    lenient = score(judgement, ANSWER, PASSAGES, policy=LabelPolicy(0.5, 0.5))
+    assert lenient.label == "grounded"
+
+
+def test_no_claims_and_error_have_no_scores() -> None:
+    ev = score(Judgement(), ANSWER, PASSAGES)
+    assert (ev.label, ev.faithfulness, ev.groundedness) == ("no_claims", None, None)
+    ev = score(Judgement(error="boom", error_type="Timeout"), ANSWER, PASSAGES)
+    assert (ev.label, ev.faithfulness, ev.groundedness) == ("error", None, None)
+    assert ev.error_type == "Timeout"
+
+
+def test_table_of_contents_is_insufficient_context() -> None:
+    toc = [
+        Passage(text="Contents\n1. Introduction ........ 3\n2. Pricing ........ 7\n3. FAQ ..... 9")
+    ]
+    assert not context_is_substantive(toc)
+    assert not context_is_substantive([])
+    assert context_is_substantive(PASSAGES)
+    assert context_is_substantive([Passage(text="埃菲尔铁塔位于法国巴黎，于1889年建成，高330米。")])
+    judgement = Judgement(claims=[_claim("It was founded by Rome.", "unsupported")])
+    ev = score(judgement, ANSWER, toc)
+    assert ev.label == "insufficient_context"
+    assert ev.groundedness == 0.0  # scores are still reported
+
+
+def test_locate_quote_ignores_whitespace_case_and_curly_quotes() -> None:
+    text = "He said “Hello   World” twice."
+    start, end = locate_quote(text, '"hello world"')
+    assert text[start:end] == "“Hello   World”"
+    assert locate_quote(text, "goodbye") is None
+    assert locate_quote(text, "   ") is None
+
+
+def test_raising_and_wrong_type_judges_give_error_evaluations() -> None:
+    class Raising:
+        name = "raising"
+
+        def judge(self, answer, contexts, question):
+            raise RuntimeError("model exploded")
+
+    ev = gw.evaluate("Paris is in France.", ["Paris is in France."], judge=Raising())
+    assert ev.label == "error" and ev.judge == "raising"
+    assert "model exploded" in (ev.error or "")
+    ev = gw.evaluate("Paris is in France.", ["x"], judge=_FixedJudge("not a judgement"))  # type: ignore[arg-type]
+    assert ev.label == "error" and ev.error_type == "invalid_judgement"
+
+
+@pytest.mark.parametrize(
+    ("answer", "contexts", "question"),
+    [
+        (None, ["x"], None),
+        (42, ["x"], None),
+        ("a", None, None),
+        ("a", "just a string", None),
+        ("a", [1, 2], None),
+        ("a", ["x"], 3),
+    ],
+)
+def test_bad_input_raises_type_error(answer, contexts, question) -> None:
+    with pytest.raises(TypeError):
+        gw.evaluate(answer, contexts, question=question)
+
+
+def test_evaluate_runs_async_judges_inside_a_running_loop() -> None:
+    import asyncio
+
+    CONTEXT = "Paris is a big city on the Seine with millions of inhabitants."
+
+    class AsyncJudge:
+        name = "async"
+
+        async def judge(self, answer, contexts, question):
+            await asyncio.sleep(0)
+            return Judgement(claims=[Claim(text=answer, verdict="unsupported")])
+
+    async def inside_loop() -> gw.Evaluation:
+        return gw.evaluate("Paris is big.", [CONTEXT], judge=AsyncJudge())
+
+    ev = asyncio.run(inside_loop())
+    assert ev.label == "hallucinated" and ev.claims[0].start == 0
+    ev2 = asyncio.run(gw.aevaluate("Paris is big.", [CONTEXT], judge=AsyncJudge()))
+    assert ev2 == ev
+
+
+def test_huge_inputs_are_capped_and_marked() -> None:
+    ev = gw.evaluate("Paris is big. " * 2_000, ["Paris is big. " * 4_000] * 100)
+    assert ev.truncated
+    assert ev.label in ("grounded", "hallucinated")

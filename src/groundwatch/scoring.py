@@ -162,6 +162,7 @@ def check_claims(
                 verdict=verdict,
                 evidence=evidence,
                 reason=reason,
+                confidence=claim.confidence,
             )
         )
     return checked, rejected

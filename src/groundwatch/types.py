@@ -64,6 +64,8 @@ class Claim(BaseModel):
     verdict: Verdict
     evidence: list[Evidence] = Field(default_factory=list)
     reason: str = ""
+    confidence: float | None = None
+    """How sure the judge is of this verdict, in [0, 1], where it knows (the cascade uses it)."""
 
 
 class Usage(BaseModel):

@@ -1,0 +1,348 @@
+"""Running aggregates of a ``groundwatch check`` run, the gate's thresholds, the text summary.
+
+Everything here is O(1) in the number of rows: counters, sums, histogram bins, and a bounded
+heap of the worst answers, so a 100,000-row file costs no more memory than a 100-row one.
+
+Definitions (the README's "check" section documents them for users):
+
+- *scored* answers are those with scores: labels ``grounded``, ``hallucinated`` and
+  ``insufficient_context``. ``no_claims`` (nothing checkable) and ``error`` have no scores.
+- mean faithfulness / groundedness: the plain mean over scored answers.
+- hallucination rate: answers labelled ``hallucinated`` / scored answers.
+- judge errors fail the gate on their own (``max_errors``, default 0): an answer that could not
+  be checked is not a pass.
+- balanced accuracy, against human labels: an answer counts as *flagged* when groundwatch
+  labels it ``hallucinated`` or ``insufficient_context`` (it is not backed by its context);
+  rows whose evaluation failed (``error``) are left out.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._check_input import InvalidRow, Row
+from .types import LABELS, VERDICTS, Claim, Evaluation
+
+SCORED_LABELS = frozenset({"grounded", "hallucinated", "insufficient_context"})
+FLAGGED_LABELS = frozenset({"hallucinated", "insufficient_context"})
+EXPECTED_LABELS = ("faithful", "hallucinated")
+HISTOGRAM_BINS = 10
+MAX_KEPT_MESSAGES = 20
+"""Invalid rows and judge errors kept verbatim for the summary; the rest are only counted."""
+
+VERDICT_ICONS = {"supported": "✓", "inferred": "≈", "unsupported": "?", "contradicted": "✗"}
+
+
+def failing_claims(ev: Evaluation) -> list[Claim]:
+    """The claims that keep an answer from being grounded: contradicted first, then unsupported."""
+    return [c for c in ev.claims if c.verdict == "contradicted"] + [
+        c for c in ev.claims if c.verdict == "unsupported"
+    ]
+
+
+def is_failure(ev: Evaluation) -> bool:
+    """Whether one answer fails as a test case (JUnit): not backed, or contradicting."""
+    if ev.label in ("hallucinated", "insufficient_context"):
+        return True
+    return any(c.verdict == "contradicted" for c in ev.claims)
+
+
+def claim_line(claim: Claim, limit: int = 160) -> str:
+    """``✗ contradicted "text" — passage 2: "quote"`` on one line, cut to readable lengths."""
+    line = f'{VERDICT_ICONS[claim.verdict]} {claim.verdict}: "{_cut(claim.text, limit)}"'
+    if claim.evidence:
+        ev = claim.evidence[0]
+        line += f' (passage {ev.passage + 1}: "{_cut(ev.quote, limit)}")'
+    elif claim.reason:
+        line += f" ({_cut(claim.reason, limit)})"
+    return line
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _bin(value: float) -> int:
+    return min(HISTOGRAM_BINS - 1, max(0, int(value * HISTOGRAM_BINS)))
+
+
+@dataclass(frozen=True)
+class WorstCase:
+    """What the summary keeps of one of the worst answers (a bounded, trimmed copy)."""
+
+    name: str
+    number: int
+    label: str
+    faithfulness: float
+    groundedness: float
+    claims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One gate condition and whether the run met it."""
+
+    name: str
+    passed: bool
+    text: str
+
+
+@dataclass
+class CheckSummary:
+    """Running aggregates over the rows of one run."""
+
+    source: str = ""
+    judge: str = ""
+    worst_kept: int = 5
+    rows: int = 0
+    invalid: int = 0
+    invalid_rows: list[InvalidRow] = field(default_factory=list)
+    labels: Counter[str] = field(default_factory=Counter)
+    verdicts: Counter[str] = field(default_factory=Counter)
+    sum_faithfulness: float = 0.0
+    sum_groundedness: float = 0.0
+    histogram_faithfulness: list[int] = field(default_factory=lambda: [0] * HISTOGRAM_BINS)
+    histogram_groundedness: list[int] = field(default_factory=lambda: [0] * HISTOGRAM_BINS)
+    confusion: Counter[tuple[str, str]] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    evidence_rejected: int = 0
+    truncated: int = 0
+    seconds: float = 0.0
+    _worst: list[tuple[tuple[float, float, int], WorstCase]] = field(default_factory=list)
+    _seq: itertools.count[int] = field(default_factory=itertools.count)
+
+    # --- updating ---------------------------------------------------------------------------
+
+    def add(self, row: Row, ev: Evaluation) -> None:
+        self.rows += 1
+        self.labels[ev.label] += 1
+        self.verdicts.update(c.verdict for c in ev.claims)
+        self.evidence_rejected += ev.evidence_rejected
+        self.truncated += int(ev.truncated)
+        if row.expected is not None:
+            self.confusion[(row.expected, ev.label)] += 1
+        if ev.label == "error" and len(self.errors) < MAX_KEPT_MESSAGES:
+            self.errors.append(f"{row.name}: {ev.error or 'judge error'}")
+        if ev.faithfulness is None or ev.groundedness is None:
+            return
+        self.sum_faithfulness += ev.faithfulness
+        self.sum_groundedness += ev.groundedness
+        self.histogram_faithfulness[_bin(ev.faithfulness)] += 1
+        self.histogram_groundedness[_bin(ev.groundedness)] += 1
+        failing = failing_claims(ev)
+        if failing and self.worst_kept > 0:
+            # Max-heap by badness through negated keys: the root is the least bad kept case,
+            # the one to evict when a worse answer arrives. Ties keep the earlier row.
+            case = WorstCase(
+                row.name,
+                row.number,
+                ev.label,
+                ev.faithfulness,
+                ev.groundedness,
+                tuple(claim_line(c) for c in failing[:5]),
+            )
+            entry = ((-ev.faithfulness, -ev.groundedness, -next(self._seq)), case)
+            if len(self._worst) < self.worst_kept:
+                heapq.heappush(self._worst, entry)
+            elif entry[0] > self._worst[0][0]:
+                heapq.heapreplace(self._worst, entry)
+
+    def add_invalid(self, bad: InvalidRow) -> None:
+        self.invalid += 1
+        if len(self.invalid_rows) < MAX_KEPT_MESSAGES:
+            self.invalid_rows.append(bad)
+
+    # --- derived figures --------------------------------------------------------------------
+
+    @property
+    def scored(self) -> int:
+        return sum(self.labels[label] for label in SCORED_LABELS)
+
+    @property
+    def mean_faithfulness(self) -> float | None:
+        return self.sum_faithfulness / self.scored if self.scored else None
+
+    @property
+    def mean_groundedness(self) -> float | None:
+        return self.sum_groundedness / self.scored if self.scored else None
+
+    @property
+    def hallucination_rate(self) -> float | None:
+        return self.labels["hallucinated"] / self.scored if self.scored else None
+
+    @property
+    def labelled(self) -> int:
+        return sum(self.confusion.values())
+
+    @property
+    def balanced_accuracy(self) -> float | None:
+        """Mean of the recall on each human class; ``None`` unless both classes occur."""
+        recalls = []
+        for expected, hit in (("hallucinated", True), ("faithful", False)):
+            total = sum(
+                n for (e, label), n in self.confusion.items() if e == expected and label != "error"
+            )
+            if total == 0:
+                return None
+            right = sum(
+                n
+                for (e, label), n in self.confusion.items()
+                if e == expected and label != "error" and (label in FLAGGED_LABELS) == hit
+            )
+            recalls.append(right / total)
+        return sum(recalls) / len(recalls)
+
+    @property
+    def worst(self) -> list[WorstCase]:
+        """The kept worst answers, worst first."""
+        return [case for _, case in sorted(self._worst, reverse=True)]
+
+    # --- the gate ---------------------------------------------------------------------------
+
+    def thresholds(
+        self,
+        *,
+        min_faithfulness: float | None = None,
+        min_groundedness: float | None = None,
+        max_hallucination_rate: float | None = None,
+        max_errors: int = 0,
+    ) -> list[Threshold]:
+        """Evaluate every gate condition that was asked for (judge errors always are)."""
+        out: list[Threshold] = []
+        for name, value, limit in (
+            ("mean faithfulness", self.mean_faithfulness, min_faithfulness),
+            ("mean groundedness", self.mean_groundedness, min_groundedness),
+        ):
+            if limit is None:
+                continue
+            if value is None:
+                out.append(Threshold(name, False, f"{name}: no scored answer to check >= {limit}"))
+            else:
+                ok = value >= limit - 1e-12
+                out.append(Threshold(name, ok, f"{name} {value:.3f} {'>=' if ok else '<'} {limit}"))
+        if max_hallucination_rate is not None:
+            rate = self.hallucination_rate
+            name = "hallucination rate"
+            if rate is None:
+                out.append(Threshold(name, False, f"{name}: no scored answer to check"))
+            else:
+                ok = rate <= max_hallucination_rate + 1e-12
+                out.append(
+                    Threshold(
+                        name,
+                        ok,
+                        f"{name} {rate:.1%} {'<=' if ok else '>'} {max_hallucination_rate:.1%} "
+                        f"({self.labels['hallucinated']} of {self.scored} scored answers)",
+                    )
+                )
+        errors = self.labels["error"]
+        ok = errors <= max_errors
+        out.append(
+            Threshold(
+                "judge errors",
+                ok,
+                f"judge errors {errors} {'<=' if ok else '>'} {max_errors} allowed",
+            )
+        )
+        return out
+
+    # --- output -----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "judge": self.judge,
+            "rows": self.rows,
+            "invalid_rows": self.invalid,
+            "labels": {label: self.labels[label] for label in LABELS},
+            "scored": self.scored,
+            "mean_faithfulness": self.mean_faithfulness,
+            "mean_groundedness": self.mean_groundedness,
+            "hallucination_rate": self.hallucination_rate,
+            "claims": {v: self.verdicts[v] for v in VERDICTS},
+            "evidence_rejected": self.evidence_rejected,
+            "truncated": self.truncated,
+            "histogram": {
+                "faithfulness": list(self.histogram_faithfulness),
+                "groundedness": list(self.histogram_groundedness),
+            },
+            "confusion": {
+                e: {label: self.confusion[(e, label)] for label in LABELS} for e in EXPECTED_LABELS
+            }
+            if self.labelled
+            else None,
+            "balanced_accuracy": self.balanced_accuracy,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def render(self, thresholds: list[Threshold], exit_code: int) -> str:
+        """The human-readable summary printed at the end of a run."""
+        lines = [
+            f"groundwatch check: {self.source} (judge: {self.judge})",
+            f"rows checked {self.rows} · invalid {self.invalid} · {self.seconds:.1f} s",
+            "",
+            f"{'label':<22}{'count':>7}{'share':>9}",
+        ]
+        for label in LABELS:
+            n = self.labels[label]
+            share = f"{n / self.rows:.1%}" if self.rows else "-"
+            lines.append(f"{label:<22}{n:>7}{share:>9}")
+        lines.append("")
+
+        def fmt(value: float | None) -> str:
+            return "-" if value is None else f"{value:.3f}"
+
+        lines.append(f"mean faithfulness   {fmt(self.mean_faithfulness)}")
+        lines.append(f"mean groundedness   {fmt(self.mean_groundedness)}")
+        rate = self.hallucination_rate
+        lines.append(
+            "hallucination rate  "
+            + ("-" if rate is None else f"{rate:.1%}")
+            + f"  (over {self.scored} scored answers; no_claims and error excluded)"
+        )
+        lines.append(
+            "claims              "
+            + " · ".join(f"{self.verdicts[v]} {v}" for v in VERDICTS)
+            + (f" · {self.evidence_rejected} evidence rejected" if self.evidence_rejected else "")
+        )
+        if self.labelled:
+            lines += ["", f"human label vs groundwatch label ({self.labelled} labelled rows)"]
+            lines.append(" " * 14 + "".join(f"{label:>{len(label) + 2}}" for label in LABELS))
+            for e in EXPECTED_LABELS:
+                cells = "".join(
+                    f"{self.confusion[(e, label)]:>{len(label) + 2}}" for label in LABELS
+                )
+                lines.append(f"{e:<14}{cells}")
+            ba = self.balanced_accuracy
+            lines.append(
+                "balanced accuracy "
+                + ("-" if ba is None else f"{ba:.3f}")
+                + "  (flagged = hallucinated or insufficient_context)"
+            )
+        worst = self.worst
+        if worst:
+            lines += ["", "worst answers"]
+            for i, case in enumerate(worst, start=1):
+                lines.append(
+                    f"{i:>3}. {case.name} (row {case.number}) {case.label}  "
+                    f"faithfulness {case.faithfulness:.2f}  groundedness {case.groundedness:.2f}"
+                )
+                lines += [f"       {c}" for c in case.claims]
+        if self.errors:
+            lines += ["", f"judge errors ({self.labels['error']})"]
+            lines += [f"  {e}" for e in self.errors]
+        if self.invalid:
+            lines += ["", f"invalid rows ({self.invalid})"]
+            lines += [f"  {bad}" for bad in self.invalid_rows]
+            if self.invalid > len(self.invalid_rows):
+                lines.append(f"  … and {self.invalid - len(self.invalid_rows)} more")
+        lines += ["", "gate"]
+        lines += [f"  {'PASS' if t.passed else 'FAIL'}  {t.text}" for t in thresholds]
+        verdict = {0: "PASS", 1: "FAIL (a threshold failed)", 2: "FAIL (bad input)"}[exit_code]
+        lines.append(f"result: {verdict}, exit {exit_code}")
+        return "\n".join(lines)

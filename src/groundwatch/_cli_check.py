@@ -1,0 +1,442 @@
+"""``groundwatch check FILE``: the offline gate for CI.
+
+Scores every answer of a JSONL or CSV file, prints a summary, writes the requested reports and
+exits 0 when every threshold is met, 1 when one failed, 2 on bad input.
+
+The file is streamed: a bounded window of rows is in flight at a time (``--concurrency`` of them
+being judged), results are handed to the summary and the report writers in input order, and
+nothing per row is kept once written, so memory stays flat however long the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import groundwatch
+
+from ._check_input import InputFileError, InvalidRow, Row, count_rows, read_rows
+from ._check_summary import CheckSummary, Threshold
+from ._evaluate import aevaluate, judge_name
+from ._outputs import JsonLinesWriter, JUnitWriter, Sink
+from ._report import HtmlReportWriter
+from .judges import Judge
+from .types import Evaluation
+
+EXIT_OK = 0
+EXIT_THRESHOLD = 1
+EXIT_BAD_INPUT = 2
+
+DEFAULT_CONCURRENCY = 4
+WINDOW_PER_WORKER = 4
+"""Rows read ahead per concurrent evaluation: keeps workers busy while bounding memory."""
+
+
+class UsageError(Exception):
+    """A problem with the command line or the environment (exit 2)."""
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """The thresholds of the gate; ``None`` means not checked."""
+
+    min_faithfulness: float | None = None
+    min_groundedness: float | None = None
+    max_hallucination_rate: float | None = None
+    max_errors: int = 0
+
+
+def _unit_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be within [0, 1], got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``check`` on the ``groundwatch`` command."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "check",
+        help="score a golden set (JSONL or CSV) and fail the build on hallucinations",
+        description=(
+            "Score every answer of FILE (JSONL or CSV with question, contexts, answer, and "
+            "optionally label and id) and gate on the results. Exit 0: every threshold met; "
+            "1: a threshold failed (or a judge error); 2: bad input."
+        ),
+    )
+    p.add_argument("file", type=Path, metavar="FILE", help="a .jsonl or .csv file")
+    p.add_argument("--format", choices=("jsonl", "csv"), help="override the format detection")
+    judge = p.add_argument_group("judge")
+    judge.add_argument(
+        "--judge",
+        choices=("local", "openai", "cascade"),
+        default="local",
+        help="local (embedded, no network; default), openai (an OpenAI-compatible LLM), or "
+        "cascade (local first, the LLM where the local judge is unsure)",
+    )
+    judge.add_argument("--model", help="the LLM judge's model name")
+    judge.add_argument(
+        "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
+    )
+    judge.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="environment variable holding the API key (default: OPENAI_API_KEY)",
+    )
+    judge.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"answers judged at a time (default {DEFAULT_CONCURRENCY})",
+    )
+    gate = p.add_argument_group("gate (each checked only when given)")
+    gate.add_argument(
+        "--min-faithfulness",
+        type=_unit_interval,
+        metavar="X",
+        help="fail when the mean faithfulness over scored answers is below X",
+    )
+    gate.add_argument(
+        "--min-groundedness",
+        type=_unit_interval,
+        metavar="X",
+        help="fail when the mean groundedness over scored answers is below X",
+    )
+    gate.add_argument(
+        "--max-hallucination-rate",
+        type=_unit_interval,
+        metavar="X",
+        help="fail when the share of scored answers labelled hallucinated is above X",
+    )
+    gate.add_argument(
+        "--max-errors",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="judge errors tolerated before the gate fails (default 0)",
+    )
+    out = p.add_argument_group("outputs")
+    out.add_argument("--json", type=Path, metavar="OUT", help="every evaluation, as JSON Lines")
+    out.add_argument("--junit", type=Path, metavar="OUT", help="JUnit XML, one case per answer")
+    out.add_argument("--html", type=Path, metavar="OUT", help="a self-contained HTML report")
+    out.add_argument(
+        "--worst",
+        type=_non_negative_int,
+        default=5,
+        metavar="N",
+        help="worst answers shown in the summary (default 5)",
+    )
+    out.add_argument(
+        "--progress",
+        choices=("auto", "bar", "lines", "none"),
+        default="auto",
+        help="progress on stderr: a bar on a terminal, a line every 30 s otherwise (auto)",
+    )
+    p.set_defaults(run=run)
+
+
+# --- judge --------------------------------------------------------------------------------------
+
+
+def build_judge(kind: str, *, model: str | None, base_url: str | None, api_key_env: str) -> Judge:
+    """The judge asked for on the command line.
+
+    Raises:
+        UsageError: the judge is not available in this installation or cannot be built.
+    """
+    if kind == "local":
+        return groundwatch.LocalJudge()
+    openai_cls = getattr(groundwatch, "OpenAIJudge", None)
+    if openai_cls is None:
+        raise UsageError(
+            f"--judge {kind} needs groundwatch.OpenAIJudge, which this installation does not "
+            "provide; use --judge local"
+        )
+    kwargs: dict[str, Any] = {}
+    if model:
+        kwargs["model"] = model
+    if base_url:
+        kwargs["base_url"] = base_url
+    api_key = os.environ.get(api_key_env)
+    if api_key:
+        kwargs["api_key"] = api_key
+    elif not base_url:
+        # A local server (vLLM, Ollama) may need no key; the hosted API always does.
+        raise UsageError(f"--judge {kind}: the environment variable {api_key_env} is not set")
+    try:
+        llm: Judge = openai_cls(**kwargs)
+        if kind == "openai":
+            return llm
+        cascade_cls = getattr(groundwatch, "CascadeJudge", None)
+        if cascade_cls is None:
+            raise UsageError(
+                "--judge cascade needs groundwatch.CascadeJudge, which this installation does "
+                "not provide; use --judge local or --judge openai"
+            )
+        cascade: Judge = cascade_cls(first=groundwatch.LocalJudge(), then=llm)
+        return cascade
+    except UsageError:
+        raise
+    except Exception as exc:
+        # The message never carries the key: it was passed as an argument, not formatted.
+        raise UsageError(f"--judge {kind}: cannot build the judge: {type(exc).__name__}") from exc
+
+
+async def _close_judge(judge: Any) -> None:
+    for name in ("aclose", "close"):
+        method = getattr(judge, name, None)
+        if callable(method):
+            try:
+                result = method()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:  # closing is best effort at the end of a run
+                pass
+            return
+
+
+# --- progress -----------------------------------------------------------------------------------
+
+
+class Progress:
+    """A progress bar on a terminal; on CI logs an occasional line, never a flood."""
+
+    LINE_INTERVAL_S = 30.0
+    BAR_INTERVAL_S = 0.1
+
+    def __init__(self, stream: IO[str], total: int | None, mode: str) -> None:
+        if mode == "auto":
+            mode = "bar" if stream.isatty() else "lines"
+        self.stream = stream
+        self.total = total
+        self.mode = mode
+        self.start = time.monotonic()
+        self._last = self.start
+        self._drawn = False
+
+    def update(self, done: int) -> None:
+        if self.mode == "none":
+            return
+        now = time.monotonic()
+        interval = self.BAR_INTERVAL_S if self.mode == "bar" else self.LINE_INTERVAL_S
+        if now - self._last < interval:
+            return
+        self._last = now
+        rate = done / max(now - self.start, 1e-9)
+        if self.mode == "bar":
+            if self.total:
+                width = 30
+                filled = int(width * min(done, self.total) / self.total)
+                bar = "█" * filled + "·" * (width - filled)
+                text = f"\r{bar} {done}/{self.total} rows  {rate:.0f} rows/s"
+            else:
+                text = f"\r{done} rows  {rate:.0f} rows/s"
+            self.stream.write(text)
+            self._drawn = True
+        else:
+            of = f"/{self.total}" if self.total else ""
+            self.stream.write(f"groundwatch check: {done}{of} rows, {rate:.0f} rows/s\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self._drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+async def _evaluate_row(row: Row, judge: Judge, sem: asyncio.Semaphore) -> Evaluation | InvalidRow:
+    async with sem:
+        try:
+            return await aevaluate(row.answer, row.contexts, row.question, judge)
+        except TypeError as exc:
+            # prepare() rejected the inputs: the row is bad, not the judge.
+            return InvalidRow(row.number, "(row)", str(exc), row.id)
+
+
+async def check_rows(
+    rows: Iterable[Row | InvalidRow],
+    judge: Judge,
+    summary: CheckSummary,
+    sinks: list[Sink],
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    progress: Progress | None = None,
+) -> None:
+    """Score ``rows`` with at most ``concurrency`` answers in flight, in a bounded window.
+
+    Results reach ``summary`` and every sink in input order. Only the window (about
+    ``concurrency * WINDOW_PER_WORKER`` rows) is held in memory at any time.
+    """
+    sem = asyncio.Semaphore(concurrency)
+    window: deque[tuple[Row | InvalidRow, asyncio.Task[Evaluation | InvalidRow] | None, float]]
+    window = deque()
+    limit = concurrency * WINDOW_PER_WORKER
+    done = 0
+
+    async def emit() -> None:
+        nonlocal done
+        item, task, started = window.popleft()
+        result: Evaluation | InvalidRow = item if task is None else await task  # type: ignore[assignment]
+        if isinstance(result, InvalidRow):
+            summary.add_invalid(result)
+            for sink in sinks:
+                sink.add_invalid(result)
+        else:
+            assert isinstance(item, Row)
+            seconds = time.monotonic() - started
+            summary.add(item, result)
+            for sink in sinks:
+                sink.add(item, result, seconds)
+        done += 1
+        if progress is not None:
+            progress.update(done)
+
+    for item in rows:
+        if isinstance(item, InvalidRow):
+            window.append((item, None, 0.0))
+        else:
+            task = asyncio.ensure_future(_evaluate_row(item, judge, sem))
+            window.append((item, task, time.monotonic()))
+        while len(window) >= limit:
+            await emit()
+    while window:
+        await emit()
+
+
+def gate_exit_code(summary: CheckSummary, thresholds: list[Threshold]) -> int:
+    """2 when any row was invalid or none was checked; else 1 when a threshold failed; else 0."""
+    if summary.invalid or summary.rows == 0:
+        return EXIT_BAD_INPUT
+    return EXIT_OK if all(t.passed for t in thresholds) else EXIT_THRESHOLD
+
+
+def run_check(
+    path: Path,
+    judge: Judge,
+    gate: GateOptions,
+    *,
+    fmt: str | None = None,
+    json_out: Path | None = None,
+    junit_out: Path | None = None,
+    html_out: Path | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    worst: int = 5,
+    progress: Progress | None = None,
+) -> tuple[int, CheckSummary, list[Threshold]]:
+    """Check one file end to end; returns the exit code, the summary and the thresholds.
+
+    Raises:
+        InputFileError: the file cannot be read at all.
+        OSError: an output file cannot be written.
+    """
+    rows = read_rows(path, fmt)  # raises before any output file is created
+    summary = CheckSummary(source=str(path), judge=judge_name(judge), worst_kept=worst)
+    sinks: list[Sink] = []
+    if json_out is not None:
+        sinks.append(JsonLinesWriter(json_out))
+    if junit_out is not None:
+        sinks.append(JUnitWriter(junit_out, classname=f"groundwatch.check.{path.stem}"))
+    if html_out is not None:
+        sinks.append(HtmlReportWriter(html_out, title=f"groundwatch check: {path.name}"))
+    started = time.monotonic()
+    try:
+        asyncio.run(
+            check_rows(rows, judge, summary, sinks, concurrency=concurrency, progress=progress)
+        )
+    finally:
+        if progress is not None:
+            progress.finish()
+    summary.seconds = time.monotonic() - started
+    thresholds = summary.thresholds(
+        min_faithfulness=gate.min_faithfulness,
+        min_groundedness=gate.min_groundedness,
+        max_hallucination_rate=gate.max_hallucination_rate,
+        max_errors=gate.max_errors,
+    )
+    code = gate_exit_code(summary, thresholds)
+    for sink in sinks:
+        sink.close(summary, thresholds, code)
+    return code, summary, thresholds
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``groundwatch check`` from parsed arguments; returns the exit code."""
+    err = sys.stderr
+    try:
+        judge = build_judge(
+            args.judge, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env
+        )
+    except UsageError as exc:
+        print(f"groundwatch check: error: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    total = count_rows(args.file, args.format) if args.progress in ("auto", "bar") else None
+    progress = Progress(err, total, args.progress)
+    gate = GateOptions(
+        min_faithfulness=args.min_faithfulness,
+        min_groundedness=args.min_groundedness,
+        max_hallucination_rate=args.max_hallucination_rate,
+        max_errors=args.max_errors,
+    )
+    try:
+        code, summary, thresholds = run_check(
+            args.file,
+            judge,
+            gate,
+            fmt=args.format,
+            json_out=args.json,
+            junit_out=args.junit,
+            html_out=args.html,
+            concurrency=args.concurrency,
+            worst=args.worst,
+            progress=progress,
+        )
+    except InputFileError as exc:
+        print(f"groundwatch check: error: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        print(f"groundwatch check: error: cannot write an output: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    finally:
+        asyncio.run(_close_judge(judge))
+    print(summary.render(thresholds, code))
+    for bad in summary.invalid_rows:
+        print(f"groundwatch check: invalid input: {bad}", file=err)
+    if summary.rows == 0 and not summary.invalid:
+        print(f"groundwatch check: error: {args.file} has no rows", file=err)
+    return code

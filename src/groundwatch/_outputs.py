@@ -1,0 +1,213 @@
+"""Machine-readable outputs of ``groundwatch check``: JSON Lines and JUnit XML, streamed.
+
+Each writer receives the rows as they are scored and keeps nothing per row in memory: JSON
+Lines go straight to the output file; JUnit test cases go to a temporary file, and ``close``
+writes the root elements (which need the final counts) around them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any, Protocol
+from xml.sax.saxutils import escape, quoteattr
+
+from ._check_input import InvalidRow, Row
+from ._check_summary import CheckSummary, Threshold, claim_line, failing_claims, is_failure
+from .types import Evaluation
+
+
+class Sink(Protocol):
+    """Receives every row of a run, in input order, then the final summary."""
+
+    def add(self, row: Row, ev: Evaluation, seconds: float) -> None: ...
+
+    def add_invalid(self, bad: InvalidRow) -> None: ...
+
+    def close(self, summary: CheckSummary, thresholds: list[Threshold], exit_code: int) -> None: ...
+
+
+# --- JSON Lines ---------------------------------------------------------------------------------
+
+
+class JsonLinesWriter:
+    """``--json OUT``: one JSON object per line, written as rows are scored.
+
+    Lines have a ``kind``: ``evaluation`` (one per checked row, with the full evaluation),
+    ``invalid_row`` (one per bad row), and a last ``summary`` line (aggregates, thresholds, exit
+    code). Rows appear in input order.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._file: IO[str] = path.open("w", encoding="utf-8")
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        self._file.write(json.dumps(obj, ensure_ascii=False))
+        self._file.write("\n")
+
+    def add(self, row: Row, ev: Evaluation, seconds: float) -> None:
+        self._write(
+            {
+                "kind": "evaluation",
+                "row": row.number,
+                "id": row.id,
+                "question": row.question,
+                "answer": row.answer,
+                "expected": row.expected,
+                "seconds": round(seconds, 6),
+                "evaluation": ev.model_dump(mode="json"),
+            }
+        )
+
+    def add_invalid(self, bad: InvalidRow) -> None:
+        self._write(
+            {
+                "kind": "invalid_row",
+                "row": bad.number,
+                "id": bad.id,
+                "field": bad.field,
+                "error": bad.message,
+            }
+        )
+
+    def close(self, summary: CheckSummary, thresholds: list[Threshold], exit_code: int) -> None:
+        record = {"kind": "summary", **summary.to_dict()}
+        record["thresholds"] = [
+            {"name": t.name, "passed": t.passed, "text": t.text} for t in thresholds
+        ]
+        record["exit_code"] = exit_code
+        self._write(record)
+        self._file.close()
+
+
+# --- JUnit XML ----------------------------------------------------------------------------------
+
+# Characters XML 1.0 cannot carry at all, even escaped; user text may contain them.
+_XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """Escape ``text`` for XML content, dropping characters XML cannot represent."""
+    return escape(_XML_ILLEGAL.sub("\ufffd", text))
+
+
+def xml_attr(text: str) -> str:
+    """Quote and escape ``text`` as an XML attribute value (newlines kept as references)."""
+    value = quoteattr(_XML_ILLEGAL.sub("\ufffd", text))
+    return value.replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
+
+
+class JUnitWriter:
+    """``--junit OUT``: one test case per answer, readable by CI systems.
+
+    A case fails (``<failure>``) when the answer is ``hallucinated`` or
+    ``insufficient_context``, or has a contradicted claim; the message lists the unsupported and
+    contradicted claims with their evidence. Judge errors and invalid rows are ``<error>``;
+    ``no_claims`` answers are ``<skipped>``. Each gate threshold is one more case, so a failed
+    threshold shows up in the CI's test view too.
+    """
+
+    def __init__(self, path: Path, classname: str) -> None:
+        self._path = path
+        self._classname = classname
+        # Cases go to a temporary file first: the root element needs the final counts.
+        self._cases: IO[str] = tempfile.TemporaryFile(  # noqa: SIM115 (closed in close())
+            "w+", encoding="utf-8"
+        )
+        self.tests = self.failures = self.errors = self.skipped = 0
+        self._seconds = 0.0
+        self._started = time.strftime("%Y-%m-%dT%H:%M:%S")
+
+    def _case(self, name: str, seconds: float, body: str, classname: str | None = None) -> None:
+        self.tests += 1
+        self._seconds += seconds
+        self._cases.write(
+            f"    <testcase classname={xml_attr(classname or self._classname)} "
+            f'name={xml_attr(name)} time="{seconds:.6f}"'
+        )
+        self._cases.write(f">\n{body}    </testcase>\n" if body else "/>\n")
+
+    def add(self, row: Row, ev: Evaluation, seconds: float) -> None:
+        scores = (
+            f"faithfulness {ev.faithfulness:.2f}, groundedness {ev.groundedness:.2f}"
+            if ev.faithfulness is not None and ev.groundedness is not None
+            else "no scores"
+        )
+        body = ""
+        if ev.label == "error":
+            self.errors += 1
+            body = (
+                f"      <error type={xml_attr(ev.error_type or 'judge_error')} "
+                f"message={xml_attr(f'judge failed: {ev.error or ev.explanation}')}/>\n"
+            )
+        elif ev.label == "no_claims":
+            self.skipped += 1
+            body = '      <skipped message="no checkable claims in the answer"/>\n'
+        elif is_failure(ev):
+            self.failures += 1
+            claims = failing_claims(ev)
+            counts = ev.verdict_counts
+            message = (
+                f"{ev.label}: {scores}; {counts['unsupported']} unsupported, "
+                f"{counts['contradicted']} contradicted of {len(ev.claims)} claims"
+            )
+            if ev.label == "insufficient_context":
+                message += " (the retrieved context has nothing substantive)"
+            detail = "\n".join(claim_line(c, limit=2000) for c in claims)
+            body = (
+                f"      <failure type={xml_attr(ev.label)} message={xml_attr(message)}>"
+                f"{xml_text(detail)}</failure>\n"
+            )
+        out = f"label {ev.label}; {scores}; {ev.explanation}"
+        if row.expected:
+            out += f"; human label {row.expected}"
+        body += f"      <system-out>{xml_text(out)}</system-out>\n"
+        self._case(row.name, seconds, body)
+
+    def add_invalid(self, bad: InvalidRow) -> None:
+        self.errors += 1
+        body = f'      <error type="invalid_row" message={xml_attr(str(bad))}/>\n'
+        self._case(bad.id or f"row {bad.number}", 0.0, body)
+
+    def close(self, summary: CheckSummary, thresholds: list[Threshold], exit_code: int) -> None:
+        for t in thresholds:
+            body = (
+                ""
+                if t.passed
+                else f'      <failure type="threshold" message={xml_attr(t.text)}/>\n'
+            )
+            self.failures += 0 if t.passed else 1
+            self._case(f"gate: {t.name}", 0.0, body, classname=f"{self._classname}.gate")
+        counts = (
+            f'tests="{self.tests}" failures="{self.failures}" errors="{self.errors}" '
+            f'skipped="{self.skipped}" time="{summary.seconds:.3f}"'
+        )
+        with self._path.open("w", encoding="utf-8") as out:
+            out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
+            out.write(f'<testsuites name="groundwatch check" {counts}>\n')
+            out.write(
+                f"  <testsuite name={xml_attr(summary.source)} {counts} "
+                f'timestamp="{self._started}">\n'
+            )
+            out.write("    <properties>\n")
+            for key, value in (
+                ("judge", summary.judge),
+                ("exit_code", str(exit_code)),
+                ("mean_faithfulness", _num(summary.mean_faithfulness)),
+                ("mean_groundedness", _num(summary.mean_groundedness)),
+                ("hallucination_rate", _num(summary.hallucination_rate)),
+            ):
+                out.write(f"      <property name={xml_attr(key)} value={xml_attr(value)}/>\n")
+            out.write("    </properties>\n")
+            self._cases.seek(0)
+            shutil.copyfileobj(self._cases, out)
+            out.write("  </testsuite>\n</testsuites>\n")
+        self._cases.close()
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else f"{value:.6f}"

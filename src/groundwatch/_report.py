@@ -1,0 +1,489 @@
+"""The HTML report of ``groundwatch check``: one self-contained file that works offline.
+
+Layout: the run's summary and a score-distribution chart (inline SVG) at the top, label filters,
+then one card per answer with its claims highlighted inside the answer text, and under it every
+claim with its verdict, reason, evidence quote and the passage around the quote.
+
+Design choices:
+
+- Self-contained: inline CSS and JS, no fonts, images or scripts from anywhere else. A
+  Content-Security-Policy pins the one inline script by its hash, so even a report built from
+  hostile text could not run anything else (and all user text is HTML-escaped as well).
+- Verdict colours from the Okabe-Ito palette (safe for the common colour-vision deficiencies),
+  and never colour alone: each verdict also has its own underline style (solid, dashed, dotted,
+  wavy), an icon and a text tag.
+- Streamed like the other outputs: answer cards go to a temporary file while the run goes on;
+  ``close`` writes the summary (known only at the end) and then copies the cards after it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import IO
+
+from ._check_input import InvalidRow, Row
+from ._check_summary import (
+    EXPECTED_LABELS,
+    FLAGGED_LABELS,
+    HISTOGRAM_BINS,
+    VERDICT_ICONS,
+    CheckSummary,
+    Threshold,
+)
+from ._inputs import to_passage
+from .types import LABELS, VERDICTS, Claim, Evaluation
+
+PASSAGE_WINDOW_CHARS = 600
+"""Characters of passage shown on each side of an evidence quote (passages can be 50k long)."""
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _lang(*texts: str | None) -> str:
+    return "zh" if any(t and _CJK.search(t) for t in texts) else "en"
+
+
+def _score(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+_CSS = """
+:root {
+  --supported: #0072B2; --inferred: #009E73; --unsupported: #E69F00; --contradicted: #D55E00;
+  --grey: #6b6b6b; --ink: #1d1d1f; --muted: #5a5a5f; --line: #d9d9de; --paper: #fafafa;
+  font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "Helvetica Neue",
+    Arial, "Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Hiragino Sans GB",
+    "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif;
+  color: var(--ink); background: var(--paper); line-height: 1.5;
+}
+:lang(zh) {
+  font-family: "Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Hiragino Sans GB",
+    "Microsoft YaHei", "WenQuanYi Micro Hei", system-ui, sans-serif;
+}
+body { margin: 0 auto; max-width: 1100px; padding: 1.5rem; }
+h1 { font-size: 1.4rem; margin: 0 0 .2rem; } h2 { font-size: 1.1rem; margin: 1.2rem 0 .5rem; }
+.meta { color: var(--muted); margin: 0 0 1rem; }
+[hidden] { display: none !important; }
+.cards { display: flex; flex-wrap: wrap; gap: .75rem; margin-bottom: 1rem; }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: .6rem .9rem;
+  min-width: 8.5rem; }
+.card .n { font-size: 1.5rem; font-weight: 650; }
+.card .k { color: var(--muted); font-size: .85rem; }
+.gate-pass { border-left: 6px solid var(--supported); }
+.gate-fail { border-left: 6px solid var(--contradicted); }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: 1rem; }
+table { border-collapse: collapse; font-size: .9rem; background: #fff; }
+th, td { border: 1px solid var(--line); padding: .25rem .55rem; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+.thresholds { list-style: none; padding: 0; margin: 0; }
+.thresholds li { margin: .2rem 0; }
+.pass::before { content: "✓ PASS "; color: var(--supported); font-weight: 700; }
+.fail::before { content: "✗ FAIL "; color: var(--contradicted); font-weight: 700; }
+svg text { font-size: 11px; fill: var(--ink); }
+.filters { position: sticky; top: 0; background: var(--paper); padding: .6rem 0; z-index: 2;
+  border-bottom: 1px solid var(--line); display: flex; flex-wrap: wrap; gap: .4rem;
+  align-items: center; }
+.filters button { font: inherit; border: 1px solid var(--line); background: #fff;
+  border-radius: 999px; padding: .2rem .75rem; cursor: pointer; }
+.filters button[aria-pressed="true"] { background: var(--ink); color: #fff;
+  border-color: var(--ink); }
+.legend { display: flex; flex-wrap: wrap; gap: .9rem; margin: .6rem 0; font-size: .9rem; }
+article.case { background: #fff; border: 1px solid var(--line); border-radius: 8px;
+  padding: .8rem 1rem; margin: .8rem 0; }
+article.case > header { display: flex; flex-wrap: wrap; gap: .6rem; align-items: baseline; }
+.name { font-weight: 650; } .rowno, .scores { color: var(--muted); font-size: .9rem; }
+.badge { border-radius: 4px; padding: 0 .45rem; font-size: .85rem; font-weight: 600;
+  border: 1.5px solid currentColor; }
+.badge.grounded { color: var(--supported); } .badge.hallucinated { color: var(--contradicted); }
+.badge.insufficient_context { color: #a86f00; }
+.badge.no_claims, .badge.error, .badge.invalid { color: var(--grey); }
+.badge.expected { color: var(--muted); font-weight: 400; }
+.mismatch { color: var(--contradicted); font-size: .85rem; }
+.question { color: var(--muted); margin: .4rem 0; }
+.answer { font-size: 1.05rem; margin: .5rem 0; white-space: pre-wrap; }
+mark.claim { color: inherit; padding: 0 1px; border-radius: 2px; text-decoration-line: underline;
+  text-decoration-thickness: 2px; text-underline-offset: 3px; }
+mark.claim sup { font-size: .7em; font-weight: 700; margin-left: 1px; }
+.v-supported { --v: var(--supported); } .v-inferred { --v: var(--inferred); }
+.v-unsupported { --v: var(--unsupported); } .v-contradicted { --v: var(--contradicted); }
+mark.claim { text-decoration-color: var(--v); }
+mark.claim sup, .tag { color: var(--v); }
+mark.v-supported { background: rgba(0, 114, 178, .10); text-decoration-style: solid; }
+mark.v-inferred { background: rgba(0, 158, 115, .12); text-decoration-style: dashed; }
+mark.v-unsupported { background: rgba(230, 159, 0, .20); text-decoration-style: dotted; }
+mark.v-contradicted { background: rgba(213, 94, 0, .16); text-decoration-style: wavy; }
+mark.v-unsupported sup { color: #9a6a00; }
+.claims { margin: .4rem 0 0; padding-left: 1.4rem; }
+.claims li { margin: .35rem 0; }
+.tag { font-weight: 700; font-size: .85rem; white-space: nowrap; }
+.v-unsupported .tag { color: #9a6a00; }
+.reason, .unlocated { color: var(--muted); font-size: .88rem; }
+.evidence { margin: .2rem 0 0 .2rem; font-size: .92rem; }
+.quote { border-left: 3px solid var(--v); padding-left: .5rem; }
+.passage { white-space: pre-wrap; background: var(--paper); border: 1px solid var(--line);
+  border-radius: 4px; padding: .4rem .6rem; margin: .3rem 0; font-size: .88rem; }
+.passage mark { background: #fde9a8; outline: 1px solid #c9a227; }
+details > summary { cursor: pointer; color: var(--supported); font-size: .88rem; }
+.invalid-msg { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+@media print { .filters { display: none; } }
+"""
+
+# The one script of the report. Its hash goes into the Content-Security-Policy, so it must be
+# written to the page byte for byte as it is here.
+_JS = """
+(function () {
+  var buttons = Array.prototype.slice.call(document.querySelectorAll("button[data-filter]"));
+  var mismatch = document.getElementById("only-mismatch");
+  var cases = Array.prototype.slice.call(document.querySelectorAll("article.case"));
+  var current = "all";
+  function apply() {
+    var shown = 0;
+    cases.forEach(function (c) {
+      var ok = (current === "all" || c.getAttribute("data-label") === current) &&
+        (!mismatch || !mismatch.checked || c.getAttribute("data-mismatch") === "true");
+      c.hidden = !ok;
+      if (ok) { shown += 1; }
+    });
+    buttons.forEach(function (b) {
+      b.setAttribute("aria-pressed", String(b.getAttribute("data-filter") === current));
+    });
+    document.getElementById("shown").textContent = String(shown);
+  }
+  buttons.forEach(function (b) {
+    b.addEventListener("click", function () { current = b.getAttribute("data-filter"); apply(); });
+  });
+  if (mismatch) { mismatch.addEventListener("change", apply); }
+  apply();
+})();
+"""
+
+
+def _csp() -> str:
+    digest = base64.b64encode(hashlib.sha256(_JS.encode("utf-8")).digest()).decode("ascii")
+    return (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+        f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
+    )
+
+
+def highlight_answer(answer: str, claims: list[Claim]) -> tuple[str, set[int]]:
+    """The answer as HTML with each located claim wrapped in a ``<mark>`` for its verdict.
+
+    Returns the HTML and the indexes of the claims that were highlighted. Claims without
+    offsets (a rephrasing judge) or overlapping an earlier one are left to the list below.
+    """
+    located = sorted(
+        (
+            (c.start, c.end, i, c)
+            for i, c in enumerate(claims)
+            if c.start is not None and c.end is not None and 0 <= c.start < c.end <= len(answer)
+        ),
+        key=lambda t: (t[0], t[1]),
+    )
+    out: list[str] = []
+    done: set[int] = set()
+    cursor = 0
+    for start, end, i, claim in located:
+        if start < cursor:
+            continue
+        out.append(_e(answer[cursor:start]))
+        title = f"{claim.verdict}: {claim.reason}" if claim.reason else claim.verdict
+        out.append(
+            f'<mark class="claim v-{claim.verdict}" data-claim="{i}" '
+            f'data-verdict="{claim.verdict}" title="{_e(title)}">{_e(answer[start:end])}'
+            f'<sup aria-label="{claim.verdict}">{VERDICT_ICONS[claim.verdict]}</sup></mark>'
+        )
+        done.add(i)
+        cursor = end
+    out.append(_e(answer[cursor:]))
+    return "".join(out), done
+
+
+def _passage_window(text: str, start: int, end: int) -> str:
+    lo = max(0, start - PASSAGE_WINDOW_CHARS)
+    hi = min(len(text), end + PASSAGE_WINDOW_CHARS)
+    return (
+        ("…" if lo > 0 else "")
+        + _e(text[lo:start])
+        + f"<mark>{_e(text[start:end])}</mark>"
+        + _e(text[end:hi])
+        + ("…" if hi < len(text) else "")
+    )
+
+
+def _claim_item(i: int, claim: Claim, located: bool, passages: list[str]) -> str:
+    parts = [
+        f'<li class="v-{claim.verdict}" data-verdict="{claim.verdict}">',
+        f'<span class="tag">{VERDICT_ICONS[claim.verdict]} {claim.verdict}</span> ',
+        f'<span class="claim-text">{_e(claim.text)}</span>',
+    ]
+    if not located:
+        parts.append(' <span class="unlocated">(not located in the answer text)</span>')
+    if claim.reason:
+        parts.append(f' <span class="reason">— {_e(claim.reason)}</span>')
+    for ev in claim.evidence[:3]:
+        label = f"passage {ev.passage + 1}"
+        parts.append(
+            f'<div class="evidence"><span class="quote">“{_e(ev.quote)}”</span> '
+            f'<span class="pn">({label})</span>'
+        )
+        if 0 <= ev.passage < len(passages):
+            text = passages[ev.passage]
+            if 0 <= ev.start < ev.end <= len(text):
+                parts.append(
+                    f"<details><summary>show {label} ({len(text)} characters)</summary>"
+                    f'<div class="passage">{_passage_window(text, ev.start, ev.end)}</div>'
+                    "</details>"
+                )
+        parts.append("</div>")
+    parts.append("</li>")
+    return "".join(parts)
+
+
+def render_case(row: Row, ev: Evaluation) -> str:
+    """One answer's card."""
+    passages: list[str] = []
+    for i, item in enumerate(row.contexts):
+        try:
+            passages.append(to_passage(item, i).text)
+        except TypeError:
+            passages.append("")
+    flagged = ev.label in FLAGGED_LABELS
+    mismatch = (
+        row.expected is not None
+        and ev.label != "error"
+        and (row.expected == "hallucinated") != flagged
+    )
+    answer_html, located = highlight_answer(row.answer, ev.claims)
+    header = [
+        f'<span class="name">{_e(row.name)}</span>',
+        f'<span class="rowno">row {row.number}</span>',
+        f'<span class="badge {ev.label}">{ev.label}</span>',
+        f'<span class="scores">faithfulness {_score(ev.faithfulness)} · groundedness '
+        f"{_score(ev.groundedness)}</span>",
+    ]
+    if row.expected:
+        header.append(f'<span class="badge expected">human: {row.expected}</span>')
+    if mismatch:
+        header.append('<span class="mismatch">⚠ disagrees with the human label</span>')
+    body = [
+        f'<article class="case" data-label="{ev.label}" data-mismatch="{str(mismatch).lower()}" '
+        f'lang="{_lang(row.answer, row.question)}" id="row-{row.number}">',
+        f"<header>{''.join(header)}</header>",
+    ]
+    if row.question:
+        body.append(f'<p class="question">Q: {_e(row.question)}</p>')
+    body.append(f'<p class="answer">{answer_html}</p>')
+    if ev.label == "error":
+        body.append(f'<p class="reason">judge failed: {_e(ev.error or ev.explanation)}</p>')
+    elif ev.explanation:
+        body.append(f'<p class="reason">{_e(ev.explanation)}</p>')
+    if ev.claims:
+        items = [_claim_item(i, c, i in located, passages) for i, c in enumerate(ev.claims)]
+        body.append(f'<ol class="claims">{"".join(items)}</ol>')
+    body.append("</article>\n")
+    return "".join(body)
+
+
+def render_invalid(bad: InvalidRow) -> str:
+    """The card of a row that could not be checked."""
+    name = bad.id or f"row {bad.number}"
+    return (
+        f'<article class="case" data-label="invalid" data-mismatch="false" '
+        f'id="row-{bad.number}"><header><span class="name">{_e(name)}</span>'
+        f'<span class="rowno">row {bad.number}</span><span class="badge invalid">invalid</span>'
+        f'</header><p class="invalid-msg">field {_e(bad.field)}: {_e(bad.message)}</p>'
+        "</article>\n"
+    )
+
+
+def histogram_svg(title: str, bins: list[int]) -> str:
+    """A bar chart of score counts in ``HISTOGRAM_BINS`` bins over [0, 1], as inline SVG."""
+    width, height, left, bottom, top = 340, 170, 30, 28, 22
+    plot_w, plot_h = width - left - 10, height - bottom - top
+    peak = max(bins) if any(bins) else 1
+    bar_w = plot_w / HISTOGRAM_BINS
+    parts = [
+        f'<svg class="chart" role="img" aria-label="{_e(title)}: distribution over '
+        f'{sum(bins)} scored answers" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" xmlns="http://www.w3.org/2000/svg">',
+        f'<text x="{left}" y="14" font-weight="600">{_e(title)}</text>',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
+        'stroke="#888"/>',
+    ]
+    for i, n in enumerate(bins):
+        h = plot_h * n / peak
+        x = left + i * bar_w
+        lo, hi = i / HISTOGRAM_BINS, (i + 1) / HISTOGRAM_BINS
+        parts.append(
+            f'<rect class="bar" x="{x + 2:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w - 4:.1f}" '
+            f'height="{h:.1f}" fill="#0072B2" data-count="{n}"><title>{lo:.1f}–{hi:.1f}'
+            f"{']' if i == HISTOGRAM_BINS - 1 else ')'}: {n} answers</title></rect>"
+        )
+        if n:
+            parts.append(
+                f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h - h - 3:.1f}" '
+                f'text-anchor="middle">{n}</text>'
+            )
+    for tick in (0.0, 0.5, 1.0):
+        x = left + plot_w * tick
+        parts.append(f'<text x="{x:.1f}" y="{height - 10}" text-anchor="middle">{tick:.1f}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+class HtmlReportWriter:
+    """``--html OUT``: the self-contained report, written at ``close``."""
+
+    def __init__(self, path: Path, title: str = "groundwatch check") -> None:
+        self._path = path
+        self._title = title
+        self._cases: IO[str] = tempfile.TemporaryFile(  # noqa: SIM115 (closed in close())
+            "w+", encoding="utf-8"
+        )
+        self._started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        # Opening the output now surfaces an unwritable path before the run, not after it.
+        path.open("w", encoding="utf-8").close()
+
+    def add(self, row: Row, ev: Evaluation, seconds: float) -> None:
+        self._cases.write(render_case(row, ev))
+
+    def add_invalid(self, bad: InvalidRow) -> None:
+        self._cases.write(render_invalid(bad))
+
+    def _summary(self, s: CheckSummary, thresholds: list[Threshold], exit_code: int) -> str:
+        passed = exit_code == 0
+        verdict = {0: "PASS", 1: "FAIL", 2: "BAD INPUT"}[exit_code]
+        rate = s.hallucination_rate
+        cards = [
+            (
+                f"gate-{'pass' if passed else 'fail'}",
+                verdict,
+                f"gate result (exit {exit_code})",
+            ),
+            ("", str(s.rows + s.invalid), f"rows ({s.invalid} invalid)"),
+            ("", "–" if rate is None else f"{rate:.1%}", f"hallucination rate ({s.scored} scored)"),
+            ("", _score(s.mean_faithfulness), "mean faithfulness"),
+            ("", _score(s.mean_groundedness), "mean groundedness"),
+        ]
+        out = ['<section id="summary"><div class="cards">']
+        for cls, n, k in cards:
+            out.append(
+                f'<div class="card {cls}"><div class="n">{_e(n)}</div>'
+                f'<div class="k">{k}</div></div>'
+            )
+        out.append('</div><div class="grid"><div>')
+        out.append('<table id="label-counts"><tr><th>label</th><th>answers</th><th>share</th></tr>')
+        total = s.rows or 1
+        for label in LABELS:
+            count = s.labels[label]
+            out.append(f"<tr><td>{label}</td><td>{count}</td><td>{count / total:.1%}</td></tr>")
+        out.append("</table>")
+        out.append(
+            '<table id="claim-counts" style="margin-top:.6rem"><tr><th>claims</th><th>count</th>'
+            "</tr>"
+        )
+        for v in VERDICTS:
+            out.append(
+                f'<tr><td><span class="tag v-{v}">{VERDICT_ICONS[v]} {v}</span></td>'
+                f"<td>{s.verdicts[v]}</td></tr>"
+            )
+        out.append("</table>")
+        out.append('<h2>Gate</h2><ul class="thresholds">')
+        for t in thresholds:
+            out.append(f'<li class="{"pass" if t.passed else "fail"}">{_e(t.text)}</li>')
+        if s.invalid:
+            out.append(f'<li class="fail">{s.invalid} invalid rows (exit 2)</li>')
+        out.append("</ul></div><div>")
+        out.append(histogram_svg("groundedness", s.histogram_groundedness))
+        out.append(histogram_svg("faithfulness", s.histogram_faithfulness))
+        out.append("</div></div>")
+        if s.labelled:
+            out.append(
+                f"<h2>Against the human labels ({s.labelled} rows)</h2>"
+                '<table id="confusion"><tr><th>human \\ groundwatch</th>'
+                + "".join(f"<th>{label}</th>" for label in LABELS)
+                + "</tr>"
+            )
+            for e in EXPECTED_LABELS:
+                out.append(
+                    f"<tr><td>{e}</td>"
+                    + "".join(f"<td>{s.confusion[(e, label)]}</td>" for label in LABELS)
+                    + "</tr>"
+                )
+            ba = s.balanced_accuracy
+            out.append(
+                f"</table><p>Balanced accuracy <strong>{_score(ba)}</strong> "
+                "(an answer counts as flagged when labelled hallucinated or "
+                "insufficient_context; judge errors left out).</p>"
+            )
+        out.append("</section>")
+        return "".join(out)
+
+    def _filters(self, s: CheckSummary) -> str:
+        counts: dict[str, int] = {label: s.labels[label] for label in LABELS}
+        counts["invalid"] = s.invalid
+        buttons = [
+            f'<button type="button" data-filter="all" aria-pressed="true">all '
+            f"({s.rows + s.invalid})</button>"
+        ]
+        for label, n in counts.items():
+            if n:
+                buttons.append(
+                    f'<button type="button" data-filter="{label}" aria-pressed="false">'
+                    f"{label} ({n})</button>"
+                )
+        mismatch = (
+            '<label><input type="checkbox" id="only-mismatch"> only disagreements with the '
+            "human label</label>"
+            if s.labelled
+            else ""
+        )
+        return (
+            '<nav class="filters" aria-label="filter answers by label"><strong>Show</strong>'
+            + "".join(buttons)
+            + mismatch
+            + '<span class="meta" style="margin:0">showing <span id="shown">0</span></span></nav>'
+        )
+
+    @staticmethod
+    def _legend() -> str:
+        items = "".join(
+            f'<span><mark class="claim v-{v}">{v} claim<sup>{VERDICT_ICONS[v]}</sup></mark></span>'
+            for v in VERDICTS
+        )
+        return f'<div class="legend" aria-label="legend">{items}</div>'
+
+    def close(self, summary: CheckSummary, thresholds: list[Threshold], exit_code: int) -> None:
+        with self._path.open("w", encoding="utf-8") as out:
+            out.write(
+                '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+                f'<meta http-equiv="Content-Security-Policy" content="{_csp()}">\n'
+                '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+                f"<title>{_e(self._title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            )
+            out.write(
+                f'<h1>{_e(self._title)}</h1>\n<p class="meta">judge {_e(summary.judge)} · '
+                f"{summary.seconds:.1f} s · {_e(self._started)} · source "
+                f"{_e(summary.source)}</p>\n"
+            )
+            out.write(self._summary(summary, thresholds, exit_code))
+            out.write("\n<h2>Answers</h2>\n")
+            out.write(self._legend())
+            out.write(self._filters(summary))
+            out.write('\n<main id="cases">\n')
+            self._cases.seek(0)
+            shutil.copyfileobj(self._cases, out)
+            out.write(f"</main>\n<script>{_JS}</script>\n</body>\n</html>\n")
+        self._cases.close()

@@ -20,6 +20,9 @@ from ._check_input import InvalidRow, Row
 from ._check_summary import CheckSummary, Threshold, claim_line, failing_claims, is_failure
 from .types import Evaluation
 
+_COPY_CHUNK_CHARS = 16_384
+"""Cases are copied from the temporary file in chunks this size: memory stays small."""
+
 
 class Sink(Protocol):
     """Receives every row of a run, in input order, then the final summary."""
@@ -204,7 +207,7 @@ class JUnitWriter:
                 out.write(f"      <property name={xml_attr(key)} value={xml_attr(value)}/>\n")
             out.write("    </properties>\n")
             self._cases.seek(0)
-            shutil.copyfileobj(self._cases, out)
+            shutil.copyfileobj(self._cases, out, _COPY_CHUNK_CHARS)
             out.write("  </testsuite>\n</testsuites>\n")
         self._cases.close()
 

@@ -43,6 +43,9 @@ from .types import LABELS, VERDICTS, Claim, Evaluation
 PASSAGE_WINDOW_CHARS = 600
 """Characters of passage shown on each side of an evidence quote (passages can be 50k long)."""
 
+_COPY_CHUNK_CHARS = 16_384
+"""Cases are copied from the temporary file in chunks this size: memory stays small."""
+
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 
 
@@ -484,6 +487,6 @@ class HtmlReportWriter:
             out.write(self._filters(summary))
             out.write('\n<main id="cases">\n')
             self._cases.seek(0)
-            shutil.copyfileobj(self._cases, out)
+            shutil.copyfileobj(self._cases, out, _COPY_CHUNK_CHARS)
             out.write(f"</main>\n<script>{_JS}</script>\n</body>\n</html>\n")
         self._cases.close()

@@ -1,0 +1,187 @@
+"""``python -m groundwatch check`` end to end: exit codes, summary, JSON Lines and JUnit."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from .conftest import GROUNDED, INVENTED, run_cli, write_jsonl
+
+
+def test_exit_0_when_every_threshold_is_met(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "ok.jsonl", [GROUNDED, {**GROUNDED, "id": "ok2"}])
+    proc = run_cli(data, "--min-groundedness", "0.9", "--max-hallucination-rate", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS  mean groundedness 1.000 >= 0.9" in proc.stdout
+    assert "result: PASS, exit 0" in proc.stdout
+    # A short run on a pipe prints no progress lines: CI logs stay clean.
+    assert proc.stderr == ""
+
+
+def test_exit_1_when_a_threshold_fails(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "mixed.jsonl", [GROUNDED, INVENTED])
+    proc = run_cli(data, "--max-hallucination-rate", "0.2", "--min-faithfulness", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL  hallucination rate 50.0% > 20.0% (1 of 2 scored answers)" in proc.stdout
+    assert "PASS  mean faithfulness 1.000 >= 1.0" in proc.stdout
+    # The worst answer is named with its failing claim.
+    assert "invented (row 2) hallucinated" in proc.stdout
+    assert '? unsupported: "Napoleon lived at the top of the tower' in proc.stdout
+
+
+def test_exit_2_for_a_missing_file(tmp_path: Path) -> None:
+    proc = run_cli(tmp_path / "nope.jsonl", "--json", tmp_path / "out.jsonl")
+    assert proc.returncode == 2
+    assert "no such file" in proc.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_exit_2_for_bad_rows_names_row_and_field_and_checks_the_rest(tmp_path: Path) -> None:
+    data = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            GROUNDED,
+            {"question": "q", "contexts": ["x"]},  # row 2: no answer
+            '{"answer": "a", "contexts": ["x"]',  # row 3: broken JSON
+            {**GROUNDED, "contexts": "not a list"},  # row 4
+            INVENTED,  # row 5: still checked
+        ],
+    )
+    out = tmp_path / "out.jsonl"
+    proc = run_cli(data, "--json", out, "--max-hallucination-rate", "1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "row 2: field 'answer': missing" in proc.stderr
+    assert "row 3: field '(line)': not valid JSON" in proc.stderr
+    assert "row 4: field 'contexts': expected a list of passages, got a string" in proc.stderr
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r["kind"], r["row"]) for r in lines[:-1]] == [
+        ("evaluation", 1),
+        ("invalid_row", 2),
+        ("invalid_row", 3),
+        ("invalid_row", 4),
+        ("evaluation", 5),
+    ]
+    assert lines[-1]["kind"] == "summary"
+    assert lines[-1]["invalid_rows"] == 3 and lines[-1]["rows"] == 2
+    assert lines[-1]["exit_code"] == 2
+
+
+def test_exit_2_for_an_unavailable_or_unconfigured_llm_judge(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "ok.jsonl", [GROUNDED])
+    for kind in ("openai", "cascade"):
+        proc = run_cli(data, "--judge", kind, "--api-key-env", "GROUNDWATCH_TEST_UNSET_KEY")
+        assert proc.returncode == 2
+        assert f"--judge {kind}" in proc.stderr
+
+
+def test_exit_2_for_an_invalid_threshold(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "ok.jsonl", [GROUNDED])
+    proc = run_cli(data, "--min-groundedness", "1.5")
+    assert proc.returncode == 2
+    assert "must be within [0, 1]" in proc.stderr
+
+
+def test_json_lines_carry_every_evaluation(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "mixed.jsonl", [GROUNDED, INVENTED])
+    out = tmp_path / "evals.jsonl"
+    proc = run_cli(data, "--json", out)
+    assert proc.returncode == 0, proc.stderr
+    first, second, summary = (json.loads(x) for x in out.read_text("utf-8").splitlines())
+    assert first["id"] == "ok" and first["evaluation"]["label"] == "grounded"
+    assert first["evaluation"]["groundedness"] == 1.0
+    assert [c["verdict"] for c in first["evaluation"]["claims"]] == ["supported", "supported"]
+    evidence = first["evaluation"]["claims"][0]["evidence"][0]
+    assert GROUNDED["contexts"][0][evidence["start"] : evidence["end"]] == evidence["quote"]
+    assert second["evaluation"]["label"] == "hallucinated" and second["expected"] == "hallucinated"
+    assert summary["labels"]["grounded"] == 1 and summary["labels"]["hallucinated"] == 1
+    assert summary["hallucination_rate"] == 0.5
+    assert summary["confusion"]["hallucinated"]["hallucinated"] == 1
+    assert summary["balanced_accuracy"] == 1.0
+
+
+def test_junit_has_one_case_per_answer_and_failures_list_claims(tmp_path: Path) -> None:
+    data = write_jsonl(
+        tmp_path / "mixed.jsonl",
+        [GROUNDED, INVENTED, {"answer": "I don't know.", "contexts": ["x"]}, {"answer": 3}],
+    )
+    out = tmp_path / "junit.xml"
+    proc = run_cli(data, "--junit", out, "--max-hallucination-rate", "0.1")
+    assert proc.returncode == 2  # the invalid row wins over the failed threshold
+    root = ET.parse(out).getroot()
+    assert root.tag == "testsuites"
+    suite = root.find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert list(cases) == [
+        "ok",
+        "invented",
+        "row 3",
+        "row 4",
+        "gate: hallucination rate",
+        "gate: judge errors",
+    ]
+    assert cases["ok"].find("failure") is None
+    failure = cases["invented"].find("failure")
+    assert failure is not None and failure.get("type") == "hallucinated"
+    assert "1 unsupported, 0 contradicted" in (failure.get("message") or "")
+    assert "Napoleon lived at the top of the tower" in (failure.text or "")
+    assert cases["row 3"].find("skipped") is not None
+    error = cases["row 4"].find("error")
+    assert error is not None and "field 'answer'" in (error.get("message") or "")
+    assert cases["gate: hallucination rate"].find("failure") is not None
+    # The counts on the root elements match the cases.
+    for element in (root, suite):
+        assert element.get("tests") == "6"
+        assert element.get("failures") == "2"
+        assert element.get("errors") == "1"
+        assert element.get("skipped") == "1"
+
+
+def test_csv_input_with_json_contexts(tmp_path: Path) -> None:
+    data = tmp_path / "set.csv"
+    data.write_text(
+        "id,question,contexts,answer,label\n"
+        'a,How tall?,"[""The tower stands 330 metres tall.""]",The tower stands 330 metres tall.,'
+        "grounded\n"
+        "b,How tall?,The tower stands 330 metres tall.,It is tall.,faithful\n"
+        'c,How tall?,"[""The tower stands 330 metres tall.""]",The tower is made of gold bars.,'
+        "hallucinated\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    proc = run_cli(data, "--json", out)
+    assert proc.returncode == 2
+    assert "row 3: field 'contexts': expected a JSON list in the cell" in proc.stderr
+    rows = [json.loads(x) for x in out.read_text("utf-8").splitlines()]
+    assert [(r["kind"], r.get("id")) for r in rows[:-1]] == [
+        ("evaluation", "a"),
+        ("invalid_row", "b"),
+        ("evaluation", "c"),
+    ]
+    assert rows[0]["evaluation"]["label"] == "grounded"
+    assert rows[2]["evaluation"]["label"] == "hallucinated"
+
+
+def test_golden_set_gate_from_the_readme(golden_set: Path, tmp_path: Path) -> None:
+    proc = run_cli(
+        golden_set,
+        "--max-hallucination-rate",
+        "0.5",
+        "--json",
+        tmp_path / "g.jsonl",
+        "--junit",
+        tmp_path / "g.xml",
+        "--html",
+        tmp_path / "g.html",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text("utf-8").splitlines()]
+    evaluations = [r for r in rows if r["kind"] == "evaluation"]
+    assert len(evaluations) == 12
+    assert {r["expected"] for r in evaluations} == {"faithful", "hallucinated"}
+    assert any("铁塔" in r["answer"] for r in evaluations)
+    assert "balanced accuracy" in proc.stdout
+    # A strict gate on the same set fails: it holds hallucinated answers on purpose.
+    strict = run_cli(golden_set, "--max-hallucination-rate", "0")
+    assert strict.returncode == 1

@@ -114,7 +114,10 @@ def assert_grounded(
     if ev.groundedness < min_groundedness - 1e-12:
         problems.append(f"groundedness {ev.groundedness:.2f} < required {min_groundedness:.2f}")
     if len(contradicted) > allow_contradicted:
-        problems.append(f"{len(contradicted)} contradicted claims (allowed {allow_contradicted})")
+        n = len(contradicted)
+        problems.append(
+            f"{n} contradicted claim{'' if n == 1 else 's'} (allowed {allow_contradicted})"
+        )
     if not problems:
         return ev
     lines = [f"answer is not grounded: {'; '.join(problems)} [{ev.explanation}]"]

@@ -1,0 +1,74 @@
+"""The HTML report as a file: self-contained, escaped, highlighted by verdict."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from pathlib import Path
+
+from groundwatch._report import highlight_answer
+from groundwatch.types import Claim
+
+from .report_cases import HOSTILE, build_report
+
+
+def test_report_is_self_contained_and_escapes_user_text(tmp_path: Path) -> None:
+    out, _, code = build_report(tmp_path)
+    assert code == 2  # the invalid row
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert '<meta charset="utf-8">' in page
+    # Nothing is loaded from elsewhere: no external src/href, no CSS imports or url().
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "@import" not in page and "url(" not in page
+    # The hostile text shows as text; the only script element is ours.
+    assert HOSTILE not in page
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=&quot;window.__pwned = 2&quot;&gt;" in page
+    assert page.count("<script") == 1
+    # The Content-Security-Policy allows exactly that script, by hash.
+    script = re.search(r"<script>(.*?)</script>", page, re.S)
+    assert script is not None
+    digest = base64.b64encode(hashlib.sha256(script.group(1).encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in page
+    assert "default-src 'none'" in page
+
+
+def test_report_marks_claims_by_verdict_with_chinese_and_evidence(tmp_path: Path) -> None:
+    out, _, _ = build_report(tmp_path)
+    page = out.read_text(encoding="utf-8")
+    marks = re.findall(r'<mark class="claim v-(\w+)" data-claim="\d+" data-verdict="\w+"', page)
+    # mixed-en: 4 verdicts; grounded-en: 1; sales-zh: 2; hostile: 1 (+ the legend has none with
+    # data-claim).
+    assert marks == [
+        "supported",
+        "inferred",
+        "contradicted",
+        "unsupported",
+        "supported",
+        "contradicted",
+        "supported",
+        "unsupported",
+    ]
+    assert '<article class="case" data-label="hallucinated" data-mismatch="false" lang="zh"' in page
+    assert "公司2023年全年销售额为800万元。" in page
+    # Evidence quote with its passage number, and the passage with the quote marked.
+    assert '“within 5 business days”</span> <span class="pn">(passage 2)</span>' in page
+    assert "<mark>全年销售额为500万元</mark>" in page
+    assert 'data-label="invalid"' in page and "field answer: missing" in page
+
+
+def test_highlight_uses_offsets_and_lists_the_rest() -> None:
+    answer = "Alpha is one. Beta is two. Gamma <b>."
+    claims = [
+        Claim(text="Beta is two.", start=14, end=26, verdict="contradicted"),
+        Claim(text="Alpha is one.", start=0, end=13, verdict="supported"),
+        Claim(text="a rephrased claim", verdict="unsupported"),  # no offsets
+        Claim(text="is two. Gamma", start=19, end=32, verdict="inferred"),  # overlaps
+    ]
+    html, located = highlight_answer(answer, claims)
+    assert located == {0, 1}
+    assert html.startswith('<mark class="claim v-supported" data-claim="1"')
+    assert '>Beta is two.<sup aria-label="contradicted">✗</sup></mark>' in html
+    assert html.endswith(" Gamma &lt;b&gt;.")

@@ -1,0 +1,139 @@
+"""The HTML report in a real headless Chromium (Debian's ``chromium`` + ``chromium-driver``):
+highlights, filters, Chinese text, escaping, no console errors; a screenshot for humans."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .report_cases import build_report
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="needs Debian's chromium and chromium-driver (.ci/run installs them)",
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    profile = tempfile.mkdtemp(prefix="gw-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--window-size=1200,1600",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # An explicit driver path: Selenium Manager never goes looking for (or downloading) one.
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _visible_labels(driver: Any) -> list[str]:
+    return [
+        a.get_attribute("data-label")
+        for a in driver.find_elements(By.CSS_SELECTOR, "article.case")
+        if a.is_displayed()
+    ]
+
+
+def test_report_in_chromium(browser: Any, tmp_path: Path) -> None:
+    report, summary, _ = build_report(tmp_path)
+    browser.get(report.as_uri())
+
+    # The inline script ran (CSP hash accepted) and nothing was blocked or failed.
+    assert browser.find_element(By.ID, "shown").text == "6"
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+    # The hostile text did not run.
+    assert browser.execute_script("return window.__pwned === undefined") is True
+    hostile = browser.find_element(By.ID, "row-4")
+    assert (
+        "<script>window.__pwned = 1</script>" in hostile.find_element(By.CLASS_NAME, "answer").text
+    )
+
+    # Highlights: the right class on the right words, with a non-colour cue (icon + style).
+    mixed = browser.find_element(By.ID, "row-1")
+    marks = mixed.find_elements(By.CSS_SELECTOR, ".answer mark.claim")
+    assert [(m.get_attribute("data-verdict"), m.text[:-1]) for m in marks] == [
+        ("supported", "You can return an unused item within 30 days."),
+        ("inferred", "Refunds arrive within a week."),
+        ("contradicted", "Refunds are paid within 10 business days."),
+        ("unsupported", "Shipping is free."),
+    ]
+    styles = browser.execute_script(
+        "return Array.from(arguments[0]).map(m => getComputedStyle(m).textDecorationStyle)",
+        marks,
+    )
+    assert styles == ["solid", "dashed", "wavy", "dotted"]
+    assert [m.find_element(By.TAG_NAME, "sup").text for m in marks] == ["✓", "≈", "✗", "?"]
+
+    # Chinese text is there, in a zh block, laid out with real glyph widths.
+    zh = browser.find_element(By.ID, "row-3")
+    assert zh.get_attribute("lang") == "zh"
+    assert "公司2023年全年销售额为800万元。" in zh.find_element(By.CLASS_NAME, "answer").text
+    contradicted = zh.find_element(By.CSS_SELECTOR, "mark.claim.v-contradicted")
+    assert contradicted.size["width"] > 100
+
+    # Evidence: the passage is collapsed, opens on click, and shows the quote highlighted.
+    details = zh.find_element(By.TAG_NAME, "details")
+    passage = details.find_element(By.CLASS_NAME, "passage")
+    assert not passage.is_displayed()
+    details.find_element(By.TAG_NAME, "summary").click()
+    assert passage.is_displayed()
+    assert passage.find_element(By.TAG_NAME, "mark").text == "全年销售额为500万元"
+
+    # Filters: one label shows only that label; "all" brings everything back.
+    browser.find_element(By.CSS_SELECTOR, 'button[data-filter="hallucinated"]').click()
+    assert _visible_labels(browser) == ["hallucinated"] * 3
+    assert browser.find_element(By.ID, "shown").text == "3"
+    browser.find_element(By.CSS_SELECTOR, 'button[data-filter="invalid"]').click()
+    assert _visible_labels(browser) == ["invalid"]
+    browser.find_element(By.CSS_SELECTOR, 'button[data-filter="all"]').click()
+    assert len(_visible_labels(browser)) == 6
+    # Only the rows where groundwatch and the human label disagree.
+    browser.find_element(By.ID, "only-mismatch").click()
+    visible = [
+        a.get_attribute("id")
+        for a in browser.find_elements(By.CSS_SELECTOR, "article.case")
+        if a.is_displayed()
+    ]
+    assert visible == ["row-4"]  # hostile: human says faithful, groundwatch says hallucinated
+    browser.find_element(By.ID, "only-mismatch").click()
+
+    # The summary chart: one bar per bin, counts adding up to the scored answers.
+    bars = browser.find_elements(By.CSS_SELECTOR, "svg.chart")[0].find_elements(
+        By.CLASS_NAME, "bar"
+    )
+    assert len(bars) == 10
+    assert sum(int(b.get_attribute("data-count")) for b in bars) == summary.scored
+
+    shot = tmp_path / "report.png"
+    browser.set_window_size(1200, 2000)
+    assert browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 20_000

@@ -223,7 +223,8 @@ def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -
         if not isinstance(contexts, str) or not contexts.strip().startswith("["):
             return bad(field, 'expected a JSON list in the cell, like ["first passage", "second"]')
         try:
-            contexts = json.loads(contexts)
+            # strict=False: passages pasted into a spreadsheet cell keep their raw newlines.
+            contexts = json.loads(contexts, strict=False)
         except json.JSONDecodeError as exc:
             return bad(field, f"not a valid JSON list: {exc.msg} at column {exc.colno}")
     if not isinstance(contexts, list):

@@ -34,6 +34,7 @@ from .types import Evaluation
 EXIT_OK = 0
 EXIT_THRESHOLD = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 DEFAULT_CONCURRENCY = 4
 WINDOW_PER_WORKER = 4
@@ -252,7 +253,8 @@ class Progress:
             return
         now = time.monotonic()
         interval = self.BAR_INTERVAL_S if self.mode == "bar" else self.LINE_INTERVAL_S
-        if now - self._last < interval:
+        last_row = self.mode == "bar" and done == self.total
+        if now - self._last < interval and not last_row:
             return
         self._last = now
         rate = done / max(now - self.start, 1e-9)
@@ -269,12 +271,19 @@ class Progress:
         else:
             of = f"/{self.total}" if self.total else ""
             self.stream.write(f"groundwatch check: {done}{of} rows, {rate:.0f} rows/s\n")
+            self._drawn = True
         self.stream.flush()
 
-    def finish(self) -> None:
-        if self._drawn:
+    def finish(self, done: int | None = None) -> None:
+        """Clear the bar; after progress lines, end with one line saying the run is done."""
+        if not self._drawn:
+            return
+        if self.mode == "bar":
             self.stream.write("\r\x1b[K")
-            self.stream.flush()
+        else:
+            seconds = time.monotonic() - self.start
+            self.stream.write(f"groundwatch check: done, {done} rows in {seconds:.0f} s\n")
+        self.stream.flush()
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -381,7 +390,7 @@ def run_check(
         )
     finally:
         if progress is not None:
-            progress.finish()
+            progress.finish(summary.rows + summary.invalid)
     summary.seconds = time.monotonic() - started
     thresholds = summary.thresholds(
         min_faithfulness=gate.min_faithfulness,
@@ -432,6 +441,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"groundwatch check: error: cannot write an output: {exc}", file=err)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("groundwatch check: interrupted; the reports are incomplete", file=err)
+        return EXIT_INTERRUPTED
     finally:
         asyncio.run(_close_judge(judge))
     print(summary.render(thresholds, code))

@@ -117,6 +117,8 @@ class JUnitWriter:
     def __init__(self, path: Path, classname: str) -> None:
         self._path = path
         self._classname = classname
+        # Opening the output now surfaces an unwritable path before the run, not after it.
+        path.open("w", encoding="utf-8").close()
         # Cases go to a temporary file first: the root element needs the final counts.
         self._cases: IO[str] = tempfile.TemporaryFile(  # noqa: SIM115 (closed in close())
             "w+", encoding="utf-8"

@@ -163,25 +163,39 @@ def test_csv_input_with_json_contexts(tmp_path: Path) -> None:
     assert rows[2]["evaluation"]["label"] == "hallucinated"
 
 
+def test_exit_2_for_an_unwritable_output_before_any_work(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "ok.jsonl", [GROUNDED])
+    proc = run_cli(data, "--junit", tmp_path / "no" / "such" / "dir" / "junit.xml")
+    assert proc.returncode == 2
+    assert "cannot write an output" in proc.stderr
+    assert "result:" not in proc.stdout
+
+
 def test_golden_set_gate_from_the_readme(golden_set: Path, tmp_path: Path) -> None:
+    # The README's command: the set holds hallucinated answers on purpose, so the gate fails.
     proc = run_cli(
         golden_set,
         "--max-hallucination-rate",
-        "0.5",
+        "0.1",
+        "--min-groundedness",
+        "0.8",
         "--json",
         tmp_path / "g.jsonl",
         "--junit",
         tmp_path / "g.xml",
         "--html",
         tmp_path / "g.html",
+        cwd=tmp_path,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL  hallucination rate" in proc.stdout
     rows = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text("utf-8").splitlines()]
     evaluations = [r for r in rows if r["kind"] == "evaluation"]
     assert len(evaluations) == 12
     assert {r["expected"] for r in evaluations} == {"faithful", "hallucinated"}
-    assert any("铁塔" in r["answer"] for r in evaluations)
+    assert sum(any("\u4e00" <= ch <= "\u9fff" for ch in r["answer"]) for r in evaluations) == 5
     assert "balanced accuracy" in proc.stdout
-    # A strict gate on the same set fails: it holds hallucinated answers on purpose.
-    strict = run_cli(golden_set, "--max-hallucination-rate", "0")
-    assert strict.returncode == 1
+    assert ET.parse(tmp_path / "g.xml").getroot().get("tests") == "15"  # 12 answers + 3 gates
+    assert (tmp_path / "g.html").read_text("utf-8").count('<article class="case"') == 12
+    # With loose thresholds the same set passes.
+    assert run_cli(golden_set, "--max-hallucination-rate", "1").returncode == 0

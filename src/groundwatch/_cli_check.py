@@ -186,9 +186,9 @@ def build_judge(kind: str, *, model: str | None, base_url: str | None, api_key_e
             f"--judge {kind} needs groundwatch.OpenAIJudge, which this installation does not "
             "provide; use --judge local"
         )
-    kwargs: dict[str, Any] = {}
-    if model:
-        kwargs["model"] = model
+    if not model:
+        raise UsageError(f"--judge {kind} needs --model (the LLM judge's model name)")
+    kwargs: dict[str, Any] = {"model": model}
     if base_url:
         kwargs["base_url"] = base_url
     api_key = os.environ.get(api_key_env)
@@ -217,16 +217,18 @@ def build_judge(kind: str, *, model: str | None, base_url: str | None, api_key_e
 
 
 async def _close_judge(judge: Any) -> None:
-    for name in ("aclose", "close"):
-        method = getattr(judge, name, None)
-        if callable(method):
-            try:
-                result = method()
-                if asyncio.iscoroutine(result):
-                    await result
-            except Exception:  # closing is best effort at the end of a run
-                pass
-            return
+    """Release the judge's clients and threads (a cascade's inner judges too); best effort."""
+    for part in (judge, getattr(judge, "first", None), getattr(judge, "then", None)):
+        for name in ("aclose", "close"):
+            method = getattr(part, name, None)
+            if callable(method):
+                try:
+                    result = method()
+                    if asyncio.iscoroutine(result):
+                        await result
+                except Exception:  # closing is best effort at the end of a run
+                    pass
+                break
 
 
 # --- progress -----------------------------------------------------------------------------------

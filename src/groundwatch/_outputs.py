@@ -162,6 +162,10 @@ class JUnitWriter:
             )
             if ev.label == "insufficient_context":
                 message += " (the retrieved context has nothing substantive)"
+            # The claims go in the message too (shortened): some CI views show only the message.
+            message += "".join(f"\n{claim_line(c, limit=200)}" for c in claims[:5])
+            if len(claims) > 5:
+                message += f"\n… and {len(claims) - 5} more"
             detail = "\n".join(claim_line(c, limit=2000) for c in claims)
             body = (
                 f"      <failure type={xml_attr(ev.label)} message={xml_attr(message)}>"

@@ -124,7 +124,9 @@ def test_junit_has_one_case_per_answer_and_failures_list_claims(tmp_path: Path) 
     assert cases["ok"].find("failure") is None
     failure = cases["invented"].find("failure")
     assert failure is not None and failure.get("type") == "hallucinated"
-    assert "1 unsupported, 0 contradicted" in (failure.get("message") or "")
+    message = failure.get("message") or ""
+    assert message.startswith("hallucinated: faithfulness 1.00, groundedness 0.00; 1 unsupported")
+    assert '\n? unsupported: "Napoleon lived at the top of the tower' in message
     assert "Napoleon lived at the top of the tower" in (failure.text or "")
     assert cases["row 3"].find("skipped") is not None
     error = cases["row 4"].find("error")

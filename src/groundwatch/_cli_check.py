@@ -291,13 +291,18 @@ class Progress:
 # --- the run ------------------------------------------------------------------------------------
 
 
-async def _evaluate_row(row: Row, judge: Judge, sem: asyncio.Semaphore) -> Evaluation | InvalidRow:
+async def _evaluate_row(
+    row: Row, judge: Judge, sem: asyncio.Semaphore
+) -> tuple[Evaluation | InvalidRow, float]:
+    """Score one row once a slot is free; returns the result and the seconds it took."""
     async with sem:
+        started = time.monotonic()
         try:
-            return await aevaluate(row.answer, row.contexts, row.question, judge)
+            ev = await aevaluate(row.answer, row.contexts, row.question, judge)
         except TypeError as exc:
             # prepare() rejected the inputs: the row is bad, not the judge.
-            return InvalidRow(row.number, "(row)", str(exc), row.id)
+            return InvalidRow(row.number, "(row)", str(exc), row.id), 0.0
+        return ev, time.monotonic() - started
 
 
 async def check_rows(
@@ -315,35 +320,36 @@ async def check_rows(
     ``concurrency * WINDOW_PER_WORKER`` rows) is held in memory at any time.
     """
     sem = asyncio.Semaphore(concurrency)
-    window: deque[tuple[Row | InvalidRow, asyncio.Task[Evaluation | InvalidRow] | None, float]]
-    window = deque()
+    Scored = asyncio.Task[tuple[Evaluation | InvalidRow, float]]
+    window: deque[tuple[Row, Scored] | InvalidRow] = deque()
     limit = concurrency * WINDOW_PER_WORKER
     done = 0
 
     async def emit() -> None:
         nonlocal done
-        item, task, started = window.popleft()
-        result: Evaluation | InvalidRow = item if task is None else await task  # type: ignore[assignment]
+        head = window.popleft()
+        if isinstance(head, InvalidRow):
+            result: Evaluation | InvalidRow = head
+        else:
+            row, task = head
+            result, seconds = await task
         if isinstance(result, InvalidRow):
             summary.add_invalid(result)
             for sink in sinks:
                 sink.add_invalid(result)
         else:
-            assert isinstance(item, Row)
-            seconds = time.monotonic() - started
-            summary.add(item, result)
+            summary.add(row, result)
             for sink in sinks:
-                sink.add(item, result, seconds)
+                sink.add(row, result, seconds)
         done += 1
         if progress is not None:
             progress.update(done)
 
     for item in rows:
         if isinstance(item, InvalidRow):
-            window.append((item, None, 0.0))
+            window.append(item)
         else:
-            task = asyncio.ensure_future(_evaluate_row(item, judge, sem))
-            window.append((item, task, time.monotonic()))
+            window.append((item, asyncio.ensure_future(_evaluate_row(item, judge, sem))))
         while len(window) >= limit:
             await emit()
     while window:

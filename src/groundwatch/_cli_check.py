@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import sys
 import time
@@ -414,6 +415,11 @@ def run_check(
 
 def run(args: argparse.Namespace) -> int:
     """Run ``groundwatch check`` from parsed arguments; returns the exit code."""
+    # Answers (Chinese text) and the summary's icons must not crash a console whose encoding
+    # cannot show them (a redirected stream on Windows): replace what cannot be encoded.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="replace")
     err = sys.stderr
     try:
         judge = build_judge(

@@ -27,9 +27,11 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any] | str]) -> Path:
     return path
 
 
-def run_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``python -m groundwatch check ARGS`` in a subprocess, with this worktree's sources."""
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     src = str(REPO / "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(

@@ -30,6 +30,17 @@ def test_exit_1_when_a_threshold_fails(tmp_path: Path) -> None:
     assert '? unsupported: "Napoleon lived at the top of the tower' in proc.stdout
 
 
+def test_a_console_that_cannot_show_chinese_does_not_crash_the_run(tmp_path: Path) -> None:
+    row = {
+        "contexts": ["埃菲尔铁塔位于法国巴黎，于1889年建成，高330米。"],
+        "answer": "铁塔由金条制成。",
+    }
+    data = write_jsonl(tmp_path / "zh.jsonl", [row])
+    proc = run_cli(data, "--max-hallucination-rate", "0", env={"PYTHONIOENCODING": "ascii"})
+    assert proc.returncode == 1, proc.stderr
+    assert '? unsupported: "????????"' in proc.stdout
+
+
 def test_exit_2_for_a_missing_file(tmp_path: Path) -> None:
     proc = run_cli(tmp_path / "nope.jsonl", "--json", tmp_path / "out.jsonl")
     assert proc.returncode == 2

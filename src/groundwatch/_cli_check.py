@@ -28,7 +28,7 @@ from ._check_input import InputFileError, InvalidRow, Row, count_rows, read_rows
 from ._check_summary import CheckSummary, Threshold
 from ._evaluate import aevaluate, judge_name
 from ._outputs import JsonLinesWriter, JUnitWriter, Sink
-from ._report import HtmlReportWriter
+from ._report import DEFAULT_MAX_CASES_PER_LABEL, HtmlReportWriter
 from .judges import Judge
 from .types import Evaluation
 
@@ -154,6 +154,14 @@ def add_parser(subparsers: Any) -> None:
     out.add_argument("--json", type=Path, metavar="OUT", help="every evaluation, as JSON Lines")
     out.add_argument("--junit", type=Path, metavar="OUT", help="JUnit XML, one case per answer")
     out.add_argument("--html", type=Path, metavar="OUT", help="a self-contained HTML report")
+    out.add_argument(
+        "--html-limit",
+        type=_positive_int,
+        default=DEFAULT_MAX_CASES_PER_LABEL,
+        metavar="N",
+        help="answer cards per label in the HTML report "
+        f"(default {DEFAULT_MAX_CASES_PER_LABEL}; --json keeps them all)",
+    )
     out.add_argument(
         "--worst",
         type=_non_negative_int,
@@ -375,6 +383,7 @@ def run_check(
     html_out: Path | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     worst: int = 5,
+    html_limit: int = DEFAULT_MAX_CASES_PER_LABEL,
     progress: Progress | None = None,
 ) -> tuple[int, CheckSummary, list[Threshold]]:
     """Check one file end to end; returns the exit code, the summary and the thresholds.
@@ -391,7 +400,11 @@ def run_check(
     if junit_out is not None:
         sinks.append(JUnitWriter(junit_out, classname=f"groundwatch.check.{path.stem}"))
     if html_out is not None:
-        sinks.append(HtmlReportWriter(html_out, title=f"groundwatch check: {path.name}"))
+        sinks.append(
+            HtmlReportWriter(
+                html_out, title=f"groundwatch check: {path.name}", max_cases_per_label=html_limit
+            )
+        )
     started = time.monotonic()
     try:
         asyncio.run(
@@ -447,6 +460,7 @@ def run(args: argparse.Namespace) -> int:
             html_out=args.html,
             concurrency=args.concurrency,
             worst=args.worst,
+            html_limit=args.html_limit,
             progress=progress,
         )
     except InputFileError as exc:

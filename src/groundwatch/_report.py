@@ -25,6 +25,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import IO
 
@@ -39,6 +40,10 @@ from ._check_summary import (
 )
 from ._inputs import to_passage
 from .types import LABELS, VERDICTS, Claim, Evaluation
+
+DEFAULT_MAX_CASES_PER_LABEL = 2_000
+"""Answer cards per label in one report: a browser cannot show 100,000; failures are not
+crowded out by grounded answers because each label has its own allowance."""
 
 PASSAGE_WINDOW_CHARS = 600
 """Characters of passage shown on each side of an evidence quote (passages can be 50k long)."""
@@ -349,9 +354,16 @@ def histogram_svg(title: str, bins: list[int]) -> str:
 class HtmlReportWriter:
     """``--html OUT``: the self-contained report, written at ``close``."""
 
-    def __init__(self, path: Path, title: str = "groundwatch check") -> None:
+    def __init__(
+        self,
+        path: Path,
+        title: str = "groundwatch check",
+        max_cases_per_label: int = DEFAULT_MAX_CASES_PER_LABEL,
+    ) -> None:
         self._path = path
         self._title = title
+        self._max_cases = max_cases_per_label
+        self._written: Counter[str] = Counter()
         self._cases: IO[str] = tempfile.TemporaryFile(  # noqa: SIM115 (closed in close())
             "w+", encoding="utf-8"
         )
@@ -360,10 +372,14 @@ class HtmlReportWriter:
         path.open("w", encoding="utf-8").close()
 
     def add(self, row: Row, ev: Evaluation, seconds: float) -> None:
-        self._cases.write(render_case(row, ev))
+        if self._written[ev.label] < self._max_cases:
+            self._written[ev.label] += 1
+            self._cases.write(render_case(row, ev))
 
     def add_invalid(self, bad: InvalidRow) -> None:
-        self._cases.write(render_invalid(bad))
+        if self._written["invalid"] < self._max_cases:
+            self._written["invalid"] += 1
+            self._cases.write(render_invalid(bad))
 
     def _summary(self, s: CheckSummary, thresholds: list[Threshold], exit_code: int) -> str:
         passed = exit_code == 0
@@ -441,6 +457,7 @@ class HtmlReportWriter:
             f'<button type="button" data-filter="all" aria-pressed="true">all '
             f"({s.rows + s.invalid})</button>"
         ]
+        cut = {label: n for label, n in counts.items() if n > self._written[label]}
         for label, n in counts.items():
             if n:
                 buttons.append(
@@ -453,8 +470,17 @@ class HtmlReportWriter:
             if s.labelled
             else ""
         )
+        note = ""
+        if cut:
+            note = (
+                '<p class="meta" id="cut">This report shows the first '
+                f"{self._max_cases} answers of each label; left out: "
+                + ", ".join(f"{n - self._written[label]} {label}" for label, n in cut.items())
+                + " (every answer is in the --json output).</p>"
+            )
         return (
-            '<nav class="filters" aria-label="filter answers by label"><strong>Show</strong>'
+            note
+            + '<nav class="filters" aria-label="filter answers by label"><strong>Show</strong>'
             + "".join(buttons)
             + mismatch
             + '<span class="meta" style="margin:0">showing <span id="shown">0</span></span></nav>'

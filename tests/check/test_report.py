@@ -7,8 +7,10 @@ import hashlib
 import re
 from pathlib import Path
 
-from groundwatch._report import highlight_answer
-from groundwatch.types import Claim
+from groundwatch._check_input import Row
+from groundwatch._check_summary import CheckSummary
+from groundwatch._report import HtmlReportWriter, highlight_answer
+from groundwatch.types import Claim, Evaluation
 
 from .report_cases import HOSTILE, build_report
 
@@ -72,3 +74,29 @@ def test_highlight_uses_offsets_and_lists_the_rest() -> None:
     assert html.startswith('<mark class="claim v-supported" data-claim="1"')
     assert '>Beta is two.<sup aria-label="contradicted">✗</sup></mark>' in html
     assert html.endswith(" Gamma &lt;b&gt;.")
+
+
+def test_report_caps_cards_per_label_and_says_so(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    writer = HtmlReportWriter(out, max_cases_per_label=3)
+    summary = CheckSummary()
+    for n in range(1, 21):
+        label = "hallucinated" if n % 10 == 0 else "grounded"
+        ev = Evaluation(label=label, faithfulness=1.0, groundedness=1.0 if n % 10 else 0.0)  # type: ignore[arg-type]
+        row = Row(n, None, None, ["ctx"], f"answer {n}", None)
+        summary.add(row, ev)
+        writer.add(row, ev, 0.0)
+    writer.close(summary, summary.thresholds(), 0)
+    page = out.read_text(encoding="utf-8")
+    # 3 grounded cards (of 18) and both hallucinated ones, which grounded answers cannot crowd out.
+    assert re.findall(
+        r'data-label="(\w+)" data-mismatch="false" lang="en" id="row-(\d+)"', page
+    ) == [
+        ("grounded", "1"),
+        ("grounded", "2"),
+        ("grounded", "3"),
+        ("hallucinated", "10"),
+        ("hallucinated", "20"),
+    ]
+    assert "left out: 15 grounded (every answer is in the --json output)" in page
+    assert ">grounded (18)</button>" in page

@@ -10,6 +10,7 @@ count), and the spreadsheet row in CSV (the header is row 1, so the first data r
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import sys
 from collections.abc import Iterator, Mapping
@@ -95,7 +96,11 @@ def read_rows(path: Path, fmt: str | None = None) -> Iterator[Row | InvalidRow]:
         raise InputFileError(f"no such file: {path}")
     if kind == "jsonl":
         return _read_jsonl(path)
-    return _read_csv(path)
+    rows = _read_csv(path)
+    # Run the generator up to its header check now, so that a CSV file that cannot be read as
+    # a whole fails here, before any output file is created.
+    first = next(rows, None)
+    return itertools.chain(() if first is None else (first,), rows)
 
 
 def count_rows(path: Path, fmt: str | None = None) -> int | None:

@@ -101,8 +101,13 @@ def test_csv_rows_count_the_header_as_row_1_and_allow_multiline_cells(tmp_path: 
 def test_csv_without_an_answer_column_is_a_file_error(tmp_path: Path) -> None:
     data = tmp_path / "a.csv"
     data.write_text("question,contexts\nq,[]\n", encoding="utf-8")
+    # Raised by read_rows itself, before the caller creates any output file.
     with pytest.raises(InputFileError, match="no 'answer' column"):
-        _read(data)
+        read_rows(data)
+    empty = tmp_path / "empty.csv"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(InputFileError, match="needs a header row"):
+        read_rows(empty)
 
 
 def test_unknown_extension_and_missing_file(tmp_path: Path) -> None:

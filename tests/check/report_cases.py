@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import groundwatch as gw
 from groundwatch._check_summary import CheckSummary
 from groundwatch._cli_check import GateOptions, run_check
 
@@ -85,4 +84,4 @@ def build_report(tmp_path: Path) -> tuple[Path, CheckSummary, int]:
     return out, summary, code
 
 
-__all__ = ["HOSTILE", "build_report", "gw"]
+__all__ = ["HOSTILE", "ROWS", "build_report"]

@@ -167,6 +167,8 @@ class FakeOpenAIServer:
         self.latency = latency
         self.reject_formats = set(reject_formats or ())
         self.requests: list[Recorded] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -212,11 +214,17 @@ class FakeOpenAIServer:
                 )
                 with server._lock:
                     server.requests.append(rec)
-                reply = server._reply_for(rec)
-                wait = reply.delay + server.latency
-                if wait and server._stopping.wait(wait):
-                    return
-                self._send(rec, reply)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    reply = server._reply_for(rec)
+                    wait = reply.delay + server.latency
+                    if wait and server._stopping.wait(wait):
+                        return
+                    self._send(rec, reply)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
 
             def _send(self, rec: Recorded, reply: Reply) -> None:
                 if reply.raw is not None:

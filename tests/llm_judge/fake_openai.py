@@ -104,11 +104,12 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-def honest_model(prompt: ParsedPrompt, threshold: float = 0.6) -> dict[str, Any]:
+def honest_model(prompt: ParsedPrompt, threshold: float = 0.6, reason: str = "") -> dict[str, Any]:
     """A deterministic stand-in for an honest LLM: lexical alignment of answer sentences.
 
     Each answer sentence is a claim; it is ``supported`` by the passage sentence sharing the most
-    of its content words when that share reaches ``threshold``, else ``unsupported``.
+    of its content words when that share reaches ``threshold``, else ``unsupported``. ``reason``
+    fills the reason field (the benchmark uses a realistic length for output token counts).
     """
     claims = []
     for sent in sentences(prompt.answer):
@@ -124,7 +125,13 @@ def honest_model(prompt: ParsedPrompt, threshold: float = 0.6) -> dict[str, Any]
         share, n, quote = best
         if share >= threshold:
             claims.append(
-                {"claim": sent, "passage": n, "quote": quote, "reason": "", "verdict": "supported"}
+                {
+                    "claim": sent,
+                    "passage": n,
+                    "quote": quote,
+                    "reason": reason,
+                    "verdict": "supported",
+                }
             )
         else:
             claims.append(

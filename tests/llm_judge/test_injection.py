@@ -9,7 +9,7 @@ in ``judges/_reply.py`` are the backstop when a model obeys anyway.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -176,6 +176,3 @@ def test_known_limit_topical_quote_for_a_single_false_claim(
     )
     ev = gw.evaluate(answer, passages, judge=judge)
     assert ev.label != "grounded"
-
-
-Checker = Callable[..., None]

@@ -16,7 +16,7 @@ from groundwatch import OpenAIJudge
 from groundwatch.judges._prompt import PROMPT_VERSION, SYSTEM_PROMPT
 
 from .conftest import TEST_KEY
-from .fake_openai import FakeOpenAIServer, Recorded, Reply, parse_prompt
+from .fake_openai import FakeOpenAIServer, Reply, parse_prompt
 
 MakeJudge = Callable[..., OpenAIJudge]
 
@@ -567,12 +567,33 @@ def test_no_claim_answer_is_no_claims(server: FakeOpenAIServer, make_judge: Make
     assert ev.label == "no_claims" and ev.faithfulness is None
 
 
-def _responder_echo_nonce(request: Recorded) -> dict[str, object]:
-    return {"claims": []}
-
-
 def test_judge_protocol_and_exports() -> None:
     assert "OpenAIJudge" in gw.__all__ and "CascadeJudge" in gw.__all__
     judge = OpenAIJudge("m", base_url="http://127.0.0.1:9/v1", api_key="k")
     assert isinstance(judge, gw.Judge)
     judge.close()
+
+
+def test_own_requests_run_with_instrumentation_suppressed(server: FakeOpenAIServer) -> None:
+    """Instrumentations (httpx, openai) skip spans when this key is set: the judge's calls
+    must not appear in the user's traces."""
+    import openai
+    from opentelemetry import context as otel_context
+
+    seen: list[object] = []
+
+    async def hook(request: object) -> None:
+        seen.append(otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY))
+
+    client_cls = getattr(openai, "DefaultAsyncHttpx2Client", None) or getattr(
+        openai, "DefaultAsyncHttpxClient"
+    )
+    http_client = client_cls(event_hooks={"request": [hook]})
+    client = openai.AsyncOpenAI(api_key=TEST_KEY, base_url=server.url, http_client=http_client)
+    judge = OpenAIJudge("m", client=client)
+    try:
+        assert gw.evaluate(ANSWER, PASSAGES, judge=judge).label == "grounded"
+    finally:
+        judge.close()
+    assert seen == [True]
+    assert otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY) is None

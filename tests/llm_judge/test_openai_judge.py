@@ -585,9 +585,7 @@ def test_own_requests_run_with_instrumentation_suppressed(server: FakeOpenAIServ
     async def hook(request: object) -> None:
         seen.append(otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY))
 
-    client_cls = getattr(openai, "DefaultAsyncHttpx2Client", None) or getattr(
-        openai, "DefaultAsyncHttpxClient"
-    )
+    client_cls = getattr(openai, "DefaultAsyncHttpx2Client", None) or openai.DefaultAsyncHttpxClient
     http_client = client_cls(event_hooks={"request": [hook]})
     client = openai.AsyncOpenAI(api_key=TEST_KEY, base_url=server.url, http_client=http_client)
     judge = OpenAIJudge("m", client=client)

@@ -595,3 +595,71 @@ def test_own_requests_run_with_instrumentation_suppressed(server: FakeOpenAIServ
         judge.close()
     assert seen == [True]
     assert otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY) is None
+
+
+@pytest.mark.parametrize(
+    ("claim", "quote", "verdict", "kept"),
+    [
+        # A number nowhere in the passages cannot be supported, however similar the quote.
+        ("It is 400 metres tall.", "It is 330 metres tall.", "supported", False),
+        # A partial quote is fine when the claim's numbers are elsewhere in the passages.
+        (
+            "It is 330 metres tall and was completed in 1889.",
+            "It is 330 metres tall.",
+            "supported",
+            True,
+        ),
+        # An inference may compute a number.
+        ("It is over 300 metres tall.", "It is 330 metres tall.", "inferred", True),
+        # A quote that has nothing to do with the claim.
+        ("It was painted gold.", "It is 330 metres tall.", "supported", False),
+    ],
+)
+def test_claim_must_be_backed_by_its_quote(
+    server: FakeOpenAIServer,
+    make_judge: MakeJudge,
+    claim: str,
+    quote: str,
+    verdict: str,
+    kept: bool,
+) -> None:
+    server.push(
+        {
+            "claims": [
+                {"claim": claim, "passage": 1, "quote": quote, "reason": "", "verdict": verdict}
+            ]
+        }
+    )
+    judge = make_judge()
+    ev = gw.evaluate(claim, PASSAGES, judge=judge)
+    assert ev.claims[0].verdict == (verdict if kept else "unsupported")
+    assert judge.stats.downgraded == int(not kept)
+    assert ev.claims[0].evidence  # the (real) quote is kept for the record either way
+
+
+def test_checks_off_trusts_the_model_but_scoring_still_verifies_quotes(
+    server: FakeOpenAIServer, make_judge: MakeJudge
+) -> None:
+    server.push(
+        {
+            "claims": [
+                {
+                    "claim": "It was painted gold.",
+                    "passage": 1,
+                    "quote": "It is 330 metres tall.",
+                    "reason": "",
+                    "verdict": "supported",
+                },
+                {
+                    "claim": "It is blue.",
+                    "passage": 1,
+                    "quote": "It is blue.",
+                    "reason": "",
+                    "verdict": "supported",
+                },
+            ]
+        }
+    )
+    ev = gw.evaluate("It was painted gold. It is blue.", PASSAGES, judge=make_judge(checks=False))
+    assert [c.verdict for c in ev.claims] == ["supported", "unsupported"]
+    assert ev.evidence_rejected == 1

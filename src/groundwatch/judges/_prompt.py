@@ -46,8 +46,8 @@ synthesis, not "unsupported".
    - "unsupported": the passages say nothing either way, or the claim goes beyond them.
    - "contradicted": a passage says otherwise.
 3. For "supported", "inferred" and "contradicted", give the passage number and a quote copied \
-character for character from that passage: the shortest span that shows it (at most about 40 \
-words, never across "[...]"). For "unsupported", passage null and quote "".
+character for character from that passage: the shortest span that shows the whole claim (at \
+most about 40 words, never across "[...]"). For "unsupported", passage null and quote "".
 4. "reason": at most 15 words.
 
 Keep claims and quotes in the language they are written in; never translate them.

@@ -217,6 +217,9 @@ def to_claims(
     """Turn the model's claim objects into checked :class:`Claim` objects, in answer order."""
     out = Conversion(claims=[])
     answer_words = content_tokens(answer)
+    passage_numbers: set[str] = set()
+    for p in passages:
+        passage_numbers |= numbers(p.text)
     seen: set[tuple[int | None, str]] = set()
     for item in items:
         text = _str(item, "claim", "text", "statement").strip()
@@ -249,10 +252,13 @@ def to_claims(
             claim_words = content_tokens(text)
             quote_words = content_tokens(quote)
             share = overlap(claim_words, quote_words)
-            missing = numbers(text) - numbers(quote) if verdict == "supported" else set()
+            # A number the retrieved text never mentions cannot be "supported" (an inference
+            # may compute one). The whole passage text, not only the quote: models often quote
+            # just the part of a passage that carries the main point.
+            missing = numbers(text) - passage_numbers if verdict == "supported" else set()
             if share < checks.min_quote_overlap or missing:
                 why = (
-                    f"numbers {sorted(missing)} not in the quote"
+                    f"numbers {sorted(missing)} are not in the passages"
                     if missing
                     else f"the quote shares {share:.0%} of the claim's words"
                 )

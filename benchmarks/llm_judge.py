@@ -230,7 +230,8 @@ def main() -> int:
         "| context padded to | context+answer tokens | prompt tokens | prompt / (context+answer) |"
     )
     print("|---|---|---|---|")
-    for row in context_scaling(rows):
+    scaling = context_scaling(rows)
+    for row in scaling:
         print(
             f"| {row['target']:,} | {row['context_answer']:,.0f} | {row['prompt']:,.0f} "
             f"| {row['ratio']:.2f} |"
@@ -258,11 +259,23 @@ def main() -> int:
         f"tokens per answer: {clean['in']:.0f} in, {clean['out']:.0f} out "
         "(fake model's replies: claim + quote + a ~15-token reason per claim)"
     )
-    print("| model | $/1M in | $/1M out | LLM judge | cascade at measured escalation |")
-    print("|---|---|---|---|---|")
+    long_in = scaling[-1]["prompt"]
+    print(
+        f"long contexts ({scaling[-1]['context_answer']:,.0f} tokens, trimmed to the budget): "
+        f"{long_in:,.0f} in"
+    )
+    print(
+        "| model | $/1M in | $/1M out | AttributionBench-size contexts | 32k-token contexts "
+        "| cascade at measured escalation (AttributionBench) |"
+    )
+    print("|---|---|---|---|---|---|")
     for model, (pin, pout) in PRICES.items():
         per_1k = 1000 * (clean["in"] * pin + clean["out"] * pout) / 1e6
-        print(f"| {model} | {pin:.2f} | {pout:.2f} | {per_1k:.3f} | {per_1k * c['rate']:.3f} |")
+        per_1k_long = 1000 * (long_in * pin + clean["out"] * pout) / 1e6
+        print(
+            f"| {model} | {pin:.2f} | {pout:.2f} | {per_1k:.3f} | {per_1k_long:.3f} "
+            f"| {per_1k * c['rate']:.3f} |"
+        )
     print(f"\ntotal benchmark time {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -232,6 +232,7 @@ class OpenAIJudge:
         self._cache: OrderedDict[str, Judgement] = OrderedDict()
         self._loop = LoopThread(f"groundwatch-judge-{name}")
         self._client: AsyncOpenAI | None = None
+        self._client_pid = os.getpid()
         self._semaphore: asyncio.Semaphore | None = None
         self._rng = random.Random()
         self.stats = OpenAIJudgeStats()
@@ -308,6 +309,10 @@ class OpenAIJudge:
         return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
     def _get_client(self) -> AsyncOpenAI:
+        if self._client_pid != os.getpid():
+            # A forked child: the parent's client and semaphore belong to a loop that did not
+            # survive the fork.
+            self._client, self._semaphore, self._client_pid = None, None, os.getpid()
         if self._client is None:
             from openai import AsyncOpenAI
 
@@ -410,9 +415,9 @@ class OpenAIJudge:
         """One logical request: retried on transient errors, format stepped down on refusal."""
         import openai
 
+        client = self._get_client()
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.concurrency)
-        client = self._get_client()
         attempt = 0
         while True:
             if not self._breaker.allow():

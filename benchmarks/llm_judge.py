@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import multiprocessing
 import os
 import random
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +88,32 @@ class Flaky:
         return honest(request)
 
 
+def _serve(conn: Any, responder: str, latency: float) -> None:
+    chosen = {"honest": honest, "flaky": Flaky()}[responder]
+    with FakeOpenAIServer(chosen, latency=latency) as srv:
+        conn.send(srv.url)
+        conn.recv()
+        conn.send({"requests": len(srv.completions()), "max_in_flight": srv.max_in_flight})
+
+
+@contextlib.contextmanager
+def server_process(responder: str, latency: float) -> Iterator[tuple[str, dict[str, int]]]:
+    """The fake endpoint in its own process, so its CPU does not compete with the judge's
+    (a real endpoint is elsewhere too). Yields the URL and a dict filled with its counters
+    when the block ends."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(child, responder, latency), daemon=True)
+    proc.start()
+    stats: dict[str, int] = {}
+    try:
+        yield parent.recv(), stats
+    finally:
+        parent.send("stop")
+        stats.update(parent.recv())
+        proc.join(10)
+
+
 async def run_all(judge: Any, rows: list[dict[str, Any]]) -> tuple[list[gw.Evaluation], float]:
     started = time.perf_counter()
     results = await asyncio.gather(
@@ -94,8 +123,8 @@ async def run_all(judge: Any, rows: list[dict[str, Any]]) -> tuple[list[gw.Evalu
 
 
 def throughput(rows: list[dict[str, Any]], flaky: bool) -> dict[str, Any]:
-    with FakeOpenAIServer(Flaky() if flaky else honest, latency=LATENCY_S) as srv:
-        judge = gw.OpenAIJudge("bench", base_url=srv.url, api_key="unused", cache_size=0)
+    with server_process("flaky" if flaky else "honest", LATENCY_S) as (url, srv):
+        judge = gw.OpenAIJudge("bench", base_url=url, api_key="unused", cache_size=0)
         try:
             asyncio.run(run_all(judge, rows[:8]))  # warm up connections; not counted
             before = judge.stats.requests, judge.stats.retries, judge.stats.evaluations
@@ -106,20 +135,56 @@ def throughput(rows: list[dict[str, Any]], flaky: bool) -> dict[str, Any]:
             n = s.evaluations - before[2]
             errors = sum(r.label == "error" for r in results)
             usage = [r.usage for r in results if r.usage]
-            return {
-                "endpoint": "5% 429 (Retry-After 0.2 s)" if flaky else "clean",
-                "answers": n,
-                "calls_per_answer": (requests - retries - s.reply_retries - s.format_fallbacks) / n,
-                "retries_per_answer": retries / n,
-                "errors": errors,
-                "evals_per_s": n / wall,
-                "concurrency": judge.concurrency,
-                "in": statistics.mean(u.input_tokens for u in usage),
-                "out": statistics.mean(u.output_tokens for u in usage),
-                "max_in_flight": srv.max_in_flight,
-            }
         finally:
             judge.close()
+    return {
+        "endpoint": "5% 429 (Retry-After 0.2 s)" if flaky else "clean",
+        "answers": n,
+        "calls_per_answer": (requests - retries - s.reply_retries - s.format_fallbacks) / n,
+        "retries_per_answer": retries / n,
+        "errors": errors,
+        "evals_per_s": n / wall,
+        "concurrency": judge.concurrency,
+        "in": statistics.mean(u.input_tokens for u in usage),
+        "out": statistics.mean(u.output_tokens for u in usage),
+        "max_in_flight": srv["max_in_flight"],
+    }
+
+
+def raw_client_rate(rows: list[dict[str, Any]], concurrency: int) -> float:
+    """The bare ``AsyncOpenAI`` client against the same server at the same concurrency: the
+    ceiling for any judge built on it (same prompts, no groundwatch code around them)."""
+    import openai
+
+    from groundwatch.judges._prompt import build_prompt
+
+    prompts = [
+        build_prompt(
+            r["answer"],
+            [gw.Passage(text=p) for p in r["context"]],
+            r["question"],
+            max_context_tokens=3000,
+        ).messages
+        for r in rows
+    ]
+
+    async def go(url: str) -> float:
+        client = openai.AsyncOpenAI(api_key="unused", base_url=url, max_retries=0)
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(messages: Any) -> None:
+            async with sem:
+                await client.chat.completions.create(model="bench", messages=messages)
+
+        await asyncio.gather(*(one(m) for m in prompts[:8]))
+        started = time.perf_counter()
+        await asyncio.gather(*(one(m) for m in prompts))
+        rate = len(prompts) / (time.perf_counter() - started)
+        await client.close()
+        return rate
+
+    with server_process("honest", LATENCY_S) as (url, _srv):
+        return asyncio.run(go(url))
 
 
 def context_scaling(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -159,8 +224,8 @@ def context_scaling(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def cascade(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    with FakeOpenAIServer(honest, latency=LATENCY_S) as srv:
-        llm = gw.OpenAIJudge("bench", base_url=srv.url, api_key="unused", cache_size=0)
+    with server_process("honest", LATENCY_S) as (url, _srv):
+        llm = gw.OpenAIJudge("bench", base_url=url, api_key="unused", cache_size=0)
         judge = gw.CascadeJudge(first=gw.LocalJudge(), then=llm)
         try:
             results, wall = asyncio.run(run_all(judge, rows))
@@ -184,7 +249,7 @@ def cascade(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "escalated": judge.escalated,
             "rate": judge.escalation_rate,
             "wall": wall,
-            "requests": len(srv.completions()),
+            "requests": llm.stats.requests,
             "sweep": {t: n / len(rows) for t, n in sweep.items()},
             "claims": len(confidences),
             "unknown_confidence": sum(c is None for c in confidences),
@@ -224,6 +289,12 @@ def main() -> int:
         )
         if not flaky:
             clean = t
+    raw = raw_client_rate(rows, clean["concurrency"])
+    print(
+        f"| bare AsyncOpenAI client, same prompts (ceiling) | {len(rows)} | 1.00 | 0 | - "
+        f"| {raw:.1f} | {clean['concurrency']} | - | - | - |"
+    )
+    print(f"\nLLM judge / bare client throughput: {clean['evals_per_s'] / raw:.2f}")
 
     print("\n## Prompt tokens per answer as the context grows (budget 3,000 context tokens)")
     print(

@@ -10,6 +10,7 @@ backstop (see ``_reply``).
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 from collections.abc import Sequence
@@ -90,8 +91,10 @@ RESPONSE_FORMATS: dict[str, dict[str, Any] | None] = {
 }
 """What the judge sends as ``response_format``, best first; it steps down when refused."""
 
-_SENTENCE = re.compile(r"[^.!?。！？；\n]+(?:[.!?。！？；]+[\"'”’)\]]*|\n|$)")
+# A sentence ends at . ! ? 。！？； or a newline, but not at the point of "2.1" or "0.5".
+_SENTENCE = re.compile(r"(?:[^.!?。！？；\n]|\.(?=\d))+(?:[.!?。！？；]+[\"'”’)\]]*|\n|$)")
 _GAP = " [...] "
+_MARKER_TOKENS = 12
 
 
 @dataclass(frozen=True)
@@ -118,60 +121,90 @@ def _sentences(text: str) -> list[tuple[int, int]]:
 
 def trim_passages(
     passages: Sequence[str], answer: str, question: str | None, budget_tokens: int
-) -> tuple[list[str], tuple[int, ...]]:
-    """Cut passages to the sentences most relevant to the answer when they exceed the budget.
+) -> tuple[list[str | None], tuple[int, ...]]:
+    """Cut passages to the sentences relevant to the answer when they exceed the budget.
 
     Each kept sentence is verbatim text of its passage, so a quote the model copies from the
     trimmed text is found in the original passage too; passage numbers do not change. Sentences
-    are ranked by how many of the answer's (and, at a third of the weight, the question's)
-    content words they share, weighted towards rarer words, and kept in their original order
-    with "[...]" where text was left out.
+    are ranked by the answer's content words they share (the question's count a third),
+    weighted towards words rare among the sentences, and divided by the square root of their
+    length so a dense sentence beats a long one. Only sentences sharing some word are kept (cost
+    follows the answer, not the budget); the sentence before each kept one is added where the
+    budget allows, for what "it" or "the company" refers to. Kept text stays in its original
+    order, with "[...]" where text was left out.
 
-    Returns the texts to show and the indices of the passages that were trimmed.
+    Returns the texts to show (``None`` for a passage with nothing relevant, left out) and the
+    indices of the passages that were trimmed.
     """
     total = sum(estimate_tokens(p) for p in passages)
     if total <= budget_tokens:
         return list(passages), ()
     answer_words = content_tokens(answer)
     question_words = content_tokens(question or "") - answer_words
-    candidates: list[tuple[float, int, int, int, int]] = []  # (-score, passage, start, end, cost)
-    for pi, text in enumerate(passages):
-        for s, e in _sentences(text):
-            words = content_tokens(text[s:e])
-            hit = len(words & answer_words) + len(words & question_words) / 3
-            # Prefer dense sentences: a long sentence sharing two words is less relevant than
-            # a short one sharing two.
-            relevance = hit / (1.0 + len(words)) ** 0.5
-            candidates.append((-relevance, pi, s, e, estimate_tokens(text[s:e]) + 1))
-    candidates.sort()
-    kept: dict[int, list[tuple[int, int]]] = {}
+    sentences = [(pi, s, e) for pi, text in enumerate(passages) for s, e in _sentences(text)]
+    words_of = [content_tokens(passages[pi][s:e]) for pi, s, e in sentences]
+    df: dict[str, int] = {}
+    for words in words_of:
+        for w in words & (answer_words | question_words):
+            df[w] = df.get(w, 0) + 1
+    n = len(sentences)
+    ranked: list[tuple[float, int]] = []
+    for i, words in enumerate(words_of):
+        hit = sum(math.log(1 + n / df[w]) for w in words & answer_words)
+        hit += sum(math.log(1 + n / df[w]) for w in words & question_words) / 3
+        if hit > 0:
+            ranked.append((-hit / math.sqrt(1.0 + len(words)), i))
+    ranked.sort()
+    kept: set[int] = set()
+    shown_passages: set[int] = set()
     used = 0
-    for neg, pi, s, e, cost in candidates:
+
+    def take(i: int) -> bool:
+        nonlocal used
+        pi, s, e = sentences[i]
+        cost = estimate_tokens(passages[pi][s:e]) + 1
+        if pi not in shown_passages:
+            cost += _MARKER_TOKENS  # a passage shown at all costs its markers
         if used + cost > budget_tokens:
-            if neg < 0:
-                continue  # a shorter relevant sentence may still fit
-            break
-        kept.setdefault(pi, []).append((s, e))
+            return False
+        kept.add(i)
+        shown_passages.add(pi)
         used += cost
-    shown: list[str] = []
+        return True
+
+    for _, i in ranked:
+        take(i)  # a shorter relevant sentence may still fit after a refusal
+    for _, i in ranked:
+        if i in kept and i > 0 and i - 1 not in kept and sentences[i - 1][0] == sentences[i][0]:
+            take(i - 1)
+    shown: list[str | None] = []
     trimmed: list[int] = []
+    by_passage: dict[int, list[tuple[int, int]]] = {}
+    for i in sorted(kept):
+        pi, s, e = sentences[i]
+        by_passage.setdefault(pi, []).append((s, e))
     for pi, text in enumerate(passages):
-        spans = sorted(kept.get(pi, []))
-        whole = _sentences(text)
-        if spans == whole:
+        spans = by_passage.get(pi, [])
+        if spans == _sentences(text):
             shown.append(text)
             continue
         trimmed.append(pi)
-        parts: list[str] = []
+        if not spans:
+            shown.append(None)  # nothing relevant: left out entirely, numbering unchanged
+            continue
+        out = ""
         prev_end = 0
         for s, e in spans:
-            if text[prev_end:s].strip() or (not parts and s > 0):
-                parts.append(_GAP.strip())
-            parts.append(text[s:e])
+            gap = text[prev_end:s]
+            if gap.strip():
+                out += (" " if out else "") + _GAP.strip() + " "
+            else:
+                out += gap if out else ""  # adjacent sentences keep their own separator
+            out += text[s:e]
             prev_end = e
-        if not spans or text[prev_end:].strip():
-            parts.append(_GAP.strip())
-        shown.append(" ".join(parts))
+        if text[prev_end:].strip():
+            out += " " + _GAP.strip()
+        shown.append(out)
     return shown, tuple(trimmed)
 
 
@@ -200,7 +233,10 @@ def build_prompt(
     if not shown:
         lines += ["(no passages were retrieved)", ""]
     for i, text in enumerate(shown, start=1):
-        lines += [f"<passage {i} {nonce}>", text, f"</passage {i} {nonce}>", ""]
+        if text is not None:
+            lines += [f"<passage {i} {nonce}>", text, f"</passage {i} {nonce}>", ""]
+    if any(t is None for t in shown):
+        lines += ["(passages not shown had nothing relevant to the answer)", ""]
     lines += [f"<answer {nonce}>", answer, f"</answer {nonce}>", ""]
     lines.append(
         f"Check the answer inside the <answer {nonce}> markers against the passages. "

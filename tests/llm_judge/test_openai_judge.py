@@ -473,17 +473,21 @@ def test_local_servers_need_no_key(
         judge.close()
 
 
-def test_given_client_is_used_without_its_own_retries(server: FakeOpenAIServer) -> None:
+def test_given_client_is_used_without_its_own_retries(
+    server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from openai import AsyncOpenAI
 
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-key-which-is-not-the-clients")
     client = AsyncOpenAI(api_key=TEST_KEY, base_url=server.url, max_retries=5)
     judge = OpenAIJudge("m", client=client, max_attempts=1, name="azure")
     try:
-        server.push(Reply(status=500))
+        server.push(Reply(status=500, error=f"bad key {TEST_KEY}"))
         ev = gw.evaluate(ANSWER, PASSAGES, judge=judge)
         assert ev.error_type == "http_500" and ev.judge == "azure"
         assert len(server.completions()) == 1  # the client's 5 retries are off
-        assert TEST_KEY not in repr(judge)
+        assert server.completions()[0].headers["authorization"] == f"Bearer {TEST_KEY}"
+        assert TEST_KEY not in repr(judge) and TEST_KEY not in (ev.error or "")
     finally:
         judge.close()
 

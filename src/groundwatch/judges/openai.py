@@ -205,9 +205,13 @@ class OpenAIJudge:
                 )
             key = "not-needed"
         self._api_key = key
-        if client is not None and not key:
-            client_key = getattr(client, "api_key", None)
-            self._api_key = client_key if isinstance(client_key, str) else None
+        # Every secret that could end up in an error message, whichever one is in use.
+        client_key = getattr(client, "api_key", None) if client is not None else None
+        self._secrets = tuple(
+            k
+            for k in {key, os.environ.get("OPENAI_API_KEY"), client_key}
+            if isinstance(k, str) and len(k) >= 4 and k != "not-needed"
+        )
         self._given_client = client
         self.concurrency = concurrency or _env_int(ENV_CONCURRENCY, DEFAULT_CONCURRENCY)
         self.timeout_seconds = timeout_seconds
@@ -297,8 +301,8 @@ class OpenAIJudge:
     # --- internals -----------------------------------------------------------------------------
 
     def _redact(self, text: str) -> str:
-        if self._api_key and len(self._api_key) >= 4:
-            text = text.replace(self._api_key, _REDACTED)
+        for secret in self._secrets:
+            text = text.replace(secret, _REDACTED)
         return _SECRET_PATTERNS.sub(_REDACTED, text)
 
     def _cache_key(self, answer: str, passages: Sequence[Passage], question: str | None) -> str:

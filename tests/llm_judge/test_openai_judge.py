@@ -669,3 +669,28 @@ def test_checks_off_trusts_the_model_but_scoring_still_verifies_quotes(
     ev = gw.evaluate("It was painted gold. It is blue.", PASSAGES, judge=make_judge(checks=False))
     assert [c.verdict for c in ev.claims] == ["supported", "unsupported"]
     assert ev.evidence_rejected == 1
+
+
+async def test_close_during_a_request_ends_it_as_an_error(
+    server: FakeOpenAIServer, make_judge: MakeJudge
+) -> None:
+    server.push(Reply(content=json.dumps(GOOD), delay=3.0))
+    judge = make_judge(timeout_seconds=10)
+    pending = asyncio.ensure_future(gw.aevaluate(ANSWER, PASSAGES, judge=judge))
+    while not server.completions():
+        await asyncio.sleep(0.01)
+    started = time.monotonic()
+    await judge.aclose()
+    ev = await asyncio.wait_for(pending, 2)
+    assert time.monotonic() - started < 2
+    assert ev.label == "error" and ev.error_type == "closed"
+    # Usable again afterwards (a new loop and client).
+    assert (await gw.aevaluate(ANSWER, PASSAGES, judge=judge)).label == "grounded"
+
+
+def test_context_manager_closes(server: FakeOpenAIServer) -> None:
+    with OpenAIJudge("m", base_url=server.url, api_key=TEST_KEY) as judge:
+        assert gw.evaluate(ANSWER, PASSAGES, judge=judge).label == "grounded"
+        thread = judge._loop._thread
+        assert thread is not None and thread.is_alive()
+    assert not thread.is_alive()

@@ -59,7 +59,8 @@ class LoopThread:
         return await asyncio.wrap_future(future)
 
     def stop(self, cleanup: Coroutine[Any, Any, Any] | None = None, timeout: float = 5.0) -> None:
-        """Run ``cleanup`` on the loop, then stop the loop and join its thread."""
+        """Cancel what is running on the loop, run ``cleanup``, then stop the loop and join
+        its thread. Callers awaiting cancelled work see ``CancelledError``."""
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop, self._thread = None, None
@@ -67,10 +68,19 @@ class LoopThread:
             if cleanup is not None:
                 cleanup.close()
             return
-        if cleanup is not None:
-            # Best effort: a client that fails to close must not stop the shutdown.
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(cleanup, loop).result(timeout)
+
+        async def _shutdown() -> None:
+            current = asyncio.current_task()
+            tasks = [t for t in asyncio.all_tasks() if t is not current]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if cleanup is not None:
+                await cleanup
+
+        # Best effort: a client that fails to close must not stop the shutdown.
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(_shutdown(), loop).result(timeout)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout)
         if not thread.is_alive():

@@ -237,6 +237,7 @@ class OpenAIJudge:
         self._loop = LoopThread(f"groundwatch-judge-{name}")
         self._client: AsyncOpenAI | None = None
         self._client_pid = os.getpid()
+        self._closing = 0
         self._semaphore: asyncio.Semaphore | None = None
         self._rng = random.Random()
         self.stats = OpenAIJudgeStats()
@@ -276,8 +277,17 @@ class OpenAIJudge:
         self, answer: str, contexts: Sequence[Passage], question: str | None = None
     ) -> Judgement:
         """Claims of ``answer`` with verdicts and quoted evidence; never raises."""
+        closing = self._closing
         try:
             return await self._loop.run(self._judge(answer, list(contexts), question))
+        except asyncio.CancelledError:
+            if self._closing == closing:
+                raise  # the caller was cancelled, not us
+            return Judgement(
+                model=self.model,
+                error="the judge was closed during the request",
+                error_type="closed",
+            )
         except Exception as exc:  # our own bug or a dead loop: report it, do not raise
             _logger.debug("openai judge failed unexpectedly", exc_info=True)
             return Judgement(
@@ -287,7 +297,12 @@ class OpenAIJudge:
             )
 
     def close(self) -> None:
-        """Close the HTTP client and stop the judge's event loop thread."""
+        """Close the HTTP client and stop the judge's event loop thread.
+
+        Evaluations still in flight end as ``error`` (``error_type="closed"``). Using the judge
+        afterwards starts a new loop and client.
+        """
+        self._closing += 1
         client = self._client
         self._client = None
         self._semaphore = None
@@ -297,6 +312,16 @@ class OpenAIJudge:
                 await client.close()
 
         self._loop.stop(_close())
+
+    async def aclose(self) -> None:
+        """:meth:`close` for async code (runs it in a thread, not blocking the loop)."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> OpenAIJudge:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # --- internals -----------------------------------------------------------------------------
 

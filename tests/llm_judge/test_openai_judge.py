@@ -360,9 +360,14 @@ def test_connection_refused_is_an_error_evaluation(make_judge: MakeJudge) -> Non
 def test_garbage_http_body_is_an_error_evaluation(
     server: FakeOpenAIServer, make_judge: MakeJudge
 ) -> None:
-    server.push(Reply(raw=b"<html>gateway</html>"))
-    ev = gw.evaluate(ANSWER, PASSAGES, judge=make_judge(max_attempts=1))
-    assert ev.label == "error" and ev.error
+    server.push(Reply(status=500), Reply(raw=b"<html>gateway</html>"))
+    judge = make_judge(max_attempts=1, failure_threshold=1, recovery_seconds=0.0)
+    assert gw.evaluate(ANSWER, PASSAGES, judge=judge).error_type == "http_500"  # breaker opens
+    ev = gw.evaluate(ANSWER, PASSAGES, judge=judge)  # the probe gets garbage
+    assert ev.label == "error" and ev.error_type == "invalid_response"
+    assert len(server.completions()) == 2  # not retried
+    assert judge.stats.evaluations == 2 and judge.stats.errors == 2
+    assert gw.evaluate(ANSWER, PASSAGES, judge=judge).label == "grounded"  # breaker not stuck
 
 
 # --- concurrency, async and sync use, cache ---------------------------------------------------

@@ -503,6 +503,17 @@ class OpenAIJudge:
                     else:
                         self._breaker.release()
                         raise _CallFailed(message, f"http_{status}") from None
+                except Exception as exc:
+                    # The endpoint answered with something the client could not read (HTML
+                    # from a proxy, a malformed body): not transient, not worth a retry.
+                    self._breaker.release()
+                    raise _CallFailed(
+                        self._redact(f"unreadable response: {type(exc).__name__}: {exc}")[:300],
+                        "invalid_response",
+                    ) from None
+                except BaseException:
+                    self._breaker.release()  # cancelled: a probe must not stay pending forever
+                    raise
                 else:
                     self._breaker.record_success()
                     if response.usage is not None:

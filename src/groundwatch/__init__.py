@@ -3,7 +3,7 @@
 import logging
 
 from ._evaluate import aevaluate, evaluate
-from .judges import Judge, LocalJudge
+from .judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge
 from .scoring import LabelPolicy
 from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
 
@@ -12,6 +12,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
+    "CascadeJudge",
     "Claim",
     "Evaluation",
     "Evidence",
@@ -19,6 +20,7 @@ __all__ = [
     "Judgement",
     "LabelPolicy",
     "LocalJudge",
+    "OpenAIJudge",
     "Passage",
     "RagRecord",
     "Usage",

@@ -1,6 +1,8 @@
 """Judges: the embedded local judge, the LLM judge and the cascade."""
 
 from ._base import Judge
+from .cascade import CascadeJudge
 from .local import LocalJudge
+from .openai import OpenAIJudge
 
-__all__ = ["Judge", "LocalJudge"]
+__all__ = ["CascadeJudge", "Judge", "LocalJudge", "OpenAIJudge"]

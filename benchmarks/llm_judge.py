@@ -1,0 +1,355 @@
+"""LLM judge benchmark against a local fake OpenAI-compatible server with a fixed reply latency.
+
+Measures, in one run:
+  1. calls per answer (first requests; retries reported separately), throughput at the default
+     concurrency, with a clean endpoint and with 5% of replies a 429 + Retry-After;
+  2. prompt tokens per answer against the size of context + answer, as contexts grow (the
+     context budget keeps cost tied to the answer);
+  3. the cascade (LocalJudge -> OpenAIJudge) on AttributionBench dev: share of answers escalated,
+     and the share at other ``min_confidence`` settings;
+  4. cost per 1,000 answers from the measured tokens at assumed list prices.
+
+The "model" is deterministic (lexical alignment, tests/llm_judge/fake_openai.py), so verdict
+quality is not measured here; token counts use the judge's estimator (chars/4, CJK 1/char) on
+the server side, as a real tokenizer would count them within about +-30%.
+
+Usage:
+  PYTHONPATH=src python benchmarks/llm_judge.py [--data ../shared/data] [--limit 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import groundwatch as gw  # noqa: E402
+from groundwatch.judges._text import estimate_tokens  # noqa: E402
+from tests.llm_judge.fake_openai import (  # noqa: E402
+    FakeOpenAIServer,
+    Recorded,
+    Reply,
+    honest_model,
+    parse_prompt,
+)
+
+LATENCY_S = 0.2
+REASON = "The passage states this directly, with the same figures and names."  # ~15 tokens
+
+# Assumed list prices, USD per 1M tokens (input, output) — OpenAI's published standard-tier
+# prices in 2025; check the provider's pricing page before relying on them.
+PRICES = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4o": (2.50, 10.00),
+}
+
+
+def default_data_dir() -> Path:
+    env = os.environ.get("GROUNDWATCH_DATA")
+    return Path(env) if env else ROOT.parent.parent / "shared" / "data"
+
+
+def load(path: Path, limit: int | None, seed: int = 7) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in path.open(encoding="utf-8")]
+    if limit is not None and limit < len(rows):
+        rows = random.Random(seed).sample(rows, limit)
+    return rows
+
+
+def honest(request: Recorded) -> dict[str, Any]:
+    return honest_model(parse_prompt(request.user), reason=REASON)
+
+
+class Flaky:
+    """5% of requests (every 20th) get a 429 with Retry-After."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, request: Recorded) -> Reply | dict[str, Any]:
+        self.n += 1
+        if self.n % 20 == 0:
+            return Reply(status=429, headers={"Retry-After": "0.2"}, error="rate limited")
+        return honest(request)
+
+
+def _serve(conn: Any, responder: str, latency: float) -> None:
+    chosen = {"honest": honest, "flaky": Flaky()}[responder]
+    with FakeOpenAIServer(chosen, latency=latency) as srv:
+        conn.send(srv.url)
+        conn.recv()
+        conn.send({"requests": len(srv.completions()), "max_in_flight": srv.max_in_flight})
+
+
+@contextlib.contextmanager
+def server_process(responder: str, latency: float) -> Iterator[tuple[str, dict[str, int]]]:
+    """The fake endpoint in its own process, so its CPU does not compete with the judge's
+    (a real endpoint is elsewhere too). Yields the URL and a dict filled with its counters
+    when the block ends."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(child, responder, latency), daemon=True)
+    proc.start()
+    stats: dict[str, int] = {}
+    try:
+        yield parent.recv(), stats
+    finally:
+        parent.send("stop")
+        stats.update(parent.recv())
+        proc.join(10)
+
+
+async def run_all(judge: Any, rows: list[dict[str, Any]]) -> tuple[list[gw.Evaluation], float]:
+    started = time.perf_counter()
+    results = await asyncio.gather(
+        *(gw.aevaluate(r["answer"], r["context"], r["question"] or None, judge=judge) for r in rows)
+    )
+    return list(results), time.perf_counter() - started
+
+
+def throughput(rows: list[dict[str, Any]], flaky: bool) -> dict[str, Any]:
+    with server_process("flaky" if flaky else "honest", LATENCY_S) as (url, srv):
+        judge = gw.OpenAIJudge("bench", base_url=url, api_key="unused", cache_size=0)
+        try:
+            asyncio.run(run_all(judge, rows[:8]))  # warm up connections; not counted
+            before = judge.stats.requests, judge.stats.retries, judge.stats.evaluations
+            results, wall = asyncio.run(run_all(judge, rows))
+            s = judge.stats
+            requests = s.requests - before[0]
+            retries = s.retries - before[1]
+            n = s.evaluations - before[2]
+            errors = sum(r.label == "error" for r in results)
+            usage = [r.usage for r in results if r.usage]
+        finally:
+            judge.close()
+    return {
+        "endpoint": "5% 429 (Retry-After 0.2 s)" if flaky else "clean",
+        "answers": n,
+        "calls_per_answer": (requests - retries - s.reply_retries - s.format_fallbacks) / n,
+        "retries_per_answer": retries / n,
+        "errors": errors,
+        "evals_per_s": n / wall,
+        "concurrency": judge.concurrency,
+        "in": statistics.mean(u.input_tokens for u in usage),
+        "out": statistics.mean(u.output_tokens for u in usage),
+        "max_in_flight": srv["max_in_flight"],
+    }
+
+
+def raw_client_rate(rows: list[dict[str, Any]], concurrency: int) -> float:
+    """The bare ``AsyncOpenAI`` client against the same server at the same concurrency: the
+    ceiling for any judge built on it (same prompts, no groundwatch code around them)."""
+    import openai
+
+    from groundwatch.judges._prompt import build_prompt
+
+    prompts = [
+        build_prompt(
+            r["answer"],
+            [gw.Passage(text=p) for p in r["context"]],
+            r["question"],
+            max_context_tokens=3000,
+        ).messages
+        for r in rows
+    ]
+
+    async def go(url: str) -> float:
+        client = openai.AsyncOpenAI(api_key="unused", base_url=url, max_retries=0)
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(messages: Any) -> None:
+            async with sem:
+                await client.chat.completions.create(model="bench", messages=messages)
+
+        await asyncio.gather(*(one(m) for m in prompts[:8]))
+        started = time.perf_counter()
+        await asyncio.gather(*(one(m) for m in prompts))
+        rate = len(prompts) / (time.perf_counter() - started)
+        await client.close()
+        return rate
+
+    with server_process("honest", LATENCY_S) as (url, _srv):
+        return asyncio.run(go(url))
+
+
+def context_scaling(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Grow each answer's context with other rows' passages; measure prompt tokens."""
+    pool = [p for r in rows for p in r["context"]]
+    rng = random.Random(3)
+    sample = rows[:40]
+    out = []
+    with FakeOpenAIServer(honest, latency=0.0) as srv:
+        judge = gw.OpenAIJudge("bench", base_url=srv.url, api_key="unused", cache_size=0)
+        try:
+            for target in (0, 2_000, 8_000, 32_000):
+                padded = []
+                for r in sample:
+                    ctx = list(r["context"])
+                    while sum(estimate_tokens(p) for p in ctx) < target:
+                        ctx.append(rng.choice(pool))
+                    rng.shuffle(ctx)
+                    padded.append({**r, "context": ctx})
+                results, _ = asyncio.run(run_all(judge, padded))
+                size = [
+                    sum(estimate_tokens(p) for p in r["context"]) + estimate_tokens(r["answer"])
+                    for r in padded
+                ]
+                prompt = [ev.usage.input_tokens for ev in results if ev.usage]
+                out.append(
+                    {
+                        "target": target,
+                        "context_answer": statistics.mean(size),
+                        "prompt": statistics.mean(prompt),
+                        "ratio": statistics.mean(p / s for p, s in zip(prompt, size, strict=True)),
+                    }
+                )
+        finally:
+            judge.close()
+    return out
+
+
+def cascade(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    with server_process("honest", LATENCY_S) as (url, _srv):
+        llm = gw.OpenAIJudge("bench", base_url=url, api_key="unused", cache_size=0)
+        judge = gw.CascadeJudge(first=gw.LocalJudge(), then=llm)
+        try:
+            results, wall = asyncio.run(run_all(judge, rows))
+        finally:
+            llm.close()
+        # The same rule at other thresholds, from the local judge's own confidences.
+        local = gw.LocalJudge()
+        firsts = [
+            local.judge(r["answer"], [gw.Passage(text=p) for p in r["context"]], r["question"])
+            for r in rows
+        ]
+        confidences = [
+            c.confidence for j in firsts if isinstance(j, gw.Judgement) for c in j.claims
+        ]
+        sweep = {}
+        for t in (0.5, 0.6, 0.7, 0.8, 0.9):
+            probe = gw.CascadeJudge(first=local, then=llm, min_confidence=t)
+            sweep[t] = sum(probe.should_escalate(j) for j in firsts if isinstance(j, gw.Judgement))
+        return {
+            "answers": judge.total,
+            "escalated": judge.escalated,
+            "rate": judge.escalation_rate,
+            "wall": wall,
+            "requests": llm.stats.requests,
+            "sweep": {t: n / len(rows) for t, n in sweep.items()},
+            "claims": len(confidences),
+            "unknown_confidence": sum(c is None for c in confidences),
+            "errors": sum(r.label == "error" for r in results),
+        }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=default_data_dir())
+    parser.add_argument(
+        "--limit", type=int, default=400, help="answers for throughput (random sample)"
+    )
+    parser.add_argument(
+        "--cascade-limit", type=int, default=None, help="answers for the cascade (default: all)"
+    )
+    args = parser.parse_args()
+    path = args.data / "attributionbench_dev.jsonl"
+    rows = load(path, args.limit)
+    all_rows = load(path, args.cascade_limit)
+    started = time.perf_counter()
+
+    print(f"# LLM judge vs fake OpenAI-compatible server, {LATENCY_S * 1000:.0f} ms per reply")
+    print(f"data: {path} ({len(rows)} answers sampled for throughput, seed 7)\n")
+    print("## Calls and throughput at the default concurrency")
+    print(
+        "| endpoint | answers | calls/answer | retries/answer | errors | evaluations/s "
+        "| concurrency | max in flight | input tok/answer | output tok/answer |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for flaky in (False, True):
+        t = throughput(rows, flaky)
+        print(
+            f"| {t['endpoint']} | {t['answers']} | {t['calls_per_answer']:.2f} "
+            f"| {t['retries_per_answer']:.3f} | {t['errors']} | {t['evals_per_s']:.1f} "
+            f"| {t['concurrency']} | {t['max_in_flight']} | {t['in']:.0f} | {t['out']:.0f} |"
+        )
+        if not flaky:
+            clean = t
+    raw = raw_client_rate(rows, clean["concurrency"])
+    print(
+        f"| bare AsyncOpenAI client, same prompts (ceiling) | {len(rows)} | 1.00 | 0 | - "
+        f"| {raw:.1f} | {clean['concurrency']} | - | - | - |"
+    )
+    print(f"\nLLM judge / bare client throughput: {clean['evals_per_s'] / raw:.2f}")
+
+    print("\n## Prompt tokens per answer as the context grows (budget 3,000 context tokens)")
+    print(
+        "| context padded to | context+answer tokens | prompt tokens | prompt / (context+answer) |"
+    )
+    print("|---|---|---|---|")
+    scaling = context_scaling(rows)
+    for row in scaling:
+        print(
+            f"| {row['target']:,} | {row['context_answer']:,.0f} | {row['prompt']:,.0f} "
+            f"| {row['ratio']:.2f} |"
+        )
+
+    print(
+        f"\n## Cascade LocalJudge -> OpenAIJudge on AttributionBench dev ({len(all_rows)} answers)"
+    )
+    c = cascade(all_rows)
+    print(
+        f"escalated {c['escalated']} of {c['answers']} answers = {c['rate']:.1%} "
+        f"(min_confidence 0.7; LLM requests {c['requests']}; errors {c['errors']}; "
+        f"{c['wall']:.1f} s)"
+    )
+    print(
+        f"local judge claims: {c['claims']}, without a confidence: {c['unknown_confidence']} "
+        "(a claim without confidence always escalates)"
+    )
+    print("| min_confidence | " + " | ".join(f"{t}" for t in c["sweep"]) + " |")
+    print("|---|" + "---|" * len(c["sweep"]))
+    print("| escalated | " + " | ".join(f"{v:.1%}" for v in c["sweep"].values()) + " |")
+
+    print("\n## Cost per 1,000 answers (measured tokens x assumed list prices, USD)")
+    print(
+        f"tokens per answer: {clean['in']:.0f} in, {clean['out']:.0f} out "
+        "(fake model's replies: claim + quote + a ~15-token reason per claim)"
+    )
+    long_in = scaling[-1]["prompt"]
+    print(
+        f"long contexts ({scaling[-1]['context_answer']:,.0f} tokens, trimmed to the budget): "
+        f"{long_in:,.0f} in"
+    )
+    print(
+        "| model | $/1M in | $/1M out | AttributionBench-size contexts | 32k-token contexts "
+        "| cascade at measured escalation (AttributionBench) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for model, (pin, pout) in PRICES.items():
+        per_1k = 1000 * (clean["in"] * pin + clean["out"] * pout) / 1e6
+        per_1k_long = 1000 * (long_in * pin + clean["out"] * pout) / 1e6
+        print(
+            f"| {model} | {pin:.2f} | {pout:.2f} | {per_1k:.3f} | {per_1k_long:.3f} "
+            f"| {per_1k * c['rate']:.3f} |"
+        )
+    print(f"\ntotal benchmark time {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,183 @@
+"""The cascade: a cheap judge decides the clear answers, an LLM judge only the unclear ones.
+
+Escalation rule (the knob is ``min_confidence``): the whole answer goes to ``then`` (one call)
+when ``first``
+
+- failed (its judgement has ``error`` set), or
+- gave any claim a ``confidence`` below ``min_confidence``, or no confidence at all (``None``:
+  a judge that cannot say how sure it is counts as unsure; ``escalate_unknown=False`` trusts
+  it instead), or
+- gave any claim a verdict listed in ``escalate_verdicts`` (default none; e.g.
+  ``{"contradicted"}`` to have every contradiction confirmed by the LLM).
+
+Otherwise ``first``'s judgement is returned as is. ``LocalJudge`` expresses weak or conflicting
+alignment and numbers it could not match as low confidence, which is what routes them here.
+
+Every decision is counted: ``escalated`` / ``total`` on the judge, and the
+``groundwatch.judge.escalations`` counter with ``groundwatch.escalated`` = true/false.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import metrics
+
+from ..types import Judgement, Passage, Usage, Verdict
+from ._base import Judge
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+
+_logger = logging.getLogger(__name__)
+
+# Telemetry names (to move into telemetry/semconv.py).
+METRIC_JUDGE_ESCALATIONS = "groundwatch.judge.escalations"
+METRIC_JUDGE_ESCALATIONS_UNIT = "{evaluation}"
+ATTR_ESCALATED = "groundwatch.escalated"
+ATTR_JUDGE = "groundwatch.judge"
+
+DEFAULT_MIN_CONFIDENCE = 0.7
+"""Claims the first judge is less sure of than this are sent to the second judge."""
+
+
+async def _call(judge: Judge, answer: str, contexts: Sequence[Passage], q: str | None) -> Any:
+    if inspect.iscoroutinefunction(judge.judge):
+        return await judge.judge(answer, contexts, q)
+    # A synchronous judge (the CPU-bound LocalJudge) must not block the event loop.
+    result = await asyncio.to_thread(judge.judge, answer, contexts, q)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+class CascadeJudge:
+    """Runs ``first``; sends the answer to ``then`` when ``first`` is unsure (see module doc).
+
+    Args:
+        first: the cheap judge, e.g. ``LocalJudge()``.
+        then: the expensive judge, e.g. ``OpenAIJudge(...)``.
+        min_confidence: escalate when any claim's confidence is below this (0 = never on
+            confidence, 1.01 = always).
+        escalate_unknown: escalate claims whose confidence is ``None``.
+        escalate_verdicts: verdicts of ``first`` that always escalate.
+        fallback_to_first: when ``then`` fails, return ``first``'s judgement instead of the
+            error (keeps scores flowing through an LLM outage, at ``first``'s accuracy).
+        meter_provider: where the escalation counter goes; the global provider by default.
+        name: defaults to ``cascade(<first>,<then>)``.
+
+    Attributes:
+        escalated: answers sent to ``then`` so far.
+        total: answers judged so far.
+    """
+
+    def __init__(
+        self,
+        first: Judge,
+        then: Judge,
+        *,
+        min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+        escalate_unknown: bool = True,
+        escalate_verdicts: Collection[Verdict] = (),
+        fallback_to_first: bool = False,
+        meter_provider: MeterProvider | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.first = first
+        self.then = then
+        self.min_confidence = min_confidence
+        self.escalate_unknown = escalate_unknown
+        self.escalate_verdicts = frozenset(escalate_verdicts)
+        self.fallback_to_first = fallback_to_first
+        self.name = name or f"cascade({first.name},{then.name})"
+        self.escalated = 0
+        self.total = 0
+        self._lock = threading.Lock()
+        meter = (
+            meter_provider.get_meter("groundwatch")
+            if meter_provider is not None
+            else metrics.get_meter("groundwatch")
+        )
+        self._counter = meter.create_counter(
+            METRIC_JUDGE_ESCALATIONS,
+            unit=METRIC_JUDGE_ESCALATIONS_UNIT,
+            description="Answers the cascade judged, by whether they went to the second judge",
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"CascadeJudge(first={self.first!r}, then={self.then!r}, "
+            f"min_confidence={self.min_confidence})"
+        )
+
+    @property
+    def escalation_rate(self) -> float | None:
+        """Share of answers sent to ``then``; ``None`` before the first answer."""
+        with self._lock:
+            return self.escalated / self.total if self.total else None
+
+    def should_escalate(self, judgement: Judgement) -> bool:
+        """The escalation rule applied to ``first``'s judgement (see the module docstring)."""
+        if judgement.error is not None:
+            return True
+        for claim in judgement.claims:
+            if claim.verdict in self.escalate_verdicts:
+                return True
+            if claim.confidence is None:
+                if self.escalate_unknown:
+                    return True
+            elif claim.confidence < self.min_confidence:
+                return True
+        return False
+
+    def _count(self, escalated: bool) -> None:
+        with self._lock:
+            self.total += 1
+            self.escalated += escalated
+        try:
+            self._counter.add(1, {ATTR_ESCALATED: escalated, ATTR_JUDGE: self.name})
+        except Exception:  # a broken metrics pipeline must not fail the evaluation
+            _logger.debug("escalation counter failed", exc_info=True)
+
+    async def judge(
+        self, answer: str, contexts: Sequence[Passage], question: str | None = None
+    ) -> Judgement:
+        """``first``'s judgement, or ``then``'s when the escalation rule says so; never raises."""
+        try:
+            first = await _call(self.first, answer, contexts, question)
+            if not isinstance(first, Judgement):
+                raise TypeError(f"first judge returned {type(first).__name__}")
+        except Exception as exc:
+            _logger.debug("cascade first judge failed", exc_info=True)
+            first = Judgement(error=f"{type(exc).__name__}: {exc}"[:300], error_type="judge_error")
+        if not self.should_escalate(first):
+            self._count(False)
+            return first
+        self._count(True)
+        try:
+            second = await _call(self.then, answer, contexts, question)
+            if not isinstance(second, Judgement):
+                raise TypeError(f"second judge returned {type(second).__name__}")
+        except Exception as exc:
+            _logger.debug("cascade second judge failed", exc_info=True)
+            second = Judgement(error=f"{type(exc).__name__}: {exc}"[:300], error_type="judge_error")
+        if second.error is not None and self.fallback_to_first and first.error is None:
+            return first.model_copy(update={"usage": _sum(first.usage, second.usage)})
+        return second.model_copy(update={"usage": _sum(first.usage, second.usage)})
+
+
+def _sum(a: Usage | None, b: Usage | None) -> Usage | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return Usage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        calls=a.calls + b.calls,
+    )

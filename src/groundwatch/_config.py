@@ -36,6 +36,7 @@ DEFAULT_SAMPLE_RATE = 1.0
 rate limit) in production, where ``groundwatch.records{decision=queue_full}`` shows overload."""
 
 RATE_LIMIT_PER_MINUTE = "GROUNDWATCH_RATE_LIMIT_PER_MINUTE"
+DEFAULT_RATE_LIMIT_PER_MINUTE = None
 
 MAX_QUEUE_SIZE = "GROUNDWATCH_MAX_QUEUE_SIZE"
 DEFAULT_MAX_QUEUE_SIZE = 1024
@@ -124,10 +125,12 @@ class RuntimeConfig:
 
 def from_env() -> RuntimeConfig:
     """Read every runtime variable now; bad values warn and fall back."""
-    limit = _read(RATE_LIMIT_PER_MINUTE, -1.0, float, lambda v: v > 0 or v == -1.0)
+    limit: float | None = _read(
+        RATE_LIMIT_PER_MINUTE, None, float, lambda v: v is not None and v > 0
+    )
     return RuntimeConfig(
         sample_rate=env_float(SAMPLE_RATE, DEFAULT_SAMPLE_RATE, 0.0, 1.0),
-        rate_limit_per_minute=None if limit == -1.0 else limit,
+        rate_limit_per_minute=limit,
         max_queue_size=env_int(MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SIZE),
         max_concurrency=env_int(MAX_CONCURRENCY, DEFAULT_MAX_CONCURRENCY),
         evaluation_timeout_millis=env_int(

@@ -9,9 +9,11 @@ Table 1: ``record()`` cost in microseconds (median, p99) at sampling rate 0 and 
 made inside an active span (as an integration would), while the worker is kept busy scoring
 with the default LocalJudge (a backlog of ``always_score`` records keeps it working throughout).
 
-Table 2: a simulated host request (about 1 ms of pure-Python work, then ``record()``, then a
-1 ms pause) -- its latency without groundwatch, with the judge scoring on a thread of the
-host's interpreter (``executor="thread"``), and in a worker process (``executor="process"``).
+Table 2: a simulated host request: the host thread waits 2 ms off the GIL (as a server thread
+waits on its socket), then does about 1 ms of pure-Python work and calls ``record()``; latency
+runs from the end of the wait, so it includes taking the GIL back from a busy judge. Without
+groundwatch, with the judge on a thread of the host's interpreter (``executor="thread"``), and
+in a worker process (``executor="process"``).
 """
 
 from __future__ import annotations
@@ -138,22 +140,19 @@ def _timed(units: int) -> float:
 def host_latency(
     mode: str, requests: int, units: int, backlog: int, period_ms: float
 ) -> tuple[float, float, float]:
-    """Open loop: request i arrives at ``t0 + i * period``; its latency runs from its arrival to
-    its end, so it includes waiting for the GIL after the host thread wakes up (as a server
-    thread woken by a socket would)."""
+    """Each request: the host thread waits ``period`` off the GIL (as a server thread waits on
+    its socket), then does its work and calls record(). Latency runs from the moment the wait
+    ends to the end of the request, so it includes getting the GIL back from a busy judge."""
     monitor = None if mode == "none" else busy_monitor(0.0, mode, backlog)
     latencies: list[float] = []
     period = period_ms / 1000
-    t0 = time.perf_counter() + 0.01
-    for i in range(requests):
-        arrival = t0 + i * period
-        delay = arrival - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
+    for _ in range(requests):
+        ready = time.perf_counter() + period
+        time.sleep(period)
         host_work(units)
         if monitor is not None:
             monitor.record(question=QUESTION, contexts=PASSAGES, answer=ANSWER)
-        latencies.append((time.perf_counter() - arrival) * 1000)
+        latencies.append((time.perf_counter() - ready) * 1000)
     if monitor is not None:
         assert len(monitor._worker.queue) > 0, "the judge went idle; raise --backlog"  # type: ignore[union-attr]
         monitor.shutdown(timeout_millis=100)
@@ -182,10 +181,10 @@ def main() -> None:
             print(f"{executor:<9} {rate:>4.1f} {med:>10.1f} {p99:>8.1f}  {mix}")
 
     units = calibrate(1.0)
-    period = 5.0
+    period = 2.0
     print(
-        f"\nTable 2: host request latency, judge busy (a request every {period:.0f} ms: "
-        "1 ms of Python work + record(), measured from its arrival)"
+        f"\nTable 2: host request latency, judge busy (wait {period:.0f} ms off the GIL, then "
+        "1 ms of Python work + record(); measured from the end of the wait)"
     )
     print(f"{'scoring':<16} {'median ms':>10} {'p99 ms':>8} {'max ms':>8}")
     for mode, label in (("none", "no groundwatch"), ("thread", "thread"), ("process", "process")):

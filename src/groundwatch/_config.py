@@ -14,7 +14,7 @@ one warning and falls back to the default; it never raises.
 | ``GROUNDWATCH_EVALUATION_TIMEOUT_MILLIS`` | ``60000`` | per-evaluation deadline |
 | ``GROUNDWATCH_CAPTURE_CONTENT`` | ``false`` | put question, answer, claims on spans |
 | ``GROUNDWATCH_CONTENT_MAX_CHARS`` | ``2048`` | cap per captured text attribute |
-| ``GROUNDWATCH_EXECUTOR`` | ``thread`` | where sync judges run: ``thread`` or ``process`` |
+| ``GROUNDWATCH_EXECUTOR`` | ``auto`` | where sync judges run: ``auto``, ``process``, ``thread`` |
 | ``GROUNDWATCH_DISABLED`` | ``false`` | records are counted ``not_sampled``, nothing is scored |
 """
 
@@ -56,8 +56,10 @@ CONTENT_MAX_CHARS = "GROUNDWATCH_CONTENT_MAX_CHARS"
 DEFAULT_CONTENT_MAX_CHARS = 2048
 
 EXECUTOR = "GROUNDWATCH_EXECUTOR"
-DEFAULT_EXECUTOR = "thread"
-EXECUTORS = ("thread", "process")
+EXECUTOR_AUTO = "auto"
+DEFAULT_EXECUTOR = EXECUTOR_AUTO
+"""A worker process for sync judges (the GIL: README "Overhead"), a thread if that fails."""
+EXECUTORS = ("auto", "thread", "process")
 
 DISABLED = "GROUNDWATCH_DISABLED"
 

@@ -312,6 +312,9 @@ class Worker:
         # is its own, so attach/detach here cannot leak into the host.
         token = otel_context.attach(suppressed_context())
         try:
+            start = getattr(self.runner, "astart", None)
+            if start is not None:
+                await start()
             runner_evaluate = getattr(self.runner, "aevaluate", None)
             work: Awaitable[Evaluation]
             if runner_evaluate is not None:  # the process runner: judge and score out there

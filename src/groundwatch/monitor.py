@@ -86,10 +86,13 @@ class Monitor:
             (``GROUNDWATCH_MAX_CONCURRENCY``, default 8); sync judges run one at a time.
         evaluation_timeout_millis: deadline of one evaluation; past it the evaluation fails
             with ``error.type=timeout`` (``GROUNDWATCH_EVALUATION_TIMEOUT_MILLIS``, 60000).
-        executor: where a sync judge runs: ``"thread"`` (a thread of this interpreter) or
-            ``"process"`` (a worker process, so CPU-bound scoring never holds this
-            interpreter's GIL; the judge must be picklable); ``GROUNDWATCH_EXECUTOR``,
-            default ``"thread"``. Async judges always run on the worker's event loop.
+        executor: where a sync (CPU-bound) judge runs: ``"process"``, a worker process
+            started on first use, so scoring never holds this interpreter's GIL (the judge
+            must be picklable); ``"thread"``, a thread of this interpreter (no extra process,
+            but it slows the host's requests: README "Overhead"); ``"auto"`` (the default,
+            ``GROUNDWATCH_EXECUTOR``), a process, falling back to a thread with a warning
+            when the judge cannot be pickled or no process can start. Async judges always run
+            on the worker's event loop.
         policy: thresholds that turn scores into a label.
         content_max_chars: cap per captured text attribute (``GROUNDWATCH_CONTENT_MAX_CHARS``).
         shutdown_on_exit: register an ``atexit`` hook that flushes the queue (default on).
@@ -149,12 +152,14 @@ class Monitor:
         from ._worker import Worker
 
         runner = None
-        if self.executor == "process" and not inspect.iscoroutinefunction(
+        if self.executor != "thread" and not inspect.iscoroutinefunction(
             getattr(self.judge, "judge", None)
         ):
             from ._procpool import ProcessJudge
 
-            runner = ProcessJudge.wrap(self.judge, processes)
+            runner = ProcessJudge.wrap(
+                self.judge, processes, fallback=self.executor == _config.EXECUTOR_AUTO
+            )
         self._worker = Worker(
             judge=self.judge,
             finish=self._finish,

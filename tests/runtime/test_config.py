@@ -34,7 +34,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         evaluation_timeout_millis=60_000,
         capture_content=False,
         content_max_chars=2048,
-        executor="thread",
+        executor="auto",
         disabled=False,
     )
 

@@ -294,3 +294,27 @@ def test_process_executor_timeout_kills_the_stuck_process(capgw: GroundwatchTele
     assert (evaluation.label, evaluation.error_type) == ("error", "timeout")
     runner: Any = monitor._worker.runner  # type: ignore[union-attr]
     assert runner.started == 1 and runner.pids() == []
+
+
+def test_auto_executor_falls_back_to_a_thread_for_an_unpicklable_judge(
+    capgw: GroundwatchTelemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    judge = EchoJudge()
+    judge.hook = lambda: None  # type: ignore[attr-defined]
+    monitor = capgw.monitor(judge=judge, executor="auto")
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    [evaluation] = capgw.evaluations()
+    assert evaluation.label == "grounded"
+    assert judge.threads == ["groundwatch-judge"]
+    assert any("runs on a thread" in r.getMessage() for r in caplog.records)
+
+
+def test_auto_executor_falls_back_when_no_process_can_start(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    judge = EchoJudge()
+    monitor = capgw.monitor(judge=judge, executor="auto")
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    [evaluation] = capgw.evaluations()
+    assert evaluation.label == "grounded" and judge.threads == ["groundwatch-judge"]

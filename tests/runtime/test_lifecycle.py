@@ -318,3 +318,19 @@ def test_auto_executor_falls_back_when_no_process_can_start(
     monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
     [evaluation] = capgw.evaluations()
     assert evaluation.label == "grounded" and judge.threads == ["groundwatch-judge"]
+
+
+def test_the_readme_example_runs_and_prints_the_evaluation() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "monitor_any_function.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert '"name": "groundwatch.evaluation"' in out and '"name": "rag.request"' in out
+    assert '"groundwatch.label": "hallucinated"' in out
+    assert out.count('"event_name": "gen_ai.evaluation.result"') == 2

@@ -168,8 +168,8 @@ def main() -> None:
     backlog = 2_000 if args.quick else 5_000
 
     print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, switch interval "
-        f"{sys.getswitchinterval() * 1000:.0f} ms"
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f}, switch interval {sys.getswitchinterval() * 1000:.0f} ms"
     )
     print(f"LocalJudge on this input: {judge_ms():.1f} ms per evaluation\n")
 

@@ -97,6 +97,10 @@ class Monitor:
         content_max_chars: cap per captured text attribute (``GROUNDWATCH_CONTENT_MAX_CHARS``).
         shutdown_on_exit: register an ``atexit`` hook that flushes the queue (default on).
         processes: worker processes for ``executor="process"`` (started on first use).
+
+    Raises:
+        ValueError: a size, count or timeout below 1, or an unknown ``executor``. (Only the
+            constructor raises; ``record`` and the rest never do.)
     """
 
     def __init__(
@@ -120,6 +124,15 @@ class Monitor:
         shutdown_on_exit: bool = True,
         processes: int = 1,
     ) -> None:
+        for name, value in (
+            ("max_queue_size", max_queue_size),
+            ("max_concurrency", max_concurrency),
+            ("evaluation_timeout_millis", evaluation_timeout_millis),
+            ("content_max_chars", content_max_chars),
+            ("processes", processes),
+        ):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value!r}")
         config = _config.from_env()
         self.judge: Judge = judge if judge is not None else default_judge()
         self.sampler: Sampler = sampler if sampler is not None else default_sampler(config)

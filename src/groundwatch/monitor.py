@@ -25,6 +25,8 @@ from opentelemetry.trace import SpanContext, TracerProvider
 
 from . import _config, _guard, scoring
 from ._evaluate import default_judge
+from ._procpool import ProcessJudge
+from ._worker import Worker
 from .judges import Judge
 from .sampling import Decision, RateLimitSampler, RatioSampler, Sampler, sampling_rate
 from .telemetry import Stats, Telemetry
@@ -149,7 +151,6 @@ class Monitor:
             raise ValueError(f"executor must be one of {_config.EXECUTORS}, got {executor!r}")
         self._shut = False
         self._lock = threading.Lock()
-        self._worker = None
         self.stats = Stats(self._queue_size)
         self._telemetry = Telemetry(
             tracer_provider=tracer_provider,
@@ -162,18 +163,14 @@ class Monitor:
             content_max_chars=content_max_chars or config.content_max_chars,
             stats=self.stats,
         )
-        from ._worker import Worker
-
         runner = None
         if self.executor != "thread" and not inspect.iscoroutinefunction(
             getattr(self.judge, "judge", None)
         ):
-            from ._procpool import ProcessJudge
-
             runner = ProcessJudge.wrap(
                 self.judge, processes, fallback=self.executor == _config.EXECUTOR_AUTO
             )
-        self._worker = Worker(
+        self._worker: Worker = Worker(
             judge=self.judge,
             finish=self._finish,
             stats=self.stats,
@@ -204,7 +201,7 @@ class Monitor:
         os.register_at_fork(after_in_child=_after_fork)
 
     def _queue_size(self) -> int:
-        worker = self._worker
+        worker: Worker | None = getattr(self, "_worker", None)  # None while constructing
         return len(worker.queue) if worker is not None else 0
 
     # --- request path --------------------------------------------------------------------------
@@ -299,8 +296,7 @@ class Monitor:
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if attributes is not None:
             record.attributes = dict(attributes)
-        worker = self._worker
-        if worker is None or not worker.submit(record):
+        if not self._worker.submit(record):
             return Decision.QUEUE_FULL, None
         return _SAMPLED, None
 
@@ -352,8 +348,7 @@ class Monitor:
             from an ``on_result`` callback, which would wait for itself). Never raises.
         """
         try:
-            worker = self._worker
-            return True if worker is None else worker.flush(timeout_millis / 1000)
+            return self._worker.flush(timeout_millis / 1000)
         except Exception as exc:
             _guard.internal_error("force_flush", exc)
             return False
@@ -375,9 +370,8 @@ class Monitor:
             if self._atexit is not None:
                 atexit.unregister(self._atexit)
                 self._atexit = None
-            worker = self._worker
-            ok = True if worker is None else worker.shutdown(timeout_millis / 1000)
-            closer = getattr(worker.runner if worker is not None else None, "close", None)
+            ok = self._worker.shutdown(timeout_millis / 1000)
+            closer = getattr(self._worker.runner, "close", None)
             if closer is not None:
                 closer()
             return ok

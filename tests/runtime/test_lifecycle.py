@@ -334,3 +334,32 @@ def test_the_readme_example_runs_and_prints_the_evaluation() -> None:
     assert '"name": "groundwatch.evaluation"' in out and '"name": "rag.request"' in out
     assert '"groundwatch.label": "hallucinated"' in out
     assert out.count('"event_name": "gen_ai.evaluation.result"') == 2
+
+
+def test_accounting_holds_when_shutdown_races_with_recording_threads(
+    capgw: GroundwatchTelemetry,
+) -> None:
+    import threading
+
+    monitor = capgw.monitor(judge=EchoJudge(delay_s=0.002), max_queue_size=200)
+    go = threading.Event()
+
+    def producer() -> None:
+        go.wait()
+        for _ in range(2_000):
+            monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+
+    threads = [threading.Thread(target=producer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    go.set()
+    time.sleep(0.05)
+    monitor.shutdown(timeout_millis=100)
+    for t in threads:
+        t.join()
+    seen = decisions(capgw)
+    assert sum(seen.values()) == 8_000
+    assert seen.get("error/shutdown", 0) > 0, "the producers outlived the monitor"
+    evaluated, failed, dropped = finished(capgw)
+    assert seen["sampled"] == evaluated + failed + dropped
+    assert failed == 0 and dropped > 0

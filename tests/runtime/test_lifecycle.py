@@ -363,3 +363,26 @@ def test_accounting_holds_when_shutdown_races_with_recording_threads(
     evaluated, failed, dropped = finished(capgw)
     assert seen["sampled"] == evaluated + failed + dropped
     assert failed == 0 and dropped > 0
+
+
+def test_process_executor_does_not_retry_a_failed_start_per_record(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from groundwatch import _procpool
+
+    attempts: list[str] = []
+    real = _procpool._Child._popen
+
+    def counting(env: dict[str, str]) -> Any:
+        attempts.append(sys.executable)
+        return real(env)
+
+    monkeypatch.setattr(_procpool._Child, "_popen", staticmethod(counting))
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    monitor = capgw.monitor(judge=EchoJudge(), executor="process")
+    for _ in range(3):
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    assert [(e.label, e.error_type) for e in capgw.evaluations()] == [
+        ("error", "worker_process_start_failed")
+    ] * 3
+    assert len(attempts) == 1

@@ -188,7 +188,7 @@ def test_on_result_sees_prepared_passages(capgw: GroundwatchTelemetry) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_fork_child_gets_a_fresh_worker(capgw: GroundwatchTelemetry) -> None:
-    monitor = capgw.monitor(judge=EchoJudge(delay_s=0.2))
+    monitor = capgw.monitor(judge=EchoJudge(delay_s=0.4))
     for _ in range(2):  # one in flight, one queued at the fork
         monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
     time.sleep(0.05)

@@ -4,6 +4,15 @@ import logging
 
 from ._evaluate import aevaluate, evaluate
 from .judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge
+from .monitor import Monitor
+from .sampling import (
+    Decision,
+    RateLimitSampler,
+    RatioSampler,
+    RouteSampler,
+    Sampler,
+    TokenBudgetSampler,
+)
 from .scoring import LabelPolicy
 from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
 
@@ -14,15 +23,22 @@ __version__ = "0.1.0"
 __all__ = [
     "CascadeJudge",
     "Claim",
+    "Decision",
     "Evaluation",
     "Evidence",
     "Judge",
     "Judgement",
     "LabelPolicy",
     "LocalJudge",
+    "Monitor",
     "OpenAIJudge",
     "Passage",
     "RagRecord",
+    "RateLimitSampler",
+    "RatioSampler",
+    "RouteSampler",
+    "Sampler",
+    "TokenBudgetSampler",
     "Usage",
     "__version__",
     "aevaluate",

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics
 
+from ..telemetry import semconv
 from ..types import Judgement, Passage, Usage, Verdict
 from ._base import Judge
 
@@ -36,11 +37,10 @@ if TYPE_CHECKING:
 
 _logger = logging.getLogger(__name__)
 
-# Telemetry names (to move into telemetry/semconv.py).
-METRIC_JUDGE_ESCALATIONS = "groundwatch.judge.escalations"
-METRIC_JUDGE_ESCALATIONS_UNIT = "{evaluation}"
-ATTR_ESCALATED = "groundwatch.escalated"
-ATTR_JUDGE = "groundwatch.judge"
+METRIC_JUDGE_ESCALATIONS = semconv.METRIC_JUDGE_ESCALATIONS
+METRIC_JUDGE_ESCALATIONS_UNIT = semconv.METRIC_JUDGE_ESCALATIONS_UNIT
+ATTR_ESCALATED = semconv.GROUNDWATCH_ESCALATED
+ATTR_JUDGE = semconv.GROUNDWATCH_JUDGE
 
 DEFAULT_MIN_CONFIDENCE = 0.7
 """Claims the first judge is less sure of than this are sent to the second judge."""

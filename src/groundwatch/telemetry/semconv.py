@@ -76,6 +76,10 @@ METRIC_DROPPED: Final = "groundwatch.evaluations.dropped"
 """Sampled records never scored (``error.type``: ``shutdown``, ``fork``, ``internal``)."""
 METRIC_ERRORS: Final = "groundwatch.errors"
 """groundwatch's own failures, by ``groundwatch.component`` and ``error.type``."""
+METRIC_JUDGE_ESCALATIONS: Final = "groundwatch.judge.escalations"
+"""CascadeJudge answers, by ``groundwatch.escalated`` (sent to the second judge or not)."""
+METRIC_JUDGE_ESCALATIONS_UNIT: Final = "{evaluation}"
+GROUNDWATCH_ESCALATED: Final = "groundwatch.escalated"
 
 SCORE_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 DURATION_BUCKETS: Final = (

@@ -24,7 +24,6 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models.fake_chat_models import (
     FakeListChatModel,
     GenericFakeChatModel,
-    ParrotFakeChatModel,
 )
 from langchain_core.messages import AIMessage
 from langchain_core.output_parsers import StrOutputParser
@@ -171,9 +170,7 @@ def build(name: str) -> Case:
     if name == "two_retrievers":  # two retrievers in parallel, one with scores
         scored = ScoredRetriever(store=store, k=1)
         chain = (
-            RunnableParallel(
-                a=retriever, b=scored, question=RunnablePassthrough()
-            )
+            RunnableParallel(a=retriever, b=scored, question=RunnablePassthrough())
             | (lambda x: {"context": format_docs(x["a"] + x["b"]), "question": x["question"]})
             | PROMPT
             | chat_model("list")
@@ -211,7 +208,9 @@ def _merge(chunks: list[Any]) -> Any:
     return functools.reduce(operator.add, chunks)
 
 
-def run(chain: Runnable[Any, Any], inputs: list[Any], mode: str, config: RunnableConfig) -> list[Any]:
+def run(
+    chain: Runnable[Any, Any], inputs: list[Any], mode: str, config: RunnableConfig
+) -> list[Any]:
     """Run ``chain`` over ``inputs`` the way ``mode`` names; returns the outputs in order."""
     if mode == "invoke":
         return [chain.invoke(i, config) for i in inputs]
@@ -226,7 +225,10 @@ def run(chain: Runnable[Any, Any], inputs: list[Any], mode: str, config: Runnabl
         if mode == "abatch":
             return await chain.abatch(inputs, config)
         if mode == "astream":
-            return [_merge([c async for c in chain.astream(i, config)]) for i in inputs]
+            merged = []
+            for i in inputs:
+                merged.append(_merge([c async for c in chain.astream(i, config)]))
+            return merged
         if mode == "astream_events":
             outputs = []
             for i in inputs:

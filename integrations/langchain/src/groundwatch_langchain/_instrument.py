@@ -4,10 +4,14 @@ LangChain builds a callback manager for every run (and a child manager for every
 wrapping ``BaseCallbackManager.__init__`` is the one place where a handler can join all of them,
 which is what the OpenTelemetry and OpenInference instrumentations do too.
 
-The wrapper is installed once per process and stays in place: another instrumentation may have
-wrapped ``__init__`` on top of ours, and restoring the original would silently remove theirs.
-``uninstrument`` therefore restores the original only while ours is still the outermost wrapper,
-and otherwise just switches ours off.
+Other instrumentations wrap the same method, and each restores "its" original when it is
+switched off, which may silently drop a wrapper installed on top of it. So ``uninstrument``
+restores the original only while ours is still the outermost wrapper, and otherwise just switches
+ours off; ``instrument`` wraps again unless ours is outermost. A wrapper of ours left deeper in
+the chain is harmless: a manager never gets a second groundwatch handler. The one case we cannot
+see is another instrumentation, switched off after ours was installed on top of it, restoring the
+original blindly (OpenInference does): ours is then gone, and calling ``instrument`` again (it
+checks that its handler still reaches a new manager) puts it back.
 """
 
 from __future__ import annotations
@@ -64,11 +68,12 @@ def instrument(monitor: MonitorLike, **handler_options: Any) -> GroundwatchCallb
     from langchain_core.callbacks import BaseCallbackManager
 
     with _lock:
-        if _active is not None:
+        if _active is not None and _reaches_new_managers(BaseCallbackManager, _active):
             _logger.warning("groundwatch_langchain is already instrumented; keeping the handler")
             return _active
-        handler = GroundwatchCallbackHandler(monitor, **handler_options)
-        if _wrapper is None:
+        # Not instrumented, or our wrapper was removed by someone else: (re)install it.
+        handler = _active or GroundwatchCallbackHandler(monitor, **handler_options)
+        if BaseCallbackManager.__init__ is not _wrapper:
             original = BaseCallbackManager.__init__
 
             @functools.wraps(original)
@@ -83,6 +88,12 @@ def instrument(monitor: MonitorLike, **handler_options: Any) -> GroundwatchCallb
             BaseCallbackManager.__init__ = __init__  # type: ignore[method-assign]
         _active = handler
         return handler
+
+
+def _reaches_new_managers(
+    manager_class: type[BaseCallbackManager], handler: GroundwatchCallbackHandler
+) -> bool:
+    return any(h is handler for h in manager_class(handlers=[]).handlers)
 
 
 def uninstrument() -> None:

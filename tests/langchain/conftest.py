@@ -26,6 +26,8 @@ def tracer() -> Tracer:
 
 
 @pytest.fixture(autouse=True)
-def _no_global_instrumentation() -> Iterator[None]:
+def _strict(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # Our own bugs fail our tests instead of being logged and swallowed as in production.
+    monkeypatch.setenv("GROUNDWATCH_RAISE_INTERNAL_ERRORS", "1")
     yield
     groundwatch_langchain.uninstrument()

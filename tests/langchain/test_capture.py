@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -85,7 +86,8 @@ def test_documents_carry_id_metadata_and_score(monitor: RecordingMonitor) -> Non
 
 def test_no_span_means_no_parent(monitor: RecordingMonitor) -> None:
     build("lcel").chain.invoke("q?", {"callbacks": [GroundwatchCallbackHandler(monitor)]})
-    assert monitor.records[0]["span_context"] is None
+    # An explicit "no parent" (not None, which would mean "whatever is current at record time").
+    assert not monitor.records[0]["span_context"].is_valid
 
 
 def test_route_from_run_metadata(monitor: RecordingMonitor) -> None:
@@ -143,24 +145,42 @@ def test_failing_extractor_never_reaches_the_host(monitor: RecordingMonitor) -> 
 
 
 def test_internal_error_is_swallowed_and_counted(
-    monitor: RecordingMonitor, caplog: pytest.LogCaptureFixture
+    monitor: RecordingMonitor, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from groundwatch import _guard
+
+    monkeypatch.delenv("GROUNDWATCH_RAISE_INTERNAL_ERRORS")  # production behaviour
+
     class BrokenMonitor(RecordingMonitor):
         def record(self, **kwargs: Any) -> None:  # type: ignore[override]
             raise RuntimeError("bug in the runtime")
 
     handler = GroundwatchCallbackHandler(BrokenMonitor())
     chain = build("lcel").chain
-    for _ in range(3):
-        assert chain.invoke("q?", {"callbacks": [handler]}) == ANSWER
+    before = _guard.errors[("langchain.on_chain_end", "RuntimeError")]
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            assert chain.invoke("q?", {"callbacks": [handler]}) == ANSWER
     assert handler.counts["internal_errors"] == 3
-    # Logged once, not once per run: a hot path must not flood the host's logs.
-    ours = [r for r in caplog.records if r.name.startswith("groundwatch_langchain")]
-    assert len(ours) == 1 and "bug in the runtime" in ours[0].getMessage()
-    # LangChain itself saw no error from us (it would log "Error in ... callback").
+    # Counted where the groundwatch.errors metric reads it, logged at most once a minute.
+    assert _guard.errors[("langchain.on_chain_end", "RuntimeError")] == before + 3
+    ours = [r for r in caplog.records if "langchain.on_chain_end" in r.getMessage()]
+    assert len(ours) <= 1
+    # LangChain itself never saw an error from us (it would log "Error in ... callback").
     assert not [
-        r for r in caplog.records if "callback" in r.getMessage() and r.name.startswith("langchain")
+        r for r in caplog.records if "Error in GroundwatchCallbackHandler" in r.getMessage()
     ]
+
+
+def test_internal_error_fails_loudly_in_strict_mode(monitor: RecordingMonitor) -> None:
+    class BrokenMonitor(RecordingMonitor):
+        def record(self, **kwargs: Any) -> None:  # type: ignore[override]
+            raise RuntimeError("bug in the runtime")
+
+    with pytest.raises(RuntimeError, match="bug in the runtime"):
+        build("lcel").chain.invoke(
+            "q?", {"callbacks": [GroundwatchCallbackHandler(BrokenMonitor())]}
+        )
 
 
 # -- runs that must not produce a record ---------------------------------------------------------

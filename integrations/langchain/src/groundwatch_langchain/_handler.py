@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import sys
 import threading
 import time
@@ -26,6 +25,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
+from groundwatch import _guard
+from groundwatch._config import raise_internal_errors
 from groundwatch._inputs import MAX_PASSAGES
 
 from ._extract import (
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
     from uuid import UUID
 
     from langchain_core.documents import Document
-
-_logger = logging.getLogger(__name__)
 
 #: Root runs tracked at once; when a new root would exceed it, the oldest is dropped and counted.
 #: A root that never ends (a stream abandoned without being closed) would otherwise stay forever.
@@ -64,8 +63,6 @@ EVICTED = "evicted"
 #: Run metadata key that overrides the handler's route for one run:
 #: ``chain.invoke(q, config={"metadata": {"groundwatch_route": "faq"}})``.
 ROUTE_METADATA_KEY = "groundwatch_route"
-
-_LOG_INTERVAL_SECONDS = 60.0
 
 
 class MonitorLike(Protocol):
@@ -181,7 +178,12 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
     # is a few dictionary operations, cheaper than a thread hop, and it runs in the caller's
     # context, so the current span is the caller's.
     run_inline = True
-    raise_error = False
+
+    @property
+    def raise_error(self) -> bool:  # type: ignore[override]
+        """False in production: LangChain then logs and swallows an error of ours. Our own test
+        suite sets GROUNDWATCH_RAISE_INTERNAL_ERRORS so that our bugs fail the tests."""
+        return raise_internal_errors()
 
     def __init__(
         self,
@@ -228,7 +230,6 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             ),
             0,
         )
-        self._last_log: dict[str, float] = {}
 
     # -- introspection ----------------------------------------------------------------------------
 
@@ -541,7 +542,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             question = self._question(inputs)
         except Exception as exc:
             self._count("extractor_errors")
-            self._log("extractor", "a groundwatch extractor raised %r; run not recorded", exc)
+            _guard.user_error("langchain extractor", exc)
             return
         if not isinstance(answer, str):
             self._count("no_answer")
@@ -574,24 +575,15 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             self._counts[key] += 1
 
     def _internal_error(self, where: str, exc: Exception) -> None:
-        # Never raise from here: this is the last line between our bug and the host's request.
-        try:
-            self._count("internal_errors")
-            self._log(where, "groundwatch callback %s failed: %r", where, exc, exc_info=exc)
-        except Exception:  # pragma: no cover - logging itself failed
-            pass
-
-    def _log(self, key: str, msg: str, *args: Any, exc_info: BaseException | None = None) -> None:
-        """Log at most once a minute per kind of problem, so a hot path cannot flood the logs."""
-        now = time.monotonic()
-        last = self._last_log.get(key)
-        if last is not None and now - last < _LOG_INTERVAL_SECONDS:
-            return
-        self._last_log[key] = now
-        _logger.warning(msg, *args, exc_info=exc_info)
+        # The core guard logs rate-limited, feeds the ``groundwatch.errors`` metric, and re-raises
+        # only when GROUNDWATCH_RAISE_INTERNAL_ERRORS is set (our tests), then LangChain passes
+        # it on because ``raise_error`` follows the same switch.
+        with self._lock:
+            self._counts["internal_errors"] += 1
+        _guard.internal_error(f"langchain.{where}", exc)
 
 
-def _parent_span_context(root: _RootRun) -> SpanContext | None:
+def _parent_span_context(root: _RootRun) -> SpanContext:
     """The span the evaluation should hang under.
 
     The span current when the root run started when there was one (an HTTP server span, the
@@ -600,7 +592,9 @@ def _parent_span_context(root: _RootRun) -> SpanContext | None:
     """
     if root.span_context is not None:
         return root.span_context
-    return _openinference_span_context(root.run_id)
+    # INVALID_SPAN_CONTEXT, not None: None would make the monitor use the span current at the
+    # end of the run, which is not the one the run started in.
+    return _openinference_span_context(root.run_id) or trace.INVALID_SPAN_CONTEXT
 
 
 def _openinference_span_context(run_id: UUID) -> SpanContext | None:

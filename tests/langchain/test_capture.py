@@ -60,8 +60,10 @@ def test_one_record_per_top_level_run(
         # Parent of the evaluation = the span current when the run started, in every mode
         # (batch runs in a thread pool, async callbacks run inline on the loop).
         assert record["span_context"] == request.get_span_context()
-        assert record["attributes"]["langchain.run_id"]
-    assert len({r["attributes"]["langchain.run_id"] for r in monitor.records}) == len(QUESTIONS)
+        assert record["attributes"]["groundwatch.langchain.run_id"]
+    assert len({r["attributes"]["groundwatch.langchain.run_id"] for r in monitor.records}) == len(
+        QUESTIONS
+    )
     # Nothing is left behind, and nothing of ours failed.
     assert handler.active_runs == 0
     assert handler._owner == {}

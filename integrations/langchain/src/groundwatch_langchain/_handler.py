@@ -553,7 +553,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         contexts = [
             p for p in (passage_of(d, self._score_keys) for d in root.documents) if p is not None
         ]
-        attributes: dict[str, Any] = {"langchain.run_id": str(root.run_id)}
+        attributes: dict[str, Any] = {"groundwatch.langchain.run_id": str(root.run_id)}
         if root.dropped:
             attributes["groundwatch.contexts.dropped"] = root.dropped
         self._monitor.record(

@@ -18,8 +18,8 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
 from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry import trace
@@ -550,9 +550,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             return
         question = plain(question) if isinstance(question, str) else None
         answer = plain(answer)
-        contexts = [
-            p for p in (passage_of(d, self._score_keys) for d in root.documents) if p is not None
-        ]
+        contexts = _Passages(root.documents, self._score_keys)
         attributes: dict[str, Any] = {"groundwatch.langchain.run_id": str(root.run_id)}
         if root.dropped:
             attributes["groundwatch.contexts.dropped"] = root.dropped
@@ -581,6 +579,40 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         with self._lock:
             self._counts["internal_errors"] += 1
         _guard.internal_error(f"langchain.{where}", exc)
+
+
+class _Passages(Sequence[Any]):
+    """The documents of a run, turned into passages only when read.
+
+    The monitor reads the contexts only for records its sampler keeps, so at a low sampling
+    rate the request path never pays for the conversion.
+    """
+
+    __slots__ = ("_documents", "_score_keys")
+
+    def __init__(self, documents: list[Document], score_keys: tuple[str, ...]) -> None:
+        self._documents = documents
+        self._score_keys = score_keys
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._convert(d) for d in self._documents[index]]
+        return self._convert(self._documents[index])
+
+    def __iter__(self) -> Iterator[Any]:
+        for document in self._documents:
+            yield self._convert(document)
+
+    def _convert(self, document: Any) -> Any:
+        # Anything that is not document-shaped goes as is: the monitor validates its inputs.
+        return passage_of(document, self._score_keys) or document
 
 
 def _parent_span_context(root: _RootRun) -> SpanContext:

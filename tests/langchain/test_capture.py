@@ -305,6 +305,51 @@ def test_cancelled_run_is_counted_and_cleaned_up(monitor: RecordingMonitor) -> N
     assert handler.active_runs == 0 and handler._owner == {}
 
 
+@pytest.mark.parametrize("mode", ["stream", "astream"])
+def test_stream_stopped_early_is_not_recorded(mode: str, monitor: RecordingMonitor) -> None:
+    """A consumer that stops reading leaves a partial answer: counted, never scored."""
+    chain = build("lcel").chain
+    handler = GroundwatchCallbackHandler(monitor)
+    config: Any = {"callbacks": [handler]}
+    if mode == "stream":
+        stream = chain.stream("refund?", config)
+        for i, _ in enumerate(stream):
+            if i == 4:
+                break
+        stream.close()
+    else:
+
+        async def main() -> None:
+            stream = chain.astream("refund?", config)
+            i = 0
+            async for _ in stream:
+                i += 1
+                if i == 4:
+                    break
+            await stream.aclose()
+
+        asyncio.run(main())
+    assert monitor.records == []
+    assert monitor.failures == [("cancelled", None)]
+    assert handler.active_runs == 0 and handler._owner == {}
+
+
+def test_async_callbacks_run_inline_on_the_event_loop(monitor: RecordingMonitor) -> None:
+    """run_inline: no thread-pool hop per callback in async runs (LangChain's default for sync
+    handlers), so capture runs on the loop thread, in the caller's context."""
+    import threading
+
+    seen: list[int] = []
+
+    class ThreadSpy(RecordingMonitor):
+        def record(self, **kwargs: Any) -> None:  # type: ignore[override]
+            seen.append(threading.get_ident())
+
+    handler = GroundwatchCallbackHandler(ThreadSpy())
+    asyncio.run(build("lcel").chain.ainvoke("q?", {"callbacks": [handler]}))
+    assert seen == [threading.get_ident()]  # asyncio.run runs the loop on this thread
+
+
 # -- bounded state -------------------------------------------------------------------------------
 
 

@@ -99,6 +99,7 @@ class _RootRun:
         "run_id",
         "span_context",
         "started",
+        "unfinished",
     )
 
     def __init__(
@@ -121,6 +122,7 @@ class _RootRun:
         self.retrieving = False  # a retriever started under this root
         self.retrieved = False  # a retriever ended under this root (possibly with no documents)
         self.error_type: str | None = None  # first error seen under this root
+        self.unfinished = 0  # nested runs still open when the root ended
 
 
 _F = TypeVar("_F", bound=Callable[..., None])
@@ -307,6 +309,11 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             return
         if not root.retrieving:
             self._count("no_retrieval")
+            return
+        if root.unfinished:
+            # The root ended before its steps did: the consumer stopped a stream early (a sync
+            # stream reports the partial output as the root's output). Not an answer to score.
+            self._fail(root, CANCELLED)
             return
         if not root.retrieved:
             # Every retriever failed and a fallback answered without documents: say so rather
@@ -530,6 +537,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         """Drop a root and every run still linked to it. Call with the lock held."""
         self._roots.pop(root.run_id, None)
         self._owner.pop(root.run_id, None)
+        root.unfinished = len(root.children)
         for child in root.children:
             self._owner.pop(child, None)
         root.children.clear()

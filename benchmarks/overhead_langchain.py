@@ -29,6 +29,7 @@ Run: python benchmarks/overhead_langchain.py [--rounds 100] [--block 10]
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -242,9 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     base = variants[0]
     base_call = statistics.median(base.per_call)
     base_p99 = _p99(base.per_call)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
-        f"\n{args.rounds} rounds x {args.block} calls per variant, "
-        f"{wall:.0f} s; no-callback call: median {base_call * 1e3:.2f} ms\n"
+        f"\n{args.rounds} rounds x {args.block} calls per variant, {wall:.0f} s; "
+        f"no-callback call: median {base_call * 1e3:.2f} ms; {os.cpu_count()} CPUs, "
+        f"load average {load:.1f}\n"
     )
     print(
         "| variant | latency vs no callback | request-thread CPU vs no callback "

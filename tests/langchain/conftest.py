@@ -21,6 +21,23 @@ def monitor() -> RecordingMonitor:
 
 
 @pytest.fixture
+def pristine_callback_manager() -> Iterator[None]:
+    """Put LangChain's BaseCallbackManager.__init__ back as it was after the test.
+
+    Instrumentations stack wrappers on the same method, and none of them can remove a wrapper
+    that sits below someone else's: a test that stacks several leaves them behind.
+    """
+    from groundwatch_langchain import _instrument
+    from langchain_core.callbacks import BaseCallbackManager
+
+    original = BaseCallbackManager.__init__
+    yield
+    groundwatch_langchain.uninstrument()
+    BaseCallbackManager.__init__ = original  # type: ignore[method-assign]
+    _instrument._wrapper = _instrument._original_init = None
+
+
+@pytest.fixture
 def tracer() -> Tracer:
     """A real SDK tracer, not installed globally: spans it starts become the current span."""
     provider = TracerProvider()

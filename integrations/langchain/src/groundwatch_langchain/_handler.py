@@ -627,14 +627,19 @@ def _parent_span_context(root: _RootRun) -> SpanContext:
     """The span the evaluation should hang under.
 
     The span current when the root run started when there was one (an HTTP server span, the
-    app's own span, or an OpenLLMetry / OpenInference span around the call). Without one, the
-    span OpenInference's LangChain instrumentor opened for this very run, when it is active.
+    app's own span). Without one, the span a LangChain instrumentation opened for this very run:
+    OpenInference's (kept by run id, never made current), or the one current now, at the end of
+    the run, which callback-based instrumentations that do make their spans current (OpenLLMetry)
+    leave in place until their own end callback. INVALID_SPAN_CONTEXT, not None, when there is
+    none: None would let the monitor pick whatever is current later.
     """
     if root.span_context is not None:
         return root.span_context
-    # INVALID_SPAN_CONTEXT, not None: None would make the monitor use the span current at the
-    # end of the run, which is not the one the run started in.
-    return _openinference_span_context(root.run_id) or trace.INVALID_SPAN_CONTEXT
+    theirs = _openinference_span_context(root.run_id)
+    if theirs is not None:
+        return theirs
+    current = trace.get_current_span().get_span_context()
+    return current if current.is_valid else trace.INVALID_SPAN_CONTEXT
 
 
 def _openinference_span_context(run_id: UUID) -> SpanContext | None:

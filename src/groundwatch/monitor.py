@@ -9,7 +9,9 @@ context, asks the sampler, appends to a bounded queue and returns, in microsecon
 from __future__ import annotations
 
 import atexit
+import inspect
 import logging
+import os
 import random
 import threading
 import weakref
@@ -84,12 +86,21 @@ class Monitor:
             (``GROUNDWATCH_MAX_CONCURRENCY``, default 8); sync judges run one at a time.
         evaluation_timeout_millis: deadline of one evaluation; past it the evaluation fails
             with ``error.type=timeout`` (``GROUNDWATCH_EVALUATION_TIMEOUT_MILLIS``, 60000).
-        executor: where a sync judge runs: ``"thread"`` (a thread of this interpreter) or
-            ``"process"`` (a worker process, so CPU-bound scoring never holds this
-            interpreter's GIL); ``GROUNDWATCH_EXECUTOR``, default ``"thread"``.
+        executor: where a sync (CPU-bound) judge runs: ``"process"``, a worker process
+            started on first use, so scoring never holds this interpreter's GIL (the judge
+            must be picklable); ``"thread"``, a thread of this interpreter (no extra process,
+            but it slows the host's requests: README "Overhead"); ``"auto"`` (the default,
+            ``GROUNDWATCH_EXECUTOR``), a process, falling back to a thread with a warning
+            when the judge cannot be pickled or no process can start. Async judges always run
+            on the worker's event loop.
         policy: thresholds that turn scores into a label.
         content_max_chars: cap per captured text attribute (``GROUNDWATCH_CONTENT_MAX_CHARS``).
         shutdown_on_exit: register an ``atexit`` hook that flushes the queue (default on).
+        processes: worker processes for ``executor="process"`` (started on first use).
+
+    Raises:
+        ValueError: a size, count or timeout below 1, or an unknown ``executor``. (Only the
+            constructor raises; ``record`` and the rest never do.)
     """
 
     def __init__(
@@ -111,7 +122,17 @@ class Monitor:
         policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
         content_max_chars: int | None = None,
         shutdown_on_exit: bool = True,
+        processes: int = 1,
     ) -> None:
+        for name, value in (
+            ("max_queue_size", max_queue_size),
+            ("max_concurrency", max_concurrency),
+            ("evaluation_timeout_millis", evaluation_timeout_millis),
+            ("content_max_chars", content_max_chars),
+            ("processes", processes),
+        ):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value!r}")
         config = _config.from_env()
         self.judge: Judge = judge if judge is not None else default_judge()
         self.sampler: Sampler = sampler if sampler is not None else default_sampler(config)
@@ -144,10 +165,14 @@ class Monitor:
         from ._worker import Worker
 
         runner = None
-        if self.executor == "process":
+        if self.executor != "thread" and not inspect.iscoroutinefunction(
+            getattr(self.judge, "judge", None)
+        ):
             from ._procpool import ProcessJudge
 
-            runner = ProcessJudge.wrap(self.judge)
+            runner = ProcessJudge.wrap(
+                self.judge, processes, fallback=self.executor == _config.EXECUTOR_AUTO
+            )
         self._worker = Worker(
             judge=self.judge,
             finish=self._finish,
@@ -175,8 +200,6 @@ class Monitor:
             method = wm_fork()
             if method is not None:
                 method()
-
-        import os
 
         os.register_at_fork(after_in_child=_after_fork)
 

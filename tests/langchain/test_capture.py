@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from groundwatch_langchain import GroundwatchCallbackHandler
+from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import RunnableLambda
 from opentelemetry.trace import Tracer
 
@@ -69,6 +70,27 @@ def test_one_record_per_top_level_run(
     assert handler._owner == {}
     assert handler.counts["internal_errors"] == 0
     assert handler.counts["records"] == len(QUESTIONS)
+
+
+def test_retriever_inside_a_tool_counts(monitor: RecordingMonitor) -> None:
+    """Agents retrieve through tools: the documents still belong to the top-level run."""
+    from langchain_core.tools import create_retriever_tool
+
+    tool = create_retriever_tool(
+        vector_store().as_retriever(search_kwargs={"k": 2}), "policies", "Search the policies."
+    )
+    chain = (
+        RunnableLambda(lambda q: {"context": tool.invoke(q), "question": q})
+        | PROMPT_
+        | chat_model("list")
+        | StrOutputParser()
+    )
+    handler = GroundwatchCallbackHandler(monitor)
+    chain.invoke("What is the refund policy?", {"callbacks": [handler]})
+    (record,) = monitor.records
+    assert len(record["contexts"]) == 2
+    assert record["answer"] == ANSWER
+    assert handler.active_runs == 0 and handler._owner == {}
 
 
 def test_documents_carry_id_metadata_and_score(monitor: RecordingMonitor) -> None:

@@ -255,15 +255,11 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         with self._lock:
             return len(self._roots)
 
-    # Event families we never use: skipping them saves LangChain a call per event.
+    # Event families we never use: skipping them saves LangChain a call per event. (Not
+    # ``ignore_agent``: it also silences tool runs, and agents retrieve inside tools.)
     @property
     def ignore_chat_model(self) -> bool:
         """Chat model starts carry nothing we need (their errors still arrive)."""
-        return True
-
-    @property
-    def ignore_agent(self) -> bool:
-        """Agent actions carry nothing we need."""
         return True
 
     @property

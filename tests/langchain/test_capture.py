@@ -149,12 +149,28 @@ def test_extractor_hooks(monitor: RecordingMonitor) -> None:
 
 def test_unrecognised_answer_is_counted_not_recorded(monitor: RecordingMonitor) -> None:
     retriever = vector_store().as_retriever(search_kwargs={"k": 1})
-    chain = retriever | (lambda docs: {"n_docs": len(docs)})
+    chain = (
+        {"context": retriever | format_docs, "question": lambda q: q}
+        | PROMPT_
+        | chat_model("list")
+        | (lambda m: {"reply": m.content})  # not a key the default extractor knows
+    )
     handler = GroundwatchCallbackHandler(monitor, route="r")
-    assert chain.invoke("q", {"callbacks": [handler]}) == {"n_docs": 1}
+    assert chain.invoke("q", {"callbacks": [handler]}) == {"reply": ANSWER}
     assert monitor.records == []
+    # A model answered: the operator must hear that the answer could not be read.
     assert monitor.failures == [("no_answer", "r")]
     assert handler.counts["no_answer"] == 1
+
+
+def test_retrieval_only_run_is_ignored(monitor: RecordingMonitor) -> None:
+    """A search endpoint (retrieve, no model) is neither a record nor a failure."""
+    retriever = vector_store().as_retriever(search_kwargs={"k": 1})
+    chain = retriever | (lambda docs: {"n_docs": len(docs)})
+    handler = GroundwatchCallbackHandler(monitor)
+    assert chain.invoke("q", {"callbacks": [handler]}) == {"n_docs": 1}
+    assert monitor.records == [] and monitor.failures == []
+    assert handler.active_runs == 0
 
 
 def test_failing_extractor_never_reaches_the_host(monitor: RecordingMonitor) -> None:

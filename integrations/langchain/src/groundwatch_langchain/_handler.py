@@ -91,6 +91,7 @@ class _RootRun:
         "documents",
         "dropped",
         "error_type",
+        "generated",
         "inputs",
         "is_chain",
         "retrieved",
@@ -122,6 +123,7 @@ class _RootRun:
         self.retrieving = False  # a retriever started under this root
         self.retrieved = False  # a retriever ended under this root (possibly with no documents)
         self.error_type: str | None = None  # first error seen under this root
+        self.generated = False  # a language model finished under this root
         self.unfinished = 0  # nested runs still open when the root ended
 
 
@@ -241,7 +243,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
 
         Keys: ``records`` (``monitor.record`` calls), ``failures`` (``record_failure`` calls),
         ``no_retrieval`` (top-level chain runs that never retrieved: ignored), ``no_answer``
-        (retrieved but the output had no recognisable answer), ``evicted`` (runs dropped
+        (retrieved but the output had no recognisable answer; reported as a failure when a
+        model ran under the run, ignored for retrieval-only runs), ``evicted`` (runs dropped
         unfinished), ``documents_dropped`` (documents beyond ``max_documents``),
         ``extractor_errors`` (a user extractor raised), ``internal_errors`` (a bug of ours,
         logged and swallowed).
@@ -414,6 +417,23 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         """Nothing to capture: the answer is taken from the top-level run's output."""
 
     @_guarded
+    def on_llm_end(
+        self,
+        response: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Note that a model generated under the top-level run (its output is read at the end)."""
+        if parent_run_id is None:
+            return
+        with self._lock:
+            root = self._owner.get(parent_run_id)
+            if root is not None:
+                root.generated = True
+
+    @_guarded
     def on_llm_error(
         self,
         error: BaseException,
@@ -550,7 +570,11 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             return
         if not isinstance(answer, str):
             self._count("no_answer")
-            self._fail(root, NO_ANSWER)
+            if root.generated:
+                # A model answered but we cannot read the answer from the output: tell the
+                # operator (an ``answer_extractor`` fixes it). A run that only retrieved (a
+                # search endpoint) is not a failure.
+                self._fail(root, NO_ANSWER)
             return
         question = plain(question) if isinstance(question, str) else None
         answer = plain(answer)

@@ -151,14 +151,16 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
     retriever and produced an answer, the handler calls ``monitor.record`` once with:
 
     - the question: the run's input when it is a string, a message or a list of messages (the
-      last human message), or a mapping with a string under ``"question"``, ``"input"``,
-      ``"query"`` or ``"q"`` (first found); ``question_extractor`` replaces this;
+      last human message), a mapping with a string under ``"question"``, ``"input"``,
+      ``"query"`` or ``"q"`` (first found), or agent state ``{"messages": [...]}``;
+      ``question_extractor`` replaces this;
     - the contexts: every document from every retriever that ran under the run, in the order
       the retrievers finished, each with its ``page_content``, ``id``, ``metadata`` and a score
       when the metadata has one under ``score_keys``;
     - the answer: the run's final output when it is a string or a message (an ``AIMessage``, or
-      the merged chunks of a stream), or a mapping with one of those under ``"answer"``,
-      ``"output"`` or ``"result"``; ``answer_extractor`` replaces this;
+      the merged chunks of a stream), a mapping with one of those under ``"answer"``,
+      ``"output"`` or ``"result"``, or the last AI message of ``{"messages": [...]}``;
+      ``answer_extractor`` replaces this;
     - the span context current when the run started, so the evaluation joins the request's trace.
 
     A run that failed (retriever, LLM or chain error, or cancellation) after starting a retriever

@@ -52,6 +52,20 @@ ANSWER = (
 QUESTION = "Tell me about the Harbour Bridge."
 
 
+PROCESS_FACTS: list[tuple[float, float | None]] = []
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def providers() -> dict[str, Any]:
     # Real SDK providers with no exporter: the cost of building spans and points is included,
     # the cost of any particular exporter is not.
@@ -76,13 +90,14 @@ def busy_monitor(rate: float, executor: str, backlog: int, queue_room: int = 100
         shutdown_on_exit=False,
         **providers(),
     )
+    start = time.monotonic()
     for _ in range(backlog):  # keep the judge busy for the whole measurement
         monitor.record(question=QUESTION, contexts=PASSAGES, answer=ANSWER, always_score=True)
     if executor == "process":
         # Wait until the worker process has started, so its start-up is not in the figures.
-        deadline = time.monotonic() + 30
-        while not monitor._worker.runner.pids() and time.monotonic() < deadline:  # type: ignore[attr-defined]
-            time.sleep(0.05)
+        while not monitor._worker.runner.pids() and time.monotonic() < start + 30:  # type: ignore[union-attr]
+            time.sleep(0.01)
+        PROCESS_FACTS.append((time.monotonic() - start, rss_mb(monitor._worker.runner.pids()[0])))  # type: ignore[union-attr]
     time.sleep(0.3)
     return monitor
 
@@ -179,6 +194,14 @@ def main() -> None:
         for rate in (0.0, 1.0):
             med, p99, mix = record_cost(rate, executor, n, backlog)
             print(f"{executor:<9} {rate:>4.1f} {med:>10.1f} {p99:>8.1f}  {mix}")
+
+    starts = sorted(t for t, _ in PROCESS_FACTS)
+    sizes = [m for _, m in PROCESS_FACTS if m is not None]
+    print(
+        f"worker process: ready {statistics.median(starts):.2f} s after the first record "
+        f"(median of {len(starts)})"
+        + (f", resident memory {statistics.median(sizes):.0f} MB" if sizes else "")
+    )
 
     units = calibrate(1.0)
     period = 2.0

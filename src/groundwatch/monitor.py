@@ -25,8 +25,17 @@ from opentelemetry.trace import SpanContext, TracerProvider
 
 from . import _config, _guard, scoring
 from ._evaluate import default_judge
+from ._procpool import ProcessJudge
+from ._worker import Worker
 from .judges import Judge
-from .sampling import Decision, RateLimitSampler, RatioSampler, Sampler, sampling_rate
+from .sampling import (
+    Decision,
+    RateLimitSampler,
+    RatioSampler,
+    Sampler,
+    inner_samplers,
+    sampling_rate,
+)
 from .telemetry import Stats, Telemetry
 from .telemetry import semconv as sc
 from .types import Evaluation, RagRecord
@@ -49,19 +58,6 @@ def default_sampler(config: _config.RuntimeConfig) -> Sampler:
     if config.rate_limit_per_minute is not None:
         sampler = RateLimitSampler(config.rate_limit_per_minute, sampler)
     return sampler
-
-
-def _fork_reinit_sampler(sampler: Any, depth: int = 0) -> None:
-    """Give every lock inside a (composed) sampler a fresh state in a forked child."""
-    if sampler is None or depth > 8:
-        return
-    reinit = getattr(sampler, "_at_fork_reinit", None)
-    if reinit is not None:
-        reinit()
-    _fork_reinit_sampler(getattr(sampler, "inner", None), depth + 1)
-    _fork_reinit_sampler(getattr(sampler, "default", None), depth + 1)
-    for inner in (getattr(sampler, "routes", None) or {}).values():
-        _fork_reinit_sampler(inner, depth + 1)
 
 
 class Monitor:
@@ -138,6 +134,11 @@ class Monitor:
         self.sampler: Sampler = sampler if sampler is not None else default_sampler(config)
         self.route = route
         self._disabled = config.disabled
+        self._observers: list[Callable[[RagRecord, Evaluation], None]] = [
+            observe
+            for observe in (getattr(x, "observe", None) for x in inner_samplers(self.sampler))
+            if callable(observe)
+        ]
         if on_result is None:
             self._callbacks: list[ResultCallback] = []
         elif callable(on_result):
@@ -149,7 +150,6 @@ class Monitor:
             raise ValueError(f"executor must be one of {_config.EXECUTORS}, got {executor!r}")
         self._shut = False
         self._lock = threading.Lock()
-        self._worker = None
         self.stats = Stats(self._queue_size)
         self._telemetry = Telemetry(
             tracer_provider=tracer_provider,
@@ -162,18 +162,14 @@ class Monitor:
             content_max_chars=content_max_chars or config.content_max_chars,
             stats=self.stats,
         )
-        from ._worker import Worker
-
         runner = None
         if self.executor != "thread" and not inspect.iscoroutinefunction(
             getattr(self.judge, "judge", None)
         ):
-            from ._procpool import ProcessJudge
-
             runner = ProcessJudge.wrap(
                 self.judge, processes, fallback=self.executor == _config.EXECUTOR_AUTO
             )
-        self._worker = Worker(
+        self._worker: Worker = Worker(
             judge=self.judge,
             finish=self._finish,
             stats=self.stats,
@@ -204,7 +200,7 @@ class Monitor:
         os.register_at_fork(after_in_child=_after_fork)
 
     def _queue_size(self) -> int:
-        worker = self._worker
+        worker: Worker | None = getattr(self, "_worker", None)  # None while constructing
         return len(worker.queue) if worker is not None else 0
 
     # --- request path --------------------------------------------------------------------------
@@ -299,8 +295,7 @@ class Monitor:
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if attributes is not None:
             record.attributes = dict(attributes)
-        worker = self._worker
-        if worker is None or not worker.submit(record):
+        if not self._worker.submit(record):
             return Decision.QUEUE_FULL, None
         return _SAMPLED, None
 
@@ -321,11 +316,13 @@ class Monitor:
     def _finish(
         self, record: RagRecord, evaluation: Evaluation, start_ns: int, end_ns: int
     ) -> None:
+        rate: float | None = None
         try:
+            for observe in self._observers:
+                observe(record, evaluation)
             rate = 1.0 if record.always_score else sampling_rate(self.sampler, record)
         except Exception as exc:
             _guard.user_error("sampler", exc)
-            rate = None
         try:
             self._telemetry.emit(
                 record, evaluation, sampling_rate=rate, start_ns=start_ns, end_ns=end_ns
@@ -352,8 +349,7 @@ class Monitor:
             from an ``on_result`` callback, which would wait for itself). Never raises.
         """
         try:
-            worker = self._worker
-            return True if worker is None else worker.flush(timeout_millis / 1000)
+            return self._worker.flush(timeout_millis / 1000)
         except Exception as exc:
             _guard.internal_error("force_flush", exc)
             return False
@@ -375,9 +371,8 @@ class Monitor:
             if self._atexit is not None:
                 atexit.unregister(self._atexit)
                 self._atexit = None
-            worker = self._worker
-            ok = True if worker is None else worker.shutdown(timeout_millis / 1000)
-            closer = getattr(worker.runner if worker is not None else None, "close", None)
+            ok = self._worker.shutdown(timeout_millis / 1000)
+            closer = getattr(self._worker.runner, "close", None)
             if closer is not None:
                 closer()
             return ok
@@ -390,7 +385,10 @@ class Monitor:
 
     def _at_fork_reinit(self) -> None:
         self._lock = threading.Lock()
-        _fork_reinit_sampler(self.sampler)
+        for sampler in inner_samplers(self.sampler):
+            reinit = getattr(sampler, "_at_fork_reinit", None)
+            if reinit is not None:
+                reinit()
 
     def __enter__(self) -> Monitor:
         return self

@@ -107,3 +107,19 @@ def test_disabled_counts_not_sampled(
     monitor.record(question="q", contexts=["x"], answer="y", always_score=True)
     assert capgw.metric_points(sc.METRIC_RECORDS) == [({sc.GROUNDWATCH_DECISION: "not_sampled"}, 1)]
     assert capgw.spans() == []
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_queue_size": 0},
+        {"max_concurrency": -1},
+        {"evaluation_timeout_millis": 0},
+        {"executor": "gpu"},
+    ],
+)
+def test_bad_monitor_arguments_raise_at_construction(
+    capgw: GroundwatchTelemetry, kwargs: dict[str, object]
+) -> None:
+    with pytest.raises(ValueError):
+        capgw.monitor(judge=EchoJudge(), **kwargs)

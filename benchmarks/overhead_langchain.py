@@ -302,7 +302,10 @@ def main(argv: list[str] | None = None) -> int:
         f"no-callback call: median {base_call * 1e3:.2f} ms; {os.cpu_count()} CPUs, "
         f"load average {load:.1f}\n"
     )
-    print("| variant | median call | mean call | request-thread CPU | median call | p99 call |")
+    print(
+        "| variant | median call | mean call | request-thread CPU | median call (ms) "
+        "| p99 call (ms) |"
+    )
     print("|---|---|---|---|---|---|")
     for v in variants:
         print(

@@ -94,6 +94,7 @@ class _RootRun:
         "generated",
         "inputs",
         "is_chain",
+        "key",
         "retrieved",
         "retrieving",
         "route",
@@ -112,12 +113,13 @@ class _RootRun:
         is_chain: bool,
     ) -> None:
         self.run_id = run_id
+        self.key = run_id.int
         self.inputs = inputs
         self.span_context = span_context
         self.route = route
         self.is_chain = is_chain
         self.started = time.monotonic()
-        self.children: set[UUID] = set()
+        self.children: set[int] = set()
         self.documents: list[Document] = []
         self.dropped = 0
         self.retrieving = False  # a retriever started under this root
@@ -217,12 +219,14 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         self._max_active_runs = max_active_runs
         self._max_run_age = max_run_age_seconds
         self._lock = threading.Lock()
+        # Maps are keyed by ``run_id.int``: hashing a UUID runs Python code, an int does not,
+        # and these maps are touched several times per callback.
         # Root run id -> state, oldest first (for eviction).
-        self._roots: OrderedDict[UUID, _RootRun] = OrderedDict()
+        self._roots: OrderedDict[int, _RootRun] = OrderedDict()
         # Every live run id we track (roots and their chain / retriever / tool descendants) -> the
         # state of its root. LLM runs are not tracked: they have no children, and their errors
         # name their parent.
-        self._owner: dict[UUID, _RootRun] = {}
+        self._owner: dict[int, _RootRun] = {}
         self._counts: dict[str, int] = dict.fromkeys(
             (
                 "records",
@@ -292,7 +296,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Start tracking a top-level run, or link a nested run to its top-level run."""
-        if parent_run_id is None or not self._link(run_id, parent_run_id):
+        if parent_run_id is None or not self._link(run_id.int, parent_run_id.int):
             self._start_root(run_id, inputs, metadata, is_chain=True)
 
     @_guarded
@@ -305,7 +309,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Record the top-level run when it ends; forget a nested run."""
-        root = self._end(run_id)
+        root = self._end(run_id.int)
         if root is None or not root.is_chain:
             return
         if not root.retrieving:
@@ -335,7 +339,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Count a failed top-level run that had started retrieving; forget a nested run."""
-        root = self._end(run_id)
+        root = self._end(run_id.int)
         if root is None or not root.retrieving:
             return
         if isinstance(error, (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit)):
@@ -359,7 +363,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Link a retriever run to its top-level run; a retriever used alone is never recorded."""
-        if parent_run_id is not None and self._link(run_id, parent_run_id, retriever=True):
+        if parent_run_id is not None and self._link(run_id.int, parent_run_id.int, retriever=True):
             return
         self._start_root(run_id, query, metadata, is_chain=False)
 
@@ -373,15 +377,16 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Keep references to the retrieved documents in the top-level run's state."""
+        key = run_id.int
         with self._lock:
-            root = self._owner.pop(run_id, None)
+            root = self._owner.pop(key, None)
             if root is None:
                 return
-            if root.run_id == run_id:
+            if root.key == key:
                 # The retriever was the top-level run: nothing answered.
                 self._forget(root)
                 return
-            root.children.discard(run_id)
+            root.children.discard(key)
             root.retrieved = True
             room = self._max_documents - len(root.documents)
             if len(documents) <= room:
@@ -402,14 +407,15 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Note the retriever error on the top-level run; the run's end decides what to report."""
+        key = run_id.int
         with self._lock:
-            root = self._owner.pop(run_id, None)
+            root = self._owner.pop(key, None)
             if root is None:
                 return
-            if root.run_id == run_id:
+            if root.key == key:
                 self._forget(root)
                 return
-            root.children.discard(run_id)
+            root.children.discard(key)
             if root.error_type is None:
                 root.error_type = RETRIEVER_ERROR
 
@@ -431,7 +437,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         if parent_run_id is None:
             return
         with self._lock:
-            root = self._owner.get(parent_run_id)
+            root = self._owner.get(parent_run_id.int)
             if root is not None:
                 root.generated = True
 
@@ -448,7 +454,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         if parent_run_id is None:
             return
         with self._lock:
-            root = self._owner.get(parent_run_id)
+            root = self._owner.get(parent_run_id.int)
             if root is not None and root.error_type is None:
                 root.error_type = LLM_ERROR
 
@@ -468,7 +474,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Link a tool run to its top-level run so that retrievers inside it count."""
-        if parent_run_id is None or not self._link(run_id, parent_run_id):
+        if parent_run_id is None or not self._link(run_id.int, parent_run_id.int):
             self._start_root(run_id, input_str, metadata, is_chain=False)
 
     @_guarded
@@ -481,7 +487,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Forget a tool run."""
-        self._end(run_id)
+        self._end(run_id.int)
 
     @_guarded
     def on_tool_error(
@@ -493,18 +499,18 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Forget a tool run (an agent may recover from a tool error)."""
-        self._end(run_id)
+        self._end(run_id.int)
 
     # -- state ------------------------------------------------------------------------------------
 
-    def _link(self, run_id: UUID, parent_run_id: UUID, retriever: bool = False) -> bool:
+    def _link(self, key: int, parent_key: int, retriever: bool = False) -> bool:
         """Map a nested run to its parent's root. False when the parent is unknown to us."""
         with self._lock:
-            root = self._owner.get(parent_run_id)
+            root = self._owner.get(parent_key)
             if root is None:
                 return False
-            self._owner[run_id] = root
-            root.children.add(run_id)
+            self._owner[key] = root
+            root.children.add(key)
             if retriever:
                 root.retrieving = True
             return True
@@ -533,28 +539,28 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 self._forget(old)
                 self._counts["evicted"] += 1
                 evicted.append(old)
-            roots[run_id] = root
-            self._owner[run_id] = root
+            roots[root.key] = root
+            self._owner[root.key] = root
         for old in evicted:
             if old.retrieving:
                 self._fail(old, EVICTED)
 
-    def _end(self, run_id: UUID) -> _RootRun | None:
+    def _end(self, key: int) -> _RootRun | None:
         """Forget a run. Returns its root state when the run was a top-level run we tracked."""
         with self._lock:
-            root = self._owner.pop(run_id, None)
+            root = self._owner.pop(key, None)
             if root is None:
                 return None
-            if root.run_id != run_id:
-                root.children.discard(run_id)
+            if root.key != key:
+                root.children.discard(key)
                 return None
             self._forget(root)
             return root
 
     def _forget(self, root: _RootRun) -> None:
         """Drop a root and every run still linked to it. Call with the lock held."""
-        self._roots.pop(root.run_id, None)
-        self._owner.pop(root.run_id, None)
+        self._roots.pop(root.key, None)
+        self._owner.pop(root.key, None)
         root.unfinished = len(root.children)
         for child in root.children:
             self._owner.pop(child, None)

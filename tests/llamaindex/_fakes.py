@@ -81,7 +81,7 @@ class ContextAnswerLLM(CustomLLM):
 class BagOfWordsEmbedding(BaseEmbedding):
     """Hashes words into a small vector, so retrieval depends on the query's words."""
 
-    dim: int = 64
+    dim: int = 512
 
     def _vector(self, text: str) -> list[float]:
         vec = [0.0] * self.dim

@@ -51,7 +51,6 @@ from llama_index.core.instrumentation.span import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from opentelemetry import trace as trace_api
-from pydantic import PrivateAttr
 
 from groundwatch.types import Passage
 
@@ -74,6 +73,29 @@ DEFAULT_PENDING_TIMEOUT_S = 600.0
 MAX_SPANS_PER_ROOT = 10_000
 MAX_NODES_PER_ROOT = 1_000
 _LOG_INTERVAL_S = 60.0
+
+_OTHER, _ENGINE, _CHAT_STREAM = 0, 1, 2
+_kinds: dict[type, int] = {}
+
+
+def _kind(instance: Any) -> int:
+    """What a span's instance is, cached per type.
+
+    ``isinstance`` against LlamaIndex's abstract engine classes goes through ``ABCMeta`` and
+    costs microseconds; this runs on every span of every query, so it is asked once per type.
+    """
+    cls = type(instance)
+    kind = _kinds.get(cls)
+    if kind is None:
+        if issubclass(cls, (BaseQueryEngine, BaseChatEngine)):
+            kind = _ENGINE
+        elif issubclass(cls, StreamingAgentChatResponse):
+            kind = _CHAT_STREAM
+        else:
+            kind = _OTHER
+        if len(_kinds) < 4096:
+            _kinds[cls] = kind
+    return kind
 
 
 class MonitorLike(Protocol):
@@ -353,17 +375,13 @@ class Capture:
                     ):
                         self._spans[id_] = parent_root
                         parent_root.span_ids.append(id_)
-                        if isinstance(instance, StreamingAgentChatResponse) and (
-                            _method(id_) in _WRITER_METHODS
-                        ):
+                        if _kind(instance) == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
                             # Counted at the root's exit already when it exited first.
                             if not (parent_root.exited and not parent_root.writer_seen):
                                 parent_root.pending += 1
                             parent_root.writer_seen = True
                 return
-        if not isinstance(instance, (BaseQueryEngine, BaseChatEngine)):
-            return
-        if _method(id_) not in ROOT_METHODS:
+        if _kind(instance) != _ENGINE or _method(id_) not in ROOT_METHODS:
             return
         binding = self._match(instance)
         if binding is None:
@@ -410,7 +428,7 @@ class Capture:
             return
         if id_ == root.id:
             self._root_exit(root, result)
-        elif isinstance(instance, StreamingAgentChatResponse) and _method(id_) in _WRITER_METHODS:
+        elif _kind(instance) == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
             # The chat writer has consumed the whole LLM stream; .response is the full text.
             with self._lock:
                 root.answer = instance.response
@@ -429,7 +447,7 @@ class Capture:
                 root.exited = True
                 root.exited_at = time.monotonic()
             self._maybe_finish(root)
-        elif isinstance(instance, StreamingAgentChatResponse) and _method(id_) in _WRITER_METHODS:
+        elif _kind(instance) == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
             with self._lock:
                 root.error = error_type
                 root.pending -= 1
@@ -526,7 +544,7 @@ class Capture:
     # --- events -----------------------------------------------------------------------------
 
     def event(self, event: BaseEvent) -> None:
-        if type(event) is not RetrievalEndEvent and not isinstance(event, RetrievalEndEvent):
+        if not isinstance(event, RetrievalEndEvent):  # a pydantic class: no ABCMeta here
             return
         span_id = event.span_id
         root = self._spans.get(span_id) if span_id is not None else None
@@ -580,24 +598,65 @@ async def _async_stream(
         capture.stream_end(root, parts, outcome)
 
 
+def _set_capture(handler: Any, capture: Capture) -> None:
+    # A plain instance attribute, not a pydantic PrivateAttr: private attributes are read through
+    # BaseModel.__getattr__, which costs microseconds on every span and event.
+    object.__setattr__(handler, "_capture", capture)
+
+
 class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
     """Dispatcher span handler: finds top-level queries and follows their spans.
 
-    It keeps no spans of its own (``new_span`` returns ``None``), only the id map in
-    :class:`Capture`, so LlamaIndex's ``open_spans`` bookkeeping stays empty.
+    It keeps no span objects, only the id map in :class:`Capture`, so LlamaIndex's
+    ``open_spans`` bookkeeping stays empty. The dispatcher calls ``span_enter``/``span_exit``/
+    ``span_drop`` for every span of every query; they are overridden directly (rather than the
+    ``new_span``/``prepare_to_*`` hooks the base class calls from them) to keep that path short.
     """
 
-    _capture: Capture = PrivateAttr()
+    _capture: Capture
 
     def __init__(self, capture: Capture) -> None:
         super().__init__()
-        self._capture = capture
+        _set_capture(self, capture)
 
     @classmethod
     def class_name(cls) -> str:
         return "GroundwatchSpanHandler"
 
     @_guarded("span start")
+    def span_enter(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        parent_id: str | None = None,
+        tags: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._capture.enter(id_, bound_args, instance, parent_id)
+
+    @_guarded("span exit")
+    def span_exit(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        result: Any | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._capture.exit(id_, instance, result)
+
+    @_guarded("span drop")
+    def span_drop(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        err: BaseException | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._capture.drop(id_, instance, err)
+
     def new_span(
         self,
         id_: str,
@@ -607,10 +666,9 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
         tags: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> BaseSpan | None:
-        self._capture.enter(id_, bound_args, instance, parent_span_id)
+        self.span_enter(id_, bound_args, instance, parent_span_id, tags)
         return None
 
-    @_guarded("span exit")
     def prepare_to_exit_span(
         self,
         id_: str,
@@ -619,10 +677,9 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
         result: Any | None = None,
         **kwargs: Any,
     ) -> BaseSpan | None:
-        self._capture.exit(id_, instance, result)
+        self.span_exit(id_, bound_args, instance, result)
         return None
 
-    @_guarded("span drop")
     def prepare_to_drop_span(
         self,
         id_: str,
@@ -631,7 +688,7 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
         err: BaseException | None = None,
         **kwargs: Any,
     ) -> BaseSpan | None:
-        self._capture.drop(id_, instance, err)
+        self.span_drop(id_, bound_args, instance, err)
         return None
 
     @_guarded("handler close")
@@ -643,11 +700,11 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
 class GroundwatchEventHandler(BaseEventHandler):
     """Dispatcher event handler: collects the nodes of every retrieval inside a query."""
 
-    _capture: Capture = PrivateAttr()
+    _capture: Capture
 
     def __init__(self, capture: Capture) -> None:
         super().__init__()
-        self._capture = capture
+        _set_capture(self, capture)
 
     @classmethod
     def class_name(cls) -> str:

@@ -4,6 +4,8 @@ import logging
 
 from ._evaluate import aevaluate, evaluate
 from .judges import Judge, LocalJudge
+from .monitor import Monitor
+from .sampling import Decision, RateLimitSampler, RatioSampler, RouteSampler, Sampler
 from .scoring import LabelPolicy
 from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
 
@@ -13,14 +15,20 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Claim",
+    "Decision",
     "Evaluation",
     "Evidence",
     "Judge",
     "Judgement",
     "LabelPolicy",
     "LocalJudge",
+    "Monitor",
     "Passage",
     "RagRecord",
+    "RateLimitSampler",
+    "RatioSampler",
+    "RouteSampler",
+    "Sampler",
     "Usage",
     "__version__",
     "aevaluate",

@@ -11,6 +11,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from groundwatch.testing import capgw  # noqa: F401  (the runtime's in-memory telemetry fixture)
+
 from ._fakes import BagOfWordsEmbedding, ContextAnswerLLM, RecordingMonitor
 
 FACTS = {

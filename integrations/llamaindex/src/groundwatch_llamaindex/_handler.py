@@ -12,14 +12,13 @@ is finished, however it finishes, and is bounded.
 Work done here runs on the host's request path, so it is capture only: remember references,
 build a few ``Passage`` objects at the end and hand them to ``Monitor.record`` (which only samples
 and enqueues). Nothing here raises into LlamaIndex: every entry point is guarded, and failures are
-logged with a rate limit and counted.
+logged with a rate limit and counted (``groundwatch._guard``, the core's guard).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import threading
 import time
 import weakref
@@ -52,9 +51,8 @@ from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from opentelemetry import trace as trace_api
 
+from groundwatch import _guard
 from groundwatch.types import Passage
-
-logger = logging.getLogger(__name__)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -72,7 +70,6 @@ DEFAULT_PENDING_TIMEOUT_S = 600.0
 
 MAX_SPANS_PER_ROOT = 10_000
 MAX_NODES_PER_ROOT = 1_000
-_LOG_INTERVAL_S = 60.0
 
 _OTHER, _ENGINE, _CHAT_STREAM = 0, 1, 2
 _kinds: dict[type, int] = {}
@@ -177,24 +174,6 @@ class _Root:
         self.writer_seen = False
 
 
-class _RateLimitedLog:
-    """Logs the first occurrence of each failure, then at most once a minute per failure."""
-
-    def __init__(self) -> None:
-        self._last: dict[str, float] = {}
-
-    def exception(self, where: str, exc: BaseException) -> None:
-        key = f"{where}:{type(exc).__name__}"
-        now = time.monotonic()
-        last = self._last.get(key)
-        if last is not None and now - last < _LOG_INTERVAL_S:
-            return
-        if len(self._last) > 256:
-            self._last.clear()
-        self._last[key] = now
-        logger.warning("groundwatch: %s failed; query not recorded", where, exc_info=exc)
-
-
 def _guarded(where: str) -> Callable[[_F], _F]:
     """Never let an exception out of a handler method into LlamaIndex: log, count, go on."""
 
@@ -292,7 +271,6 @@ class Capture:
         self._roots: dict[str, _Root] = {}  # insertion order = age, for eviction
         self._max_open_roots = max_open_roots
         self._pending_timeout_s = pending_timeout_s
-        self._log = _RateLimitedLog()
         self.errors = 0
         """Internal failures caught by the guards (tests assert it stays 0)."""
         self.evicted = 0
@@ -353,7 +331,9 @@ class Capture:
 
     def internal_error(self, where: str, exc: BaseException) -> None:
         self.errors += 1
-        self._log.exception(where, exc)
+        # Counted in groundwatch.errors and logged at most once a minute by the core's guard;
+        # never re-raised: the caller is LlamaIndex (or the application iterating a stream).
+        _guard.internal_error(f"llama_index {where}", exc, reraise=False)
 
     # --- spans ------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -159,6 +159,7 @@ class Worker:
         # Several CPU-bound judge calls at once only fight over the GIL (or the one worker
         # process): concurrency is for async judges, whose calls wait on the network.
         self.concurrency = max_concurrency if self.runner is judge else 1
+        self.concurrency = getattr(self.runner, "concurrency", self.concurrency)
         self.finish = finish
         self.stats = stats
         self.max_queue_size = max_queue_size
@@ -311,10 +312,13 @@ class Worker:
         # is its own, so attach/detach here cannot leak into the host.
         token = otel_context.attach(suppressed_context())
         try:
-            evaluation = await asyncio.wait_for(
-                aevaluate(answer, passages, question, self.runner, policy=self.policy),
-                self.timeout_s,
-            )
+            runner_evaluate = getattr(self.runner, "aevaluate", None)
+            work: Awaitable[Evaluation]
+            if runner_evaluate is not None:  # the process runner: judge and score out there
+                work = runner_evaluate(answer, passages, question, self.policy)
+            else:
+                work = aevaluate(answer, passages, question, self.runner, policy=self.policy)
+            evaluation: Evaluation = await asyncio.wait_for(work, self.timeout_s)
         except (asyncio.TimeoutError, TimeoutError):
             evaluation = _error_evaluation(
                 sc.ERROR_TIMEOUT,

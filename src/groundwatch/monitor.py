@@ -9,7 +9,9 @@ context, asks the sampler, appends to a bounded queue and returns, in microsecon
 from __future__ import annotations
 
 import atexit
+import inspect
 import logging
+import os
 import random
 import threading
 import weakref
@@ -86,10 +88,12 @@ class Monitor:
             with ``error.type=timeout`` (``GROUNDWATCH_EVALUATION_TIMEOUT_MILLIS``, 60000).
         executor: where a sync judge runs: ``"thread"`` (a thread of this interpreter) or
             ``"process"`` (a worker process, so CPU-bound scoring never holds this
-            interpreter's GIL); ``GROUNDWATCH_EXECUTOR``, default ``"thread"``.
+            interpreter's GIL; the judge must be picklable); ``GROUNDWATCH_EXECUTOR``,
+            default ``"thread"``. Async judges always run on the worker's event loop.
         policy: thresholds that turn scores into a label.
         content_max_chars: cap per captured text attribute (``GROUNDWATCH_CONTENT_MAX_CHARS``).
         shutdown_on_exit: register an ``atexit`` hook that flushes the queue (default on).
+        processes: worker processes for ``executor="process"`` (started on first use).
     """
 
     def __init__(
@@ -111,6 +115,7 @@ class Monitor:
         policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
         content_max_chars: int | None = None,
         shutdown_on_exit: bool = True,
+        processes: int = 1,
     ) -> None:
         config = _config.from_env()
         self.judge: Judge = judge if judge is not None else default_judge()
@@ -144,10 +149,12 @@ class Monitor:
         from ._worker import Worker
 
         runner = None
-        if self.executor == "process":
+        if self.executor == "process" and not inspect.iscoroutinefunction(
+            getattr(self.judge, "judge", None)
+        ):
             from ._procpool import ProcessJudge
 
-            runner = ProcessJudge.wrap(self.judge)
+            runner = ProcessJudge.wrap(self.judge, processes)
         self._worker = Worker(
             judge=self.judge,
             finish=self._finish,
@@ -175,8 +182,6 @@ class Monitor:
             method = wm_fork()
             if method is not None:
                 method()
-
-        import os
 
         os.register_at_fork(after_in_child=_after_fork)
 

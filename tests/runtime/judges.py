@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -48,8 +49,6 @@ class EchoJudge:
                         evidence=[Evidence(passage=i, start=s, end=s + len(text), quote=text)],
                     )
                 )
-            elif " not " in f" {text} ":
-                claims.append(Claim(text=text, start=start, end=end, verdict="unsupported"))
             else:
                 claims.append(Claim(text=text, start=start, end=end, verdict="unsupported"))
         return Judgement(
@@ -98,3 +97,44 @@ class HangingJudge:
     def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
         self.release.wait(30)
         return Judgement(claims=[])
+
+
+class PidJudge(EchoJudge):
+    """Reports the process it ran in as its model name (picklable: for executor="process")."""
+
+    name = "pid"
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        result = super().judge(answer, contexts, question)
+        return result.model_copy(update={"model": f"pid-{os.getpid()}"})
+
+
+class SuppressionProbe(EchoJudge):
+    """Records whether OpenTelemetry instrumentation was suppressed while it judged."""
+
+    name = "probe"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.suppressed: list[bool] = []
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        self.suppressed.append(_suppressed())
+        return super().judge(answer, contexts, question)
+
+
+class AsyncSuppressionProbe(SuppressionProbe):
+    async def judge(  # type: ignore[override]
+        self, answer: str, contexts: Sequence[Passage], question: str | None
+    ) -> Judgement:
+        await asyncio.sleep(0)
+        return SuppressionProbe.judge(self, answer, contexts, question)
+
+
+def _suppressed() -> bool:
+    from opentelemetry import context
+    from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
+    return bool(context.get_value(_SUPPRESS_INSTRUMENTATION_KEY)) and bool(
+        context.get_value("suppress_instrumentation")
+    )

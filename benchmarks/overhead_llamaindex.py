@@ -200,13 +200,14 @@ def monitor_config(name: str, rate: float, **monitor_kwargs: Any) -> Config:
     def on_result(record: Any, evaluation: Any) -> None:
         config.scored[0] += 1
 
-    config.monitor = gw.Monitor(  # type: ignore[attr-defined]
+    config.monitor = gw.Monitor(
         judge=gw.LocalJudge(),
-        sampler=gw.RatioSampler(rate),  # type: ignore[attr-defined]
+        sampler=gw.RatioSampler(rate),
         tracer_provider=TracerProvider(),
         meter_provider=MeterProvider(metric_readers=[reader]),
         on_result=on_result,
         max_queue_size=100_000,
+        shutdown_on_exit=False,
         **monitor_kwargs,
     )
     config.setup = lambda: groundwatch_llamaindex.instrument(config.monitor)
@@ -253,12 +254,15 @@ def openinference_config() -> Config | None:
 
 
 def out_of_process_kwargs() -> dict[str, Any] | None:
-    """The runtime's option to score in a worker process, if this version has one."""
-    params = inspect.signature(gw.Monitor).parameters  # type: ignore[attr-defined]
-    for name, value in (("scoring", "process"), ("worker", "process"), ("process", True)):
-        if name in params:
-            return {name: value}
-    return None
+    """The runtime's option to score in a worker process, if this version has a working one."""
+    if "executor" not in inspect.signature(gw.Monitor).parameters:
+        return None
+    try:
+        gw.Monitor(executor="process", shutdown_on_exit=False).shutdown(10_000)
+    except Exception as exc:
+        print(f"(executor='process' unavailable: {exc})", file=sys.stderr)
+        return None
+    return {"executor": "process"}
 
 
 # --- run ----------------------------------------------------------------------------------------
@@ -277,7 +281,7 @@ def run(blocks: int, queries: int, seed: int) -> int:
     ]
     oop = out_of_process_kwargs()
     if oop is not None:
-        configs.append(monitor_config(f"groundwatch, sampling 1 ({oop})", 1.0, **oop))
+        configs.append(monitor_config("groundwatch, sampling 1 (worker process)", 1.0, **oop))
     oi = openinference_config()
     if oi is not None:
         configs.append(oi)

@@ -28,9 +28,10 @@ from collections.abc import (
     Callable,
     Generator,
     Iterator,
+    Mapping,
     Sequence,
 )
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import (
@@ -53,6 +54,9 @@ from opentelemetry import trace as trace_api
 
 from groundwatch import _guard
 from groundwatch.types import Passage
+
+if TYPE_CHECKING:
+    from groundwatch import Monitor
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -106,11 +110,17 @@ class MonitorLike(Protocol):
         answer: str,
         span_context: trace_api.SpanContext | None = None,
         route: str | None = None,
-        attributes: dict[str, Any] | None = None,
+        attributes: Mapping[str, Any] | None = None,
         always_score: bool = False,
     ) -> None: ...
 
     def record_failure(self, error_type: str, *, route: str | None = None) -> None: ...
+
+
+if TYPE_CHECKING:
+
+    def _monitor_is_monitor_like(monitor: Monitor) -> MonitorLike:
+        return monitor  # mypy checks that the real Monitor fits the protocol
 
 
 class _Binding:

@@ -18,6 +18,8 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 from opentelemetry.trace import SpanContext
 
+from groundwatch._inputs import to_passage
+
 _WORD = re.compile(r"[a-z0-9]+")
 _SENTENCE = re.compile(r"[A-Z][^.\n]*\.")
 _STOP = frozenset("the a an is of in to and what how which who when does do was it its".split())
@@ -124,7 +126,8 @@ class RecordingMonitor:
             self.records.append(
                 {
                     "question": question,
-                    "contexts": list(contexts),
+                    # As the monitor's worker does: every item becomes a Passage.
+                    "contexts": [to_passage(item, i) for i, item in enumerate(contexts)],
                     "answer": answer,
                     "span_context": span_context,
                     "route": route,

@@ -10,9 +10,9 @@ attributed to the right query even when many run concurrently. The map is cleane
 is finished, however it finishes, and is bounded.
 
 Work done here runs on the host's request path, so it is capture only: remember references,
-build a few ``Passage`` objects at the end and hand them to ``Monitor.record`` (which only samples
-and enqueues). Nothing here raises into LlamaIndex: every entry point is guarded, and failures are
-logged with a rate limit and counted (``groundwatch._guard``, the core's guard).
+turn the chosen nodes into passage mappings at the end and hand them to ``Monitor.record`` (which
+only samples and enqueues). Nothing here raises into LlamaIndex: every entry point is guarded,
+and failures are logged with a rate limit and counted (``groundwatch._guard``, the core's).
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from opentelemetry import trace as trace_api
 
 from groundwatch import _guard
-from groundwatch.types import Passage
 
 if TYPE_CHECKING:
     from groundwatch import Monitor
@@ -254,14 +253,21 @@ def _select_nodes(root: _Root) -> list[NodeWithScore]:
     return unique
 
 
-def _passage(node: NodeWithScore) -> Passage:
+def _passage(node: NodeWithScore) -> dict[str, Any]:
+    """A node as a passage mapping (``text``, ``id``, ``score``, ``metadata``).
+
+    A plain mapping rather than a :class:`groundwatch.Passage`: the monitor validates it into a
+    ``Passage`` on its worker, and only for sampled records, which keeps pydantic validation off
+    the request path. The text and a shallow copy of the metadata are taken now, so nothing of
+    LlamaIndex is referenced once the query has returned.
+    """
     inner = node.node
-    return Passage(
-        text=inner.get_content(),
-        id=inner.node_id,
-        score=node.score,
-        metadata=dict(inner.metadata),
-    )
+    return {
+        "text": inner.get_content(),
+        "id": inner.node_id,
+        "score": node.score,
+        "metadata": dict(inner.metadata),
+    }
 
 
 class Capture:

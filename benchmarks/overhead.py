@@ -9,9 +9,11 @@ Table 1: ``record()`` cost in microseconds (median, p99) at sampling rate 0 and 
 made inside an active span (as an integration would), while the worker is kept busy scoring
 with the default LocalJudge (a backlog of ``always_score`` records keeps it working throughout).
 
-Table 2: a simulated host request (about 1 ms of pure-Python work, then ``record()``, then a
-1 ms pause) -- its latency without groundwatch, with the judge scoring on a thread of the
-host's interpreter (``executor="thread"``), and in a worker process (``executor="process"``).
+Table 2: a simulated host request: the host thread waits 2 ms off the GIL (as a server thread
+waits on its socket), then does about 1 ms of pure-Python work and calls ``record()``; latency
+runs from the end of the wait, so it includes taking the GIL back from a busy judge. Without
+groundwatch, with the judge on a thread of the host's interpreter (``executor="thread"``), and
+in a worker process (``executor="process"``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,20 @@ ANSWER = (
 QUESTION = "Tell me about the Harbour Bridge."
 
 
+PROCESS_FACTS: list[tuple[float, float | None]] = []
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def providers() -> dict[str, Any]:
     # Real SDK providers with no exporter: the cost of building spans and points is included,
     # the cost of any particular exporter is not.
@@ -74,13 +90,14 @@ def busy_monitor(rate: float, executor: str, backlog: int, queue_room: int = 100
         shutdown_on_exit=False,
         **providers(),
     )
+    start = time.monotonic()
     for _ in range(backlog):  # keep the judge busy for the whole measurement
         monitor.record(question=QUESTION, contexts=PASSAGES, answer=ANSWER, always_score=True)
     if executor == "process":
         # Wait until the worker process has started, so its start-up is not in the figures.
-        deadline = time.monotonic() + 30
-        while not monitor._worker.runner.pids() and time.monotonic() < deadline:  # type: ignore[attr-defined]
-            time.sleep(0.05)
+        while not monitor._worker.runner.pids() and time.monotonic() < start + 30:  # type: ignore[union-attr]
+            time.sleep(0.01)
+        PROCESS_FACTS.append((time.monotonic() - start, rss_mb(monitor._worker.runner.pids()[0])))  # type: ignore[union-attr]
     time.sleep(0.3)
     return monitor
 
@@ -137,27 +154,24 @@ def _timed(units: int) -> float:
 
 def host_latency(
     mode: str, requests: int, units: int, backlog: int, period_ms: float
-) -> tuple[float, float, float]:
-    """Open loop: request i arrives at ``t0 + i * period``; its latency runs from its arrival to
-    its end, so it includes waiting for the GIL after the host thread wakes up (as a server
-    thread woken by a socket would)."""
+) -> list[float]:
+    """Each request: the host thread waits ``period`` off the GIL (as a server thread waits on
+    its socket), then does its work and calls record(). Latency runs from the moment the wait
+    ends to the end of the request, so it includes getting the GIL back from a busy judge."""
     monitor = None if mode == "none" else busy_monitor(0.0, mode, backlog)
     latencies: list[float] = []
     period = period_ms / 1000
-    t0 = time.perf_counter() + 0.01
-    for i in range(requests):
-        arrival = t0 + i * period
-        delay = arrival - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
+    for _ in range(requests):
+        ready = time.perf_counter() + period
+        time.sleep(period)
         host_work(units)
         if monitor is not None:
             monitor.record(question=QUESTION, contexts=PASSAGES, answer=ANSWER)
-        latencies.append((time.perf_counter() - arrival) * 1000)
+        latencies.append((time.perf_counter() - ready) * 1000)
     if monitor is not None:
         assert len(monitor._worker.queue) > 0, "the judge went idle; raise --backlog"  # type: ignore[union-attr]
         monitor.shutdown(timeout_millis=100)
-    return statistics.median(latencies), percentile(latencies, 0.99), max(latencies)
+    return latencies
 
 
 def main() -> None:
@@ -169,8 +183,8 @@ def main() -> None:
     backlog = 2_000 if args.quick else 5_000
 
     print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, switch interval "
-        f"{sys.getswitchinterval() * 1000:.0f} ms"
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f}, switch interval {sys.getswitchinterval() * 1000:.0f} ms"
     )
     print(f"LocalJudge on this input: {judge_ms():.1f} ms per evaluation\n")
 
@@ -181,16 +195,34 @@ def main() -> None:
             med, p99, mix = record_cost(rate, executor, n, backlog)
             print(f"{executor:<9} {rate:>4.1f} {med:>10.1f} {p99:>8.1f}  {mix}")
 
-    units = calibrate(1.0)
-    period = 5.0
+    starts = sorted(t for t, _ in PROCESS_FACTS)
+    sizes = [m for _, m in PROCESS_FACTS if m is not None]
     print(
-        f"\nTable 2: host request latency, judge busy (a request every {period:.0f} ms: "
-        "1 ms of Python work + record(), measured from its arrival)"
+        f"worker process: ready {statistics.median(starts):.2f} s after the first record "
+        f"(median of {len(starts)})"
+        + (f", resident memory {statistics.median(sizes):.0f} MB" if sizes else "")
     )
-    print(f"{'scoring':<16} {'median ms':>10} {'p99 ms':>8} {'max ms':>8}")
-    for mode, label in (("none", "no groundwatch"), ("thread", "thread"), ("process", "process")):
-        med, p99, worst = host_latency(mode, requests, units, backlog, period)
-        print(f"{label:<16} {med:>10.2f} {p99:>8.2f} {worst:>8.2f}")
+
+    units = calibrate(1.0)
+    period = 2.0
+    print(
+        f"\nTable 2: host request latency, judge busy (wait {period:.0f} ms off the GIL, then "
+        "1 ms of Python work + record(); measured from the end of the wait)"
+    )
+    print(f"{'scoring':<16} {'median ms':>10} {'p90 ms':>8} {'p99 ms':>8}")
+    modes = (("none", "no groundwatch"), ("thread", "thread"), ("process", "process"))
+    # Interleaved rounds, so that drift in the machine's load hits every mode alike.
+    latencies: dict[str, list[float]] = {mode: [] for mode, _ in modes}
+    rounds = 3
+    for _ in range(rounds):
+        for mode, _label in modes:
+            latencies[mode] += host_latency(mode, requests // rounds, units, backlog, period)
+    for mode, label in modes:
+        values = latencies[mode]
+        print(
+            f"{label:<16} {statistics.median(values):>10.2f} {percentile(values, 0.9):>8.2f} "
+            f"{percentile(values, 0.99):>8.2f}"
+        )
 
 
 if __name__ == "__main__":

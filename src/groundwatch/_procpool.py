@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from . import scoring
-from ._evaluate import judge_name
+from ._evaluate import aevaluate, judge_name
+from ._worker import _ThreadJudge
 from .types import Evaluation, Judgement, Passage
 
 _logger = logging.getLogger(__name__)
@@ -77,7 +78,22 @@ class _Child:
         env = dict(os.environ)
         # The child imports what the host can import: groundwatch and the judge's module.
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self.proc = subprocess.Popen(
+        try:
+            self.proc = self._popen(env)
+        except OSError as exc:
+            raise WorkerProcessError(f"cannot start {sys.executable}: {exc}") from exc
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin: IO[bytes] = self.proc.stdin
+        self.stdout: IO[bytes] = self.proc.stdout
+        try:
+            self.call(("init", judge_bytes))
+        except WorkerProcessError:
+            self.kill()
+            raise
+
+    @staticmethod
+    def _popen(env: dict[str, str]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             [sys.executable, "-m", "groundwatch._procworker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -87,10 +103,6 @@ class _Child:
             # mid-evaluation; it exits on its own when the host's end of stdin closes.
             start_new_session=True,
         )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.stdin: IO[bytes] = self.proc.stdin
-        self.stdout: IO[bytes] = self.proc.stdout
-        self.call(("init", judge_bytes))
 
     def call(self, message: Any) -> Any:
         try:
@@ -133,30 +145,44 @@ class ProcessJudge:
     stuck in the judge), so the next one starts clean.
     """
 
-    def __init__(self, judge: Any, processes: int = 1) -> None:
+    def __init__(self, judge: Any, processes: int = 1, *, fallback: bool = False) -> None:
         self.inner = judge
         self.name = judge_name(judge)
         self.concurrency = max(1, processes)
+        self.allow_fallback = fallback
+        self.fallback: _ThreadJudge | None = None
         self._judge_bytes: bytes | None = None
         self._pickle_error: str | None = None
         try:
             self._judge_bytes = pickle.dumps(judge, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
             self._pickle_error = f"{type(exc).__name__}: {exc}"
-            _logger.warning(
-                "executor='process': judge %s cannot be pickled (%s); its evaluations fail "
-                "with error.type=judge_not_picklable",
-                self.name,
-                self._pickle_error,
-            )
+            if fallback:
+                self._fall_back(f"it cannot be pickled ({self._pickle_error})")
+            else:
+                _logger.warning(
+                    "executor='process': judge %s cannot be pickled (%s); its evaluations fail "
+                    "with error.type=judge_not_picklable",
+                    self.name,
+                    self._pickle_error,
+                )
         self._idle: list[_Child] = []
         self._all: list[_Child] = []
         self._lock = threading.Lock()
         self.started = 0
 
     @classmethod
-    def wrap(cls, judge: Any, processes: int = 1) -> ProcessJudge:
-        return cls(judge, processes)
+    def wrap(cls, judge: Any, processes: int = 1, *, fallback: bool = False) -> ProcessJudge:
+        return cls(judge, processes, fallback=fallback)
+
+    def _fall_back(self, why: str) -> None:
+        _logger.warning(
+            "executor='auto': judge %s runs on a thread of this interpreter instead of a worker "
+            "process, because %s; CPU-bound scoring may then slow this process's requests",
+            self.name,
+            why,
+        )
+        self.fallback = _ThreadJudge(self.inner)
 
     def _take(self) -> _Child:
         with self._lock:
@@ -225,6 +251,17 @@ class ProcessJudge:
                 self._discard(child)
             raise
 
+    async def astart(self) -> None:
+        """Start a worker process if none is ready; the worker awaits this *outside* the
+        evaluation deadline, so a slow interpreter start is not a judge timeout."""
+        with self._lock:
+            ready = bool(self._idle) or len(self._all) >= self.concurrency
+        if ready or self.fallback is not None or self._judge_bytes is None:
+            return
+
+        with contextlib.suppress(WorkerProcessError):
+            await self._call(("ping", None))
+
     @staticmethod
     def _failure(exc: WorkerProcessError) -> Judgement:
         text = str(exc)
@@ -255,6 +292,8 @@ class ProcessJudge:
     ) -> Evaluation:
         """The whole evaluation (judge and scoring, which checks every quote and is CPU work
         too) in the worker process; only the result comes back."""
+        if self.fallback is not None:
+            return await aevaluate(answer, contexts, question, self.fallback, policy=policy)
         judgement: Judgement | None = None
         if self._judge_bytes is None:
             judgement = Judgement(error=self._pickle_error, error_type="judge_not_picklable")
@@ -262,6 +301,11 @@ class ProcessJudge:
             try:
                 return await self._call(("evaluate", (answer, list(contexts), question, policy)))  # type: ignore[no-any-return]
             except WorkerProcessError as exc:
+                if self.allow_fallback and self.started == 0:
+                    # Not one process ever started (no usable Python executable, the judge's
+                    # module not importable out there): scoring on a thread beats no scoring.
+                    self._fall_back(f"no worker process could start ({exc})")
+                    return await self.aevaluate(answer, contexts, question, policy)
                 judgement = self._failure(exc)
         return scoring.score(judgement, answer, contexts, judge_name=self.name)
 

@@ -24,12 +24,14 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
     while True:
         try:
             op, payload = read_message(inp)
-        except EOFError:
+        except (EOFError, OSError):
             return
         try:
             if op == "init":
                 judge = pickle.loads(payload)
                 reply: Any = ("ok", None)
+            elif op == "ping":
+                reply = ("ok", None)
             elif op == "judge":
                 answer, contexts, question = payload
                 reply = ("ok", judge.judge(answer, contexts, question))
@@ -41,9 +43,12 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
         except Exception as exc:
             reply = _error(exc)
         try:
-            write_message(out, reply)
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            write_message(out, _error(exc))
+            try:
+                write_message(out, reply)
+            except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                write_message(out, _error(exc))
+        except OSError:
+            return  # the host closed its end (shutdown, or it gave up on this call)
 
 
 def main() -> None:

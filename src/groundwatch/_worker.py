@@ -183,6 +183,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._awake = False
         self._stopped = False
+        self._stopping = False  # set on the loop: take nothing more off the queue
         self._wakeup: asyncio.Event | None = None
         self._next_seq = 0
         self._inflight: dict[int, asyncio.Task[None]] = {}
@@ -201,7 +202,11 @@ class Worker:
         if len(queue) >= self.max_queue_size:
             return False
         queue.append(record)
-        if not self._awake:
+        if self._stopped:
+            # shutdown() ran between the monitor's check and this append: its final count is
+            # over, so count this record dropped here (whoever pops a record counts it).
+            self._drain_dropped()
+        elif not self._awake:
             self._wake()
         return True
 
@@ -248,6 +253,10 @@ class Worker:
                     task.cancel()
                 loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
                 loop.run_until_complete(loop.shutdown_asyncgens())
+                # A task cancelled before its first step never ran _run's handlers.
+                self.stats.count_dropped(sc.ERROR_SHUTDOWN, len(self._inflight))
+                self._inflight.clear()
+                self._drain_dropped()
             finally:
                 loop.close()
 
@@ -259,13 +268,18 @@ class Worker:
         while True:
             # Order matters (see submit): mark idle and clear the event *before* looking at the
             # queue, so a record appended after the look always finds us idle and wakes us.
+            if self._stopping:
+                return
             self._awake = False
             self._wakeup.clear()
             if not queue:
                 await self._wakeup.wait()
             self._awake = True
-            while queue:
+            while queue and not self._stopping:
                 await semaphore.acquire()
+                if self._stopping:
+                    semaphore.release()
+                    break
                 try:
                     record = queue.popleft()
                 except IndexError:
@@ -312,6 +326,9 @@ class Worker:
         # is its own, so attach/detach here cannot leak into the host.
         token = otel_context.attach(suppressed_context())
         try:
+            start = getattr(self.runner, "astart", None)
+            if start is not None:
+                await start()
             runner_evaluate = getattr(self.runner, "aevaluate", None)
             work: Awaitable[Evaluation]
             if runner_evaluate is not None:  # the process runner: judge and score out there
@@ -376,10 +393,21 @@ class Worker:
             return not self.queue and not self._inflight
         return done.wait(max(0.0, timeout_s))
 
+    def _drain_dropped(self) -> None:
+        """Pop what is queued and count it dropped. Popping one by one (atomic) means a record
+        appended concurrently is counted exactly once, by whoever pops it."""
+        n = 0
+        while True:
+            try:
+                self.queue.popleft()
+            except IndexError:
+                break
+            n += 1
+        self.stats.count_dropped(sc.ERROR_SHUTDOWN, n)
+
     def _stop_on_loop(self) -> None:
-        left = len(self.queue)
-        self.queue.clear()
-        self.stats.count_dropped(sc.ERROR_SHUTDOWN, left)
+        self._stopping = True
+        self._drain_dropped()
         for task in list(self._inflight.values()):
             task.cancel()  # _run counts each as dropped
         asyncio.get_running_loop().stop()
@@ -402,9 +430,7 @@ class Worker:
                 thread.join(max(0.05, deadline - time.monotonic()))
                 joined = not thread.is_alive()
         # Appended by a record() racing with shutdown after the loop had stopped.
-        left = len(self.queue)
-        self.queue.clear()
-        self.stats.count_dropped(sc.ERROR_SHUTDOWN, left)
+        self._drain_dropped()
         return flushed and joined
 
     # --- fork ----------------------------------------------------------------------------------

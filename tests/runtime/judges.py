@@ -24,6 +24,13 @@ class EchoJudge:
         self.threads: list[str] = []
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
         with self._lock:
             self.calls += 1
@@ -138,3 +145,17 @@ def _suppressed() -> bool:
     return bool(context.get_value(_SUPPRESS_INSTRUMENTATION_KEY)) and bool(
         context.get_value("suppress_instrumentation")
     )
+
+
+class SleepJudge:
+    """Sleeps ``seconds`` (picklable, unlike a judge holding an Event): a hanging judge for
+    the process executor."""
+
+    name = "sleep"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        time.sleep(self.seconds)
+        return Judgement(claims=[])

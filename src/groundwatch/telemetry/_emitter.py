@@ -319,12 +319,14 @@ class Telemetry:
         try:
             if evaluation.label == "error":
                 span.set_status(Status(StatusCode.ERROR, evaluation.error_type or "error"))
-            self._emit_events(record, evaluation, trace.set_span_in_context(span, Context()))
+            self._emit_events(
+                evaluation, trace.set_span_in_context(span, Context()), timestamp=end_ns
+            )
         finally:
             span.end(end_time=end_ns)
         self._record_metrics(record, evaluation, (end_ns - start_ns) / 1e9)
 
-    def _emit_events(self, record: RagRecord, evaluation: Evaluation, ctx: Context) -> None:
+    def _emit_events(self, evaluation: Evaluation, ctx: Context, *, timestamp: int) -> None:
         explanation = self._explanation(evaluation)
         for name, value in (
             (sc.EVALUATION_FAITHFULNESS, evaluation.faithfulness),
@@ -340,7 +342,12 @@ class Telemetry:
             if evaluation.label == "error":
                 attrs[sc.ERROR_TYPE] = evaluation.error_type or "error"
             self.event_logger.emit(
-                LogRecord(event_name=sc.EVENT_EVALUATION_RESULT, attributes=attrs, context=ctx)
+                LogRecord(
+                    timestamp=timestamp,
+                    event_name=sc.EVENT_EVALUATION_RESULT,
+                    attributes=attrs,
+                    context=ctx,
+                )
             )
 
     def _record_metrics(self, record: RagRecord, evaluation: Evaluation, seconds: float) -> None:

@@ -20,6 +20,8 @@ from llama_index.core.query_engine import SubQuestionQueryEngine
 from llama_index.core.question_gen import LLMQuestionGenerator
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.tools import QueryEngineTool, ToolMetadata
+from opentelemetry import context as otel_context
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from opentelemetry.sdk.trace import TracerProvider
 
 from groundwatch import Passage
@@ -365,3 +367,19 @@ def test_mock_llm_and_mock_embedding_pipeline(monitor: RecordingMonitor) -> None
         n.node.node_id for n in response.source_nodes
     )
     assert len(record["contexts"]) == 2
+
+
+def test_suppressed_instrumentation_makes_no_record(
+    index: VectorStoreIndex, llm: ContextAnswerLLM, monitor: RecordingMonitor
+) -> None:
+    """As on groundwatch's worker while a judge runs: a judge built on LlamaIndex is not watched."""
+    engine = index.as_query_engine(llm=llm)
+    token = otel_context.attach(otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+    try:
+        engine.query(QUESTIONS["fuji"])
+    finally:
+        otel_context.detach(token)
+    assert monitor.records == [] and monitor.failures == []
+    engine.query(QUESTIONS["fuji"])
+    assert len(monitor.records) == 1
+    assert_clean()

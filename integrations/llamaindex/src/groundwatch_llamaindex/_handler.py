@@ -50,6 +50,7 @@ from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent
 from llama_index.core.instrumentation.span import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import NodeWithScore, QueryBundle
+from opentelemetry import context as otel_context
 from opentelemetry import trace as trace_api
 
 from groundwatch import _guard
@@ -198,6 +199,18 @@ def _guarded(where: str) -> Callable[[_F], _F]:
         return cast(_F, wrapper)
 
     return decorate
+
+
+_SUPPRESS_KEYS = (
+    getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation"),
+    "suppress_instrumentation",
+)
+
+
+def _suppressed() -> bool:
+    """Instrumentation is suppressed here, as on groundwatch's worker while a judge runs: a judge
+    that queries LlamaIndex itself must not feed records back into the monitor."""
+    return any(otel_context.get_value(key) for key in _SUPPRESS_KEYS)
 
 
 def _query_text(value: Any) -> str | None:
@@ -380,7 +393,7 @@ class Capture:
         if _kind(instance) != _ENGINE or _method(id_) not in ROOT_METHODS:
             return
         binding = self._match(instance)
-        if binding is None:
+        if binding is None or _suppressed():
             return
         span_context = trace_api.get_current_span().get_span_context()
         root = _Root(

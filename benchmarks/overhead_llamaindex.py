@@ -380,8 +380,8 @@ def _p99(values: list[float]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--blocks", type=int, default=30, help="rounds over every config")
-    parser.add_argument("--queries", type=int, default=20, help="queries per block")
+    parser.add_argument("--blocks", type=int, default=60, help="rounds over every config")
+    parser.add_argument("--queries", type=int, default=10, help="queries per block")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     return run(args.blocks, args.queries, args.seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -146,3 +147,23 @@ def test_with_openinference_active_the_record_keeps_the_request_trace(
         assert names[span_context.span_id] == "RetrieverQueryEngine.query"
     finally:
         instrumentor.uninstrument()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_starts_with_no_queries_and_a_free_lock(
+    index: VectorStoreIndex, llm: ContextAnswerLLM
+) -> None:
+    capture = Capture()
+    capture.bind(RecordingMonitor(), None, None)
+    args = inspect.signature(lambda str_or_query_bundle: None).bind("q")
+    engine = index.as_query_engine(llm=llm)
+    capture.enter("RetrieverQueryEngine.query-1", args, engine, None)
+    assert capture.open_roots == 1
+    with capture._lock:  # held by this thread while forking
+        pid = os.fork()
+        if pid == 0:  # child: must not deadlock, must not see the parent's query
+            ok = capture.open_roots == 0 and capture._lock.acquire(timeout=1)
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert capture.open_roots == 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import threading
 import time
 import weakref
@@ -303,6 +304,21 @@ class Capture:
         self.errors = 0
         """Internal failures caught by the guards (tests assert it stays 0)."""
         self.evicted = 0
+        reinit = weakref.WeakMethod(self._after_fork)  # weak: a fork hook cannot be removed
+
+        def after_fork_in_child() -> None:
+            method = reinit()
+            if method is not None:
+                method()
+
+        os.register_at_fork(after_in_child=after_fork_in_child)
+
+    def _after_fork(self) -> None:
+        # The parent's queries do not continue in the child, and another thread may have held
+        # the lock at the moment of the fork: start afresh.
+        self._lock = threading.RLock()
+        self._spans = {}
+        self._roots = {}
 
     # --- bindings ---------------------------------------------------------------------------
 

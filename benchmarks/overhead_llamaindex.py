@@ -10,7 +10,11 @@ CPU time of the request thread (the request-path work itself; less sensitive to 
 on a busy machine), plus the ratio of the fastest blocks' CPU time (the least disturbed ones).
 
     python benchmarks/overhead_llamaindex.py            # ~1-2 minutes
-    python benchmarks/overhead_llamaindex.py --blocks 10 --queries 10   # a quick look
+    python benchmarks/overhead_llamaindex.py --blocks 10   # a quick look
+    python benchmarks/overhead_llamaindex.py --blocks 30 --llm-latency-ms 20   # a model that waits
+
+With no LLM latency (the default) a query is ~3 ms of pure CPU work, a worst case for anything
+running in the same interpreter; with a real model server most of a query is waiting.
 
 Configurations: no handler; a no-op span + event handler on the dispatcher; groundwatch at
 sampling 0 and 1 (LocalJudge, scoring on the background worker, and in a worker process when the
@@ -107,7 +111,12 @@ class HashEmbedding(BaseEmbedding):
 
 
 class ExtractiveLLM(CustomLLM):
-    """Answers with the two context sentences sharing most words with the query."""
+    """Answers with the two context sentences sharing most words with the query.
+
+    ``latency_s`` makes each call wait like a call to a model server (the GIL is free meanwhile).
+    """
+
+    latency_s: float = 0.0
 
     @property
     def metadata(self) -> LLMMetadata:
@@ -122,6 +131,8 @@ class ExtractiveLLM(CustomLLM):
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        if self.latency_s:
+            time.sleep(self.latency_s)
         return CompletionResponse(text=self._answer(prompt))
 
     @llm_completion_callback()
@@ -274,10 +285,11 @@ def out_of_process_kwargs() -> dict[str, Any] | None:
 # --- run ----------------------------------------------------------------------------------------
 
 
-def run(blocks: int, queries: int, seed: int) -> int:
+def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
     documents = build_documents()
     index = VectorStoreIndex.from_documents(documents, embed_model=HashEmbedding())
-    engine = index.as_query_engine(llm=ExtractiveLLM(), similarity_top_k=3)
+    llm = ExtractiveLLM(latency_s=llm_latency_ms / 1000)
+    engine = index.as_query_engine(llm=llm, similarity_top_k=3)
 
     configs = [
         Config("no handler"),
@@ -333,7 +345,8 @@ def run(blocks: int, queries: int, seed: int) -> int:
     base_p99 = _p99(configs[0].latencies)
     print(
         f"LlamaIndex query engine, {blocks} rounds x {queries} queries per configuration, "
-        f"interleaved ({elapsed:.0f} s); no handler: {base * 1e3:.2f} ms/query wall, "
+        f"interleaved ({elapsed:.0f} s); LLM latency {llm_latency_ms:g} ms; "
+        f"no handler: {base * 1e3:.2f} ms/query wall, "
         f"{statistics.median(configs[0].block_cpu) * 1e3:.2f} ms CPU of the request thread\n"
     )
     print(
@@ -383,8 +396,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=60, help="rounds over every config")
     parser.add_argument("--queries", type=int, default=10, help="queries per block")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--llm-latency-ms",
+        type=float,
+        default=0.0,
+        help="make each LLM call wait this long, like a model server (default 0: CPU only)",
+    )
     args = parser.parse_args(argv)
-    return run(args.blocks, args.queries, args.seed)
+    return run(args.blocks, args.queries, args.seed, args.llm_latency_ms)
 
 
 if __name__ == "__main__":

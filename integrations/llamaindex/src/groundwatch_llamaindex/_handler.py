@@ -78,6 +78,7 @@ MAX_NODES_PER_ROOT = 1_000
 
 _OTHER, _ENGINE, _CHAT_STREAM = 0, 1, 2
 _kinds: dict[type, int] = {}
+_retrieval_types: dict[type, bool] = {}
 
 
 def _kind(instance: Any) -> int:
@@ -568,9 +569,8 @@ class Capture:
 
     # --- events -----------------------------------------------------------------------------
 
-    def event(self, event: BaseEvent) -> None:
-        if not isinstance(event, RetrievalEndEvent):  # a pydantic class: no ABCMeta here
-            return
+    def retrieval(self, event: Any) -> None:
+        """Keeps the nodes of a ``RetrievalEndEvent`` for the query it happened in."""
         span_id = event.span_id
         root = self._spans.get(span_id) if span_id is not None else None
         if root is None:
@@ -648,7 +648,6 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
     def class_name(cls) -> str:
         return "GroundwatchSpanHandler"
 
-    @_guarded("span start")
     def span_enter(
         self,
         id_: str,
@@ -658,9 +657,12 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
         tags: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._capture.enter(id_, bound_args, instance, parent_id)
+        # The guard is written out (not a decorator): this runs for every span of every query.
+        try:
+            self._capture.enter(id_, bound_args, instance, parent_id)
+        except Exception as exc:
+            self._capture.internal_error("span start", exc)
 
-    @_guarded("span exit")
     def span_exit(
         self,
         id_: str,
@@ -669,9 +671,12 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
         result: Any | None = None,
         **kwargs: Any,
     ) -> None:
-        self._capture.exit(id_, instance, result)
+        # The guard is written out (not a decorator): this runs for every span of every query.
+        try:
+            self._capture.exit(id_, instance, result)
+        except Exception as exc:
+            self._capture.internal_error("span exit", exc)
 
-    @_guarded("span drop")
     def span_drop(
         self,
         id_: str,
@@ -680,7 +685,11 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
         err: BaseException | None = None,
         **kwargs: Any,
     ) -> None:
-        self._capture.drop(id_, instance, err)
+        # The guard is written out (not a decorator): this runs for every span of every query.
+        try:
+            self._capture.drop(id_, instance, err)
+        except Exception as exc:
+            self._capture.internal_error("span drop", exc)
 
     def new_span(
         self,
@@ -735,7 +744,19 @@ class GroundwatchEventHandler(BaseEventHandler):
     def class_name(cls) -> str:
         return "GroundwatchEventHandler"
 
-    @_guarded("event")
     def handle(self, event: BaseEvent, **kwargs: Any) -> Any:
-        self._capture.event(event)
+        # Only retrievals matter; every other event of every query returns here at once.
+        # (isinstance goes through pydantic's ABCMeta-based metaclass: a cached type check is
+        # several times cheaper.)
+        cls = type(event)
+        is_retrieval = _retrieval_types.get(cls)
+        if is_retrieval is None:
+            is_retrieval = issubclass(cls, RetrievalEndEvent)
+            if len(_retrieval_types) < 4096:
+                _retrieval_types[cls] = is_retrieval
+        if is_retrieval:
+            try:
+                self._capture.retrieval(event)
+            except Exception as exc:
+                self._capture.internal_error("event", exc)
         return None

@@ -5,7 +5,14 @@ import logging
 from ._evaluate import aevaluate, evaluate
 from .judges import Judge, LocalJudge
 from .monitor import Monitor
-from .sampling import Decision, RateLimitSampler, RatioSampler, RouteSampler, Sampler
+from .sampling import (
+    Decision,
+    RateLimitSampler,
+    RatioSampler,
+    RouteSampler,
+    Sampler,
+    TokenBudgetSampler,
+)
 from .scoring import LabelPolicy
 from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
 
@@ -29,6 +36,7 @@ __all__ = [
     "RatioSampler",
     "RouteSampler",
     "Sampler",
+    "TokenBudgetSampler",
     "Usage",
     "__version__",
     "aevaluate",

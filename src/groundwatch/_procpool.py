@@ -28,6 +28,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -42,8 +43,21 @@ _HEADER = struct.Struct(">Q")
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 
+LOST = "worker_process_lost"
+START_FAILED = "worker_process_start_failed"
+
+START_RETRY_S = 30.0
+"""After a failed start, calls fail fast for this long instead of starting (and paying for)
+another interpreter per record."""
+
+
 class WorkerProcessError(RuntimeError):
-    """The worker process died or answered garbage."""
+    """A call to the worker process failed; ``error_type`` says how (``worker_process_lost``,
+    ``worker_process_start_failed``, or the class name of what the judge raised out there)."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
 
 
 def write_message(stream: IO[bytes], obj: Any) -> None:
@@ -56,7 +70,7 @@ def read_message(stream: IO[bytes]) -> Any:
     header = _read_exact(stream, _HEADER.size)
     (size,) = _HEADER.unpack(header)
     if size > MAX_MESSAGE_BYTES:
-        raise WorkerProcessError(f"message of {size} bytes")
+        raise WorkerProcessError(LOST, f"message of {size} bytes")
     return pickle.loads(_read_exact(stream, size))
 
 
@@ -81,15 +95,15 @@ class _Child:
         try:
             self.proc = self._popen(env)
         except OSError as exc:
-            raise WorkerProcessError(f"cannot start {sys.executable}: {exc}") from exc
+            raise WorkerProcessError(START_FAILED, f"cannot run {sys.executable}: {exc}") from exc
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin: IO[bytes] = self.proc.stdin
         self.stdout: IO[bytes] = self.proc.stdout
         try:
             self.call(("init", judge_bytes))
-        except WorkerProcessError:
+        except WorkerProcessError as exc:
             self.kill()
-            raise
+            raise WorkerProcessError(START_FAILED, str(exc)) from exc
 
     @staticmethod
     def _popen(env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -110,11 +124,11 @@ class _Child:
             status, value = read_message(self.stdout)
         except (OSError, EOFError, pickle.UnpicklingError, struct.error) as exc:
             code = self.proc.poll()
-            raise WorkerProcessError(f"worker process lost (exit code {code}): {exc}") from exc
+            raise WorkerProcessError(LOST, f"exit code {code}: {exc}") from exc
         if status == "ok":
             return value
         error_type, text = value
-        raise WorkerProcessError(f"{error_type}: {text}")
+        raise WorkerProcessError(error_type, text)
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
@@ -168,6 +182,7 @@ class ProcessJudge:
                 )
         self._idle: list[_Child] = []
         self._all: list[_Child] = []
+        self._start_failure: tuple[float, str] | None = None
         self._lock = threading.Lock()
         self.started = 0
 
@@ -188,8 +203,18 @@ class ProcessJudge:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
+            failed = self._start_failure
+        if failed is not None and time.monotonic() - failed[0] < START_RETRY_S:
+            raise WorkerProcessError(START_FAILED, f"(not retried yet) {failed[1]}")
         assert self._judge_bytes is not None
-        child = _Child(self._judge_bytes)
+        try:
+            child = _Child(self._judge_bytes)
+        except WorkerProcessError as exc:
+            with self._lock:
+                self._start_failure = (time.monotonic(), str(exc))
+            raise
+        with self._lock:
+            self._start_failure = None
         with self._lock:
             self._all.append(child)
             self.started += 1
@@ -264,12 +289,7 @@ class ProcessJudge:
 
     @staticmethod
     def _failure(exc: WorkerProcessError) -> Judgement:
-        text = str(exc)
-        lost = text.startswith("worker process lost")
-        return Judgement(
-            error=text[:500],
-            error_type="worker_process_lost" if lost else text.split(":", 1)[0],
-        )
+        return Judgement(error=str(exc)[:500], error_type=exc.error_type)
 
     async def judge(
         self, answer: str, contexts: Sequence[Passage], question: str | None

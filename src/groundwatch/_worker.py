@@ -13,7 +13,7 @@ deadline with OpenTelemetry instrumentation suppressed, then emits telemetry and
 
 Accounting: every record handed to :meth:`submit` ends in exactly one of
 ``groundwatch.evaluations`` (label != error: evaluated; label == error: failed) or
-``groundwatch.evaluations.dropped`` (never scored: shutdown deadline, fork, lost worker).
+``groundwatch.evaluations.dropped`` (never scored: shutdown deadline, fork, internal error).
 """
 
 from __future__ import annotations
@@ -263,6 +263,17 @@ class Worker:
     async def _main(self) -> None:
         self._wakeup = asyncio.Event()
         semaphore = asyncio.Semaphore(self.concurrency)
+        while not self._stopping:
+            try:
+                await self._dispatch(semaphore)
+                return
+            except Exception as exc:
+                # A bug of ours must not leave records queued forever: log, breathe, go on.
+                _guard.internal_error("worker", exc, reraise=False)
+                await asyncio.sleep(0.1)
+
+    async def _dispatch(self, semaphore: asyncio.Semaphore) -> None:
+        assert self._wakeup is not None
         loop = asyncio.get_running_loop()
         queue = self.queue
         while True:

@@ -28,7 +28,14 @@ from ._evaluate import default_judge
 from ._procpool import ProcessJudge
 from ._worker import Worker
 from .judges import Judge
-from .sampling import Decision, RateLimitSampler, RatioSampler, Sampler, sampling_rate
+from .sampling import (
+    Decision,
+    RateLimitSampler,
+    RatioSampler,
+    Sampler,
+    inner_samplers,
+    sampling_rate,
+)
 from .telemetry import Stats, Telemetry
 from .telemetry import semconv as sc
 from .types import Evaluation, RagRecord
@@ -51,19 +58,6 @@ def default_sampler(config: _config.RuntimeConfig) -> Sampler:
     if config.rate_limit_per_minute is not None:
         sampler = RateLimitSampler(config.rate_limit_per_minute, sampler)
     return sampler
-
-
-def _fork_reinit_sampler(sampler: Any, depth: int = 0) -> None:
-    """Give every lock inside a (composed) sampler a fresh state in a forked child."""
-    if sampler is None or depth > 8:
-        return
-    reinit = getattr(sampler, "_at_fork_reinit", None)
-    if reinit is not None:
-        reinit()
-    _fork_reinit_sampler(getattr(sampler, "inner", None), depth + 1)
-    _fork_reinit_sampler(getattr(sampler, "default", None), depth + 1)
-    for inner in (getattr(sampler, "routes", None) or {}).values():
-        _fork_reinit_sampler(inner, depth + 1)
 
 
 class Monitor:
@@ -140,6 +134,11 @@ class Monitor:
         self.sampler: Sampler = sampler if sampler is not None else default_sampler(config)
         self.route = route
         self._disabled = config.disabled
+        self._observers: list[Callable[[RagRecord, Evaluation], None]] = [
+            observe
+            for observe in (getattr(x, "observe", None) for x in inner_samplers(self.sampler))
+            if callable(observe)
+        ]
         if on_result is None:
             self._callbacks: list[ResultCallback] = []
         elif callable(on_result):
@@ -317,11 +316,13 @@ class Monitor:
     def _finish(
         self, record: RagRecord, evaluation: Evaluation, start_ns: int, end_ns: int
     ) -> None:
+        rate: float | None = None
         try:
+            for observe in self._observers:
+                observe(record, evaluation)
             rate = 1.0 if record.always_score else sampling_rate(self.sampler, record)
         except Exception as exc:
             _guard.user_error("sampler", exc)
-            rate = None
         try:
             self._telemetry.emit(
                 record, evaluation, sampling_rate=rate, start_ns=start_ns, end_ns=end_ns
@@ -384,7 +385,10 @@ class Monitor:
 
     def _at_fork_reinit(self) -> None:
         self._lock = threading.Lock()
-        _fork_reinit_sampler(self.sampler)
+        for sampler in inner_samplers(self.sampler):
+            reinit = getattr(sampler, "_at_fork_reinit", None)
+            if reinit is not None:
+                reinit()
 
     def __enter__(self) -> Monitor:
         return self

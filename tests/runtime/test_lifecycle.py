@@ -188,7 +188,7 @@ def test_on_result_sees_prepared_passages(capgw: GroundwatchTelemetry) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_fork_child_gets_a_fresh_worker(capgw: GroundwatchTelemetry) -> None:
-    monitor = capgw.monitor(judge=EchoJudge(delay_s=0.2))
+    monitor = capgw.monitor(judge=EchoJudge(delay_s=0.4))
     for _ in range(2):  # one in flight, one queued at the fork
         monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
     time.sleep(0.05)
@@ -342,12 +342,17 @@ def test_accounting_holds_when_shutdown_races_with_recording_threads(
     import threading
 
     monitor = capgw.monitor(judge=EchoJudge(delay_s=0.002), max_queue_size=200)
-    go = threading.Event()
+    go, stopped = threading.Event(), threading.Event()
+    counts: list[int] = []
 
     def producer() -> None:
         go.wait()
-        for _ in range(2_000):
+        n = after = 0
+        while after < 200:  # until well after the shutdown
             monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+            n += 1
+            after += stopped.is_set()
+        counts.append(n)
 
     threads = [threading.Thread(target=producer) for _ in range(4)]
     for t in threads:
@@ -355,11 +360,35 @@ def test_accounting_holds_when_shutdown_races_with_recording_threads(
     go.set()
     time.sleep(0.05)
     monitor.shutdown(timeout_millis=100)
+    stopped.set()
     for t in threads:
         t.join()
     seen = decisions(capgw)
-    assert sum(seen.values()) == 8_000
-    assert seen.get("error/shutdown", 0) > 0, "the producers outlived the monitor"
+    assert sum(seen.values()) == sum(counts)
+    assert seen["error/shutdown"] >= 4 * 200
     evaluated, failed, dropped = finished(capgw)
     assert seen["sampled"] == evaluated + failed + dropped
     assert failed == 0 and dropped > 0
+
+
+def test_process_executor_does_not_retry_a_failed_start_per_record(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from groundwatch import _procpool
+
+    attempts: list[str] = []
+    real = _procpool._Child._popen
+
+    def counting(env: dict[str, str]) -> Any:
+        attempts.append(sys.executable)
+        return real(env)
+
+    monkeypatch.setattr(_procpool._Child, "_popen", staticmethod(counting))
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    monitor = capgw.monitor(judge=EchoJudge(), executor="process")
+    for _ in range(3):
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    assert [(e.label, e.error_type) for e in capgw.evaluations()] == [
+        ("error", "worker_process_start_failed")
+    ] * 3
+    assert len(attempts) == 1

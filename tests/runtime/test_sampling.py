@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace.sampling import Decision as OtelDecision
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
-from groundwatch import Decision, RagRecord, RateLimitSampler, RatioSampler, RouteSampler, sampling
+from groundwatch import (
+    Decision,
+    RagRecord,
+    RateLimitSampler,
+    RatioSampler,
+    RouteSampler,
+    TokenBudgetSampler,
+    sampling,
+)
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -125,3 +133,22 @@ def test_monitor_ratio_follows_the_callers_trace(capgw: GroundwatchTelemetry) ->
                 if monitor.stats.snapshot()[0].get(("sampled", None), 0) > before:
                     picked[i].append(span.get_span_context().trace_id)
     assert picked[0] == picked[1] and 30 < len(picked[0]) < 90
+
+
+def test_token_budget_refuses_once_spent_and_refills(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [5000.0]
+    monkeypatch.setattr(sampling.time, "monotonic", lambda: now[0])
+    budget = TokenBudgetSampler(100)
+    # Inside a route sampler: the monitor still feeds it the results.
+    monitor = capgw.monitor(judge=EchoJudge(), sampler=RouteSampler({}, default=budget))
+    answer = "It is three metres tall, as the passage says."  # 45 input + 1 output tokens
+    for _ in range(4):
+        monitor.record(question="q", contexts=["x"], answer=answer)
+        capgw.flush()
+    points = {a[sc.GROUNDWATCH_DECISION]: v for a, v in capgw.metric_points(sc.METRIC_RECORDS)}
+    assert points == {"sampled": 3, "over_budget": 1}
+    assert budget._tokens == 100 - 3 * 46
+    now[0] += 3600 * 46 / 100  # an hour's refill rate: 46 tokens back
+    assert budget.decide(rec()) is Decision.SAMPLED

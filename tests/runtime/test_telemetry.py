@@ -244,3 +244,19 @@ def test_user_attributes_go_on_the_span(capgw: GroundwatchTelemetry) -> None:
     attrs = _attrs(capgw.spans()[0])
     assert attrs["app.tenant"] == "acme" and attrs["app.tier"] == 2
     assert "app.bad" not in attrs
+
+
+def test_no_claims_has_a_label_and_no_fake_numbers(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge())
+    monitor.record(question="q", contexts=[PASSAGE], answer="")
+    [span] = capgw.spans()
+    attrs = _attrs(span)
+    assert attrs[sc.GROUNDWATCH_LABEL] == "no_claims"
+    assert sc.GROUNDWATCH_FAITHFULNESS not in attrs and sc.GROUNDWATCH_GROUNDEDNESS not in attrs
+    assert attrs[sc.GROUNDWATCH_CLAIMS_SUPPORTED] == 0
+    for event in capgw.events():
+        ev_attrs = dict(event.log_record.attributes or {})
+        assert ev_attrs[sc.GEN_AI_EVALUATION_SCORE_LABEL] == "no_claims"
+        assert sc.GEN_AI_EVALUATION_SCORE_VALUE not in ev_attrs and sc.ERROR_TYPE not in ev_attrs
+    assert capgw.metric_points(sc.METRIC_EVALUATION_SCORE) == []
+    assert capgw.metric_points(sc.METRIC_EVALUATIONS) == [({sc.GROUNDWATCH_LABEL: "no_claims"}, 1)]

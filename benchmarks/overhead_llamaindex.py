@@ -297,7 +297,7 @@ def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
         Config("no handler"),
         noop_config(),
         monitor_config("groundwatch, sampling 0", 0.0),
-        monitor_config("groundwatch, sampling 1 (worker thread)", 1.0),
+        monitor_config("groundwatch, sampling 1 (worker thread)", 1.0, executor="thread"),
     ]
     oop = out_of_process_kwargs()
     if oop is not None:

@@ -383,3 +383,22 @@ def test_suppressed_instrumentation_makes_no_record(
     engine.query(QUESTIONS["fuji"])
     assert len(monitor.records) == 1
     assert_clean()
+
+
+async def test_async_stream_closed_early_records_what_was_shown(
+    index: VectorStoreIndex, llm: ContextAnswerLLM, monitor: RecordingMonitor
+) -> None:
+    engine = index.as_query_engine(llm=llm, streaming=True)
+    response = await engine.aquery(QUESTIONS["everest"])
+    stream = response.response_gen
+    first = await stream.__anext__()
+    await stream.aclose()
+    [record] = monitor.records
+    assert record["answer"] == first == "Mount "
+    assert record["attributes"]["llama_index.stream"] == "closed"
+
+    # Closed before it was ever read: nothing was shown, nothing is recorded or kept.
+    unread = await engine.aquery(QUESTIONS["fuji"])
+    await unread.response_gen.aclose()
+    assert len(monitor.records) == 1 and monitor.failures == []
+    assert_clean()

@@ -518,8 +518,6 @@ class Capture:
             with self._lock:
                 if isinstance(outcome, BaseException):
                     root.error = type(outcome).__name__
-                elif not parts and not outcome:
-                    root.error = "stream_closed"  # closed before the first token
                 else:
                     root.answer = "".join(parts)
                     root.stream = "complete" if outcome else "closed"

@@ -1,0 +1,417 @@
+"""Request-path overhead of groundwatch on a LlamaIndex query engine, paired in one process.
+
+Every configuration runs the same queries on the same ``VectorStoreIndex`` (in-memory vectors, a
+deterministic embedding and an extractive LLM, so LlamaIndex's own work dominates, as with a
+fast model server). Each round runs one block of queries per configuration, in a shuffled order;
+a block's mean time per query is divided by the no-handler block of the same round, and the table
+shows the median of those ratios over the rounds, for wall time (what a caller waits, including
+time the request thread waits for the GIL while groundwatch's worker thread scores) and for the
+CPU time of the request thread (the request-path work itself; less sensitive to other processes
+on a busy machine), plus the ratio of the fastest blocks' CPU time (the least disturbed ones).
+
+    python benchmarks/overhead_llamaindex.py            # ~1-2 minutes
+    python benchmarks/overhead_llamaindex.py --blocks 10   # a quick look
+    python benchmarks/overhead_llamaindex.py --blocks 30 --llm-latency-ms 20   # a model that waits
+
+With no LLM latency (the default) a query is ~3 ms of pure CPU work, a worst case for anything
+running in the same interpreter; with a real model server most of a query is waiting.
+
+Configurations: no handler; a no-op span + event handler on the dispatcher; groundwatch at
+sampling 0 and 1 (LocalJudge, scoring on the background worker, and in a worker process when the
+runtime offers it); OpenInference's LlamaIndex instrumentor exporting to a discarding exporter.
+Sampling-1 monitors are flushed after each of their blocks (untimed, the flush time is shown),
+so their background work never runs during another configuration's block; at the end every
+sampled record must have been scored (the ``groundwatch.records`` / ``groundwatch.evaluations``
+counters are read from an in-memory metric reader).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import inspect
+import random
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import groundwatch_llamaindex
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
+from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.span.base import BaseSpan
+from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.llms.custom import CustomLLM
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+import groundwatch as gw
+
+# --- the pipeline -------------------------------------------------------------------------------
+
+TOPICS = [
+    ("Eiffel Tower", "is 330 metres tall", "was completed in 1889"),
+    ("Mount Fuji", "is 3776 metres high", "last erupted in 1707"),
+    ("Great Wall of China", "is over 21000 kilometres long", "was built over many centuries"),
+    ("Amazon river", "carries more water than any other river", "flows through Brazil"),
+    ("Sahara desert", "covers about nine million square kilometres", "lies in north Africa"),
+    ("Mount Everest", "is 8849 metres high", "was first climbed in 1953"),
+    ("Lake Baikal", "is 1642 metres deep", "holds a fifth of the world's fresh water"),
+    ("Golden Gate Bridge", "is 2737 metres long", "opened in 1937"),
+]
+_WORD = re.compile(r"[a-z0-9]+")
+_SENTENCE = re.compile(r"[A-Z][^.\n]*\.")
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def build_documents() -> list[Document]:
+    docs = []
+    for i, (name, fact1, fact2) in enumerate(TOPICS):
+        text = (
+            f"The {name} {fact1}. The {name} {fact2}. Visitors often ask about the {name}, "
+            f"and guides repeat that it {fact1.split(' ', 1)[1]}."
+        )
+        docs.append(Document(text=text, id_=f"doc-{i}", metadata={"topic": name}))
+    return docs
+
+
+QUESTIONS = [f"What do we know about the {name}?" for name, _, _ in TOPICS]
+
+
+class HashEmbedding(BaseEmbedding):
+    """Bag of hashed words: cheap and query-dependent."""
+
+    def _vector(self, text: str) -> list[float]:
+        vec = [0.0] * 256
+        for word in _words(text):
+            vec[int(hashlib.md5(word.encode()).hexdigest()[:8], 16) % 256] += 1.0
+        return vec
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+class ExtractiveLLM(CustomLLM):
+    """Answers with the two context sentences sharing most words with the query.
+
+    ``latency_s`` makes each call wait like a call to a model server (the GIL is free meanwhile).
+    """
+
+    latency_s: float = 0.0
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="extractive")
+
+    def _answer(self, prompt: str) -> str:
+        query = prompt.rsplit("Query:", 1)[-1].split("\n", 1)[0]
+        wanted = _words(query)
+        sentences = _SENTENCE.findall(prompt.rsplit("Query:", 1)[0])
+        ranked = sorted(sentences, key=lambda s: -len(wanted & _words(s)))
+        return " ".join(ranked[:2])
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        return CompletionResponse(text=self._answer(prompt))
+
+    @llm_completion_callback()
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseGen:
+        text = self._answer(prompt)
+        yield CompletionResponse(text=text, delta=text)
+
+
+# --- configurations -------------------------------------------------------------------------------
+
+
+class NoopSpanHandler(BaseSpanHandler[BaseSpan]):
+    def new_span(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        parent_span_id: str | None = None,
+        tags: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> BaseSpan | None:
+        return None
+
+    def prepare_to_exit_span(self, id_: str, bound_args: Any, **kwargs: Any) -> BaseSpan | None:
+        return None
+
+    def prepare_to_drop_span(self, id_: str, bound_args: Any, **kwargs: Any) -> BaseSpan | None:
+        return None
+
+
+class NoopEventHandler(BaseEventHandler):
+    def handle(self, event: Any, **kwargs: Any) -> Any:
+        return None
+
+
+class DiscardingExporter(SpanExporter):
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+@dataclass
+class Config:
+    name: str
+    setup: Callable[[], None] = lambda: None
+    teardown: Callable[[], None] = lambda: None
+    after_block: Callable[[], None] | None = None
+    block_means: list[float] = field(default_factory=list)
+    block_cpu: list[float] = field(default_factory=list)
+    wall_ratios: list[float] = field(default_factory=list)
+    cpu_ratios: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    flush_s: list[float] = field(default_factory=list)
+    other_cpu_s: float = 0.0  # CPU of this process's other threads during blocks and flushes
+    queries_run: int = 0
+    monitor: Any = None
+    reader: InMemoryMetricReader | None = None
+    scored: list[int] = field(default_factory=lambda: [0])
+
+
+def _counter(reader: InMemoryMetricReader, name: str, key: str) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    data = reader.get_metrics_data()
+    for rm in data.resource_metrics if data else []:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name != name:
+                    continue
+                for point in metric.data.data_points:  # type: ignore[union-attr]
+                    label = str(point.attributes.get(key)) if point.attributes else "?"
+                    totals[label] = totals.get(label, 0) + int(point.value)  # type: ignore[union-attr]
+    return totals
+
+
+def monitor_config(name: str, rate: float, **monitor_kwargs: Any) -> Config:
+    reader = InMemoryMetricReader()
+    config = Config(name=name, reader=reader)
+
+    def on_result(record: Any, evaluation: Any) -> None:
+        config.scored[0] += 1
+
+    config.monitor = gw.Monitor(
+        judge=gw.LocalJudge(),
+        sampler=gw.RatioSampler(rate),
+        tracer_provider=TracerProvider(),
+        meter_provider=MeterProvider(metric_readers=[reader]),
+        on_result=on_result,
+        max_queue_size=100_000,
+        shutdown_on_exit=False,
+        **monitor_kwargs,
+    )
+    config.setup = lambda: groundwatch_llamaindex.instrument(config.monitor)
+    config.teardown = groundwatch_llamaindex.uninstrument
+    if rate > 0:
+
+        def flush() -> None:
+            start = time.perf_counter()
+            config.monitor.force_flush(timeout_millis=120_000)
+            config.flush_s.append(time.perf_counter() - start)
+
+        config.after_block = flush
+    return config
+
+
+def noop_config() -> Config:
+    span_handler, event_handler = NoopSpanHandler(), NoopEventHandler()
+    dispatcher = get_dispatcher()
+
+    def setup() -> None:
+        dispatcher.add_span_handler(span_handler)
+        dispatcher.add_event_handler(event_handler)
+
+    def teardown() -> None:
+        dispatcher.span_handlers.remove(span_handler)
+        dispatcher.event_handlers.remove(event_handler)
+
+    return Config("no-op dispatcher handler", setup, teardown)
+
+
+def openinference_config() -> Config | None:
+    try:
+        from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+    except ImportError:
+        return None
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(DiscardingExporter()))
+    instrumentor = LlamaIndexInstrumentor()
+    return Config(
+        "OpenInference instrumentor (discarding exporter)",
+        lambda: instrumentor.instrument(tracer_provider=provider),
+        instrumentor.uninstrument,
+    )
+
+
+def out_of_process_kwargs() -> dict[str, Any] | None:
+    """The runtime's option to score in a worker process, if this version has a working one."""
+    if "executor" not in inspect.signature(gw.Monitor).parameters:
+        return None
+    try:
+        gw.Monitor(executor="process", shutdown_on_exit=False).shutdown(10_000)
+    except Exception as exc:
+        print(f"(executor='process' unavailable: {exc})", file=sys.stderr)
+        return None
+    return {"executor": "process"}
+
+
+# --- run ----------------------------------------------------------------------------------------
+
+
+def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
+    documents = build_documents()
+    index = VectorStoreIndex.from_documents(documents, embed_model=HashEmbedding())
+    llm = ExtractiveLLM(latency_s=llm_latency_ms / 1000)
+    engine = index.as_query_engine(llm=llm, similarity_top_k=3)
+
+    configs = [
+        Config("no handler"),
+        noop_config(),
+        monitor_config("groundwatch, sampling 0", 0.0),
+        monitor_config("groundwatch, sampling 1 (worker thread)", 1.0, executor="thread"),
+    ]
+    oop = out_of_process_kwargs()
+    if oop is not None:
+        configs.append(monitor_config("groundwatch, sampling 1 (worker process)", 1.0, **oop))
+    oi = openinference_config()
+    if oi is not None:
+        configs.append(oi)
+
+    rng = random.Random(seed)
+    for question in QUESTIONS:  # warm caches, imports, first-call paths
+        engine.query(question)
+    for config in configs:
+        config.setup()
+        for question in QUESTIONS:
+            engine.query(question)
+        config.teardown()
+        if config.after_block:
+            config.after_block()
+            config.flush_s.clear()
+
+    started = time.perf_counter()
+    for _ in range(blocks):
+        order = configs[:]
+        rng.shuffle(order)
+        for config in order:
+            config.setup()
+            gc.collect()
+            process_start = time.process_time()
+            cpu_start = time.thread_time()
+            block_start = time.perf_counter()
+            for i in range(queries):
+                t0 = time.perf_counter()
+                engine.query(QUESTIONS[i % len(QUESTIONS)])
+                config.latencies.append(time.perf_counter() - t0)
+            config.block_means.append((time.perf_counter() - block_start) / queries)
+            config.block_cpu.append((time.thread_time() - cpu_start) / queries)
+            config.teardown()
+            if config.after_block:
+                config.after_block()
+            process_cpu = time.process_time() - process_start
+            config.other_cpu_s += process_cpu - (time.thread_time() - cpu_start)
+            config.queries_run += queries
+        # Ratios within a round (blocks close in time) resist the machine's load drifting.
+        base_wall, base_cpu = configs[0].block_means[-1], configs[0].block_cpu[-1]
+        for config in configs:
+            config.wall_ratios.append(config.block_means[-1] / base_wall)
+            config.cpu_ratios.append(config.block_cpu[-1] / base_cpu)
+    elapsed = time.perf_counter() - started
+
+    base = statistics.median(configs[0].block_means)
+    base_p99 = _p99(configs[0].latencies)
+    print(
+        f"LlamaIndex query engine, {blocks} rounds x {queries} queries per configuration, "
+        f"interleaved ({elapsed:.0f} s); LLM latency {llm_latency_ms:g} ms; "
+        f"no handler: {base * 1e3:.2f} ms/query wall, "
+        f"{statistics.median(configs[0].block_cpu) * 1e3:.2f} ms CPU of the request thread\n"
+    )
+    print(
+        "| configuration | wall time ratio | request-thread CPU ratio | CPU, fastest blocks "
+        "| p99 latency ratio | flush after block | other threads' CPU per query |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    base_cpu_min = min(configs[0].block_cpu)
+    for config in configs:
+        flush = f"{statistics.median(config.flush_s) * 1e3:.0f} ms" if config.flush_s else "-"
+        print(
+            f"| {config.name} | {statistics.median(config.wall_ratios):.3f}x | "
+            f"{statistics.median(config.cpu_ratios):.3f}x | "
+            f"{min(config.block_cpu) / base_cpu_min:.3f}x | "
+            f"{_p99(config.latencies) / base_p99:.2f}x | {flush} | "
+            f"{config.other_cpu_s / config.queries_run * 1e3:.2f} ms |"
+        )
+
+    problems = 0
+    print()
+    for config in configs:
+        if config.monitor is None:
+            continue
+        ok = config.monitor.shutdown(timeout_millis=120_000)
+        assert config.reader is not None
+        decisions = _counter(config.reader, "groundwatch.records", "groundwatch.decision")
+        labels = _counter(config.reader, "groundwatch.evaluations", "groundwatch.label")
+        sampled = decisions.get("sampled", 0)
+        dropped = sum(v for k, v in decisions.items() if k not in ("sampled", "not_sampled"))
+        evaluated = sum(labels.values())
+        print(
+            f"{config.name}: records {sum(decisions.values())}, sampled {sampled}, "
+            f"scored {config.scored[0]} (evaluations {evaluated}: {labels}), "
+            f"dropped {dropped} {decisions}, shutdown in time: {ok}"
+        )
+        if sampled and (config.scored[0] != sampled or dropped or not ok):
+            problems += 1
+    return 1 if problems else 0
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--blocks", type=int, default=60, help="rounds over every config")
+    parser.add_argument("--queries", type=int, default=10, help="queries per block")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--llm-latency-ms",
+        type=float,
+        default=0.0,
+        help="make each LLM call wait this long, like a model server (default 0: CPU only)",
+    )
+    args = parser.parse_args(argv)
+    return run(args.blocks, args.queries, args.seed, args.llm_latency_ms)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,760 @@
+"""Span and event handlers that turn LlamaIndex queries and chat turns into groundwatch records.
+
+LlamaIndex's instrumentation dispatcher calls every registered span handler when a decorated
+method starts (``span_enter``), returns (``span_exit``) or raises (``span_drop``), and every event
+handler for each event, on the thread (or asyncio task) doing the work. A *root* is the span of a
+top-level ``query``/``aquery``/``chat``/``achat``/``stream_chat``/``astream_chat`` call on a query
+or chat engine: one whose parent span is not itself part of a tracked root. Every span entered
+below a root is mapped to it (span id -> root), so events such as ``RetrievalEndEvent`` can be
+attributed to the right query even when many run concurrently. The map is cleaned when the root
+is finished, however it finishes, and is bounded.
+
+Work done here runs on the host's request path, so it is capture only: remember references,
+turn the chosen nodes into passage mappings at the end and hand them to ``Monitor.record`` (which
+only samples and enqueues). Nothing here raises into LlamaIndex: every entry point is guarded,
+and failures are logged with a rate limit and counted (``groundwatch._guard``, the core's).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+import time
+import weakref
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.base.response.schema import (
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
+from llama_index.core.chat_engine.types import (
+    AgentChatResponse,
+    BaseChatEngine,
+    StreamingAgentChatResponse,
+)
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent
+from llama_index.core.instrumentation.span import BaseSpan
+from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from opentelemetry import context as otel_context
+from opentelemetry import trace as trace_api
+
+from groundwatch import _guard
+
+if TYPE_CHECKING:
+    from groundwatch import Monitor
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+ROOT_METHODS = frozenset({"query", "aquery", "chat", "achat", "stream_chat", "astream_chat"})
+"""Engine methods whose span starts a record when no tracked span encloses it."""
+
+_WRITER_METHODS = frozenset({"write_response_to_history", "awrite_response_to_history"})
+"""Methods of ``StreamingAgentChatResponse`` that consume a streamed chat answer to its end."""
+
+DEFAULT_MAX_OPEN_ROOTS = 4096
+"""Queries tracked at once; beyond it the oldest is given up (counted as ``evicted``)."""
+
+DEFAULT_PENDING_TIMEOUT_S = 600.0
+"""How long a streamed chat answer may stay unfinished before its query is given up."""
+
+MAX_SPANS_PER_ROOT = 10_000
+MAX_NODES_PER_ROOT = 1_000
+
+_OTHER, _ENGINE, _CHAT_STREAM = 0, 1, 2
+_kinds: dict[type, int] = {}
+_retrieval_types: dict[type, bool] = {}
+
+
+def _kind(instance: Any) -> int:
+    """What a span's instance is, cached per type.
+
+    ``isinstance`` against LlamaIndex's abstract engine classes goes through ``ABCMeta`` and
+    costs microseconds; this runs on every span of every query, so it is asked once per type.
+    """
+    cls = type(instance)
+    kind = _kinds.get(cls)
+    if kind is None:
+        if issubclass(cls, (BaseQueryEngine, BaseChatEngine)):
+            kind = _ENGINE
+        elif issubclass(cls, StreamingAgentChatResponse):
+            kind = _CHAT_STREAM
+        else:
+            kind = _OTHER
+        if len(_kinds) < 4096:
+            _kinds[cls] = kind
+    return kind
+
+
+class MonitorLike(Protocol):
+    """What the handlers need from a ``groundwatch.Monitor``."""
+
+    def record(
+        self,
+        *,
+        question: str | None,
+        contexts: Sequence[Any],
+        answer: str,
+        span_context: trace_api.SpanContext | None = None,
+        route: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        always_score: bool = False,
+    ) -> None: ...
+
+    def record_failure(self, error_type: str, *, route: str | None = None) -> None: ...
+
+
+if TYPE_CHECKING:
+
+    def _monitor_is_monitor_like(monitor: Monitor) -> MonitorLike:
+        return monitor  # mypy checks that the real Monitor fits the protocol
+
+
+class _Binding:
+    """One ``instrument()`` call: where records go, and which engine they come from."""
+
+    __slots__ = ("engine", "monitor", "route")
+
+    def __init__(
+        self, monitor: MonitorLike, route: str | None, engine: weakref.ref[Any] | None
+    ) -> None:
+        self.monitor = monitor
+        self.route = route
+        self.engine = engine
+
+
+class _Root:
+    """Everything captured for one top-level query or chat turn."""
+
+    __slots__ = (
+        "answer",
+        "binding",
+        "engine",
+        "error",
+        "exited",
+        "exited_at",
+        "finished",
+        "id",
+        "pending",
+        "question",
+        "retrieved",
+        "source_nodes",
+        "span_context",
+        "span_ids",
+        "stream",
+        "writer_seen",
+    )
+
+    def __init__(
+        self,
+        id_: str,
+        binding: _Binding,
+        engine: str,
+        question: str | None,
+        span_context: trace_api.SpanContext | None,
+    ) -> None:
+        self.id = id_
+        self.binding = binding
+        self.engine = engine
+        self.question = question
+        self.span_context = span_context
+        self.span_ids: list[str] = [id_]
+        self.retrieved: list[NodeWithScore] = []
+        self.source_nodes: list[NodeWithScore] | None = None
+        self.answer: str | None = None
+        self.error: str | None = None
+        self.stream: str | None = None  # None, "complete" or "closed"
+        self.pending = 0  # stream consumers still running (chat writers, wrapped generators)
+        self.exited = False
+        self.exited_at = 0.0
+        self.finished = False
+        self.writer_seen = False
+
+
+def _guarded(where: str) -> Callable[[_F], _F]:
+    """Never let an exception out of a handler method into LlamaIndex: log, count, go on."""
+
+    def decorate(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except Exception as exc:
+                self._capture.internal_error(where, exc)
+                return None
+
+        return cast(_F, wrapper)
+
+    return decorate
+
+
+_SUPPRESS_KEYS = (
+    getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation"),
+    "suppress_instrumentation",
+)
+
+
+def _suppressed() -> bool:
+    """Instrumentation is suppressed here, as on groundwatch's worker while a judge runs: a judge
+    that queries LlamaIndex itself must not feed records back into the monitor."""
+    return any(otel_context.get_value(key) for key in _SUPPRESS_KEYS)
+
+
+def _query_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, QueryBundle):
+        return value.query_str
+    content = getattr(value, "content", None)  # a ChatMessage
+    return content if isinstance(content, str) else None
+
+
+def _question(bound_args: inspect.BoundArguments) -> str | None:
+    arguments = bound_args.arguments
+    for key in ("str_or_query_bundle", "message", "query"):
+        if key in arguments:
+            return _query_text(arguments[key])
+    return None
+
+
+def _method(span_id: str) -> str:
+    # Span ids are "<Class>.<method>-<uuid4>" (see Dispatcher.span).
+    return span_id.partition("-")[0].rpartition(".")[2]
+
+
+def _node_key(node: NodeWithScore) -> str:
+    return node.node.node_id
+
+
+def _select_nodes(root: _Root) -> list[NodeWithScore]:
+    """The nodes the answer was generated from.
+
+    The final response's source nodes are what the LLM saw (after post-processors and
+    re-rankers). Engines that synthesise over derived nodes as well (a sub-question engine adds
+    one "Sub question: ... Response: ..." node per sub-answer) also list the retrieved nodes
+    there; when some source nodes were retrieved in this query, only those are kept, so the
+    answer is checked against the documents. Without source nodes, every retrieved node counts.
+    """
+    retrieved_ids = {_node_key(n) for n in root.retrieved}
+    chosen = root.source_nodes or []
+    if chosen and retrieved_ids:
+        kept = [n for n in chosen if _node_key(n) in retrieved_ids]
+        if kept:
+            chosen = kept
+    if not chosen:
+        chosen = root.retrieved
+    seen: set[str] = set()
+    unique: list[NodeWithScore] = []
+    for n in chosen:
+        key = _node_key(n)
+        if key not in seen:
+            seen.add(key)
+            unique.append(n)
+    return unique
+
+
+def _passage(node: NodeWithScore) -> dict[str, Any]:
+    """A node as a passage mapping (``text``, ``id``, ``score``, ``metadata``).
+
+    A plain mapping rather than a :class:`groundwatch.Passage`: the monitor validates it into a
+    ``Passage`` on its worker, and only for sampled records, which keeps pydantic validation off
+    the request path. The text and a shallow copy of the metadata are taken now, so nothing of
+    LlamaIndex is referenced once the query has returned.
+    """
+    inner = node.node
+    return {
+        "text": inner.get_content(),
+        "id": inner.node_id,
+        "score": node.score,
+        "metadata": dict(inner.metadata),
+    }
+
+
+class Capture:
+    """The state shared by the span and event handlers: bindings and per-query roots."""
+
+    def __init__(
+        self,
+        *,
+        max_open_roots: int = DEFAULT_MAX_OPEN_ROOTS,
+        pending_timeout_s: float = DEFAULT_PENDING_TIMEOUT_S,
+    ) -> None:
+        # Re-entrant: a stream wrapper may be finalised by the garbage collector while this
+        # thread holds the lock, and its end calls back in here.
+        self._lock = threading.RLock()
+        self._bindings: tuple[_Binding, ...] = ()
+        self._spans: dict[str, _Root] = {}
+        self._roots: dict[str, _Root] = {}  # insertion order = age, for eviction
+        self._max_open_roots = max_open_roots
+        self._pending_timeout_s = pending_timeout_s
+        self.errors = 0
+        """Internal failures caught by the guards (tests assert it stays 0)."""
+        self.evicted = 0
+        reinit = weakref.WeakMethod(self._after_fork)  # weak: a fork hook cannot be removed
+
+        def after_fork_in_child() -> None:
+            method = reinit()
+            if method is not None:
+                method()
+
+        os.register_at_fork(after_in_child=after_fork_in_child)
+
+    def _after_fork(self) -> None:
+        # The parent's queries do not continue in the child, and another thread may have held
+        # the lock at the moment of the fork: start afresh.
+        self._lock = threading.RLock()
+        self._spans = {}
+        self._roots = {}
+
+    # --- bindings ---------------------------------------------------------------------------
+
+    def bind(self, monitor: MonitorLike, route: str | None, engine: Any | None) -> None:
+        ref = weakref.ref(engine) if engine is not None else None
+        with self._lock:
+            kept = []
+            for b in self._bindings:
+                target = b.engine() if b.engine is not None else None
+                if b.engine is not None and target is None:
+                    continue  # its engine is gone
+                if target is engine:
+                    continue  # replaced by this call (the global binding when engine is None)
+                kept.append(b)
+            kept.append(_Binding(monitor, route, ref))
+            # Engine-scoped bindings win over a global one.
+            kept.sort(key=lambda b: b.engine is None)
+            self._bindings = tuple(kept)
+
+    def unbind(self, engine: Any | None) -> None:
+        with self._lock:
+            self._bindings = tuple(
+                b
+                for b in self._bindings
+                if (b.engine() if b.engine is not None else None) is not engine
+            )
+
+    def forget_all(self) -> None:
+        """Drop every query in flight (dispatcher shutdown)."""
+        with self._lock:
+            for root in self._roots.values():
+                root.finished = True
+            self._spans.clear()
+            self._roots.clear()
+
+    def unbind_all(self) -> None:
+        with self._lock:
+            self._bindings = ()
+        self.forget_all()
+
+    @property
+    def open_roots(self) -> int:
+        """Queries being tracked right now."""
+        return len(self._roots)
+
+    @property
+    def tracked_spans(self) -> int:
+        return len(self._spans)
+
+    def _match(self, instance: Any) -> _Binding | None:
+        for binding in self._bindings:
+            if binding.engine is None or binding.engine() is instance:
+                return binding
+        return None
+
+    def internal_error(self, where: str, exc: BaseException) -> None:
+        self.errors += 1
+        # Counted in groundwatch.errors and logged at most once a minute by the core's guard;
+        # never re-raised: the caller is LlamaIndex (or the application iterating a stream).
+        _guard.internal_error(f"llama_index {where}", exc, reraise=False)
+
+    # --- spans ------------------------------------------------------------------------------
+
+    def enter(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any,
+        parent_span_id: str | None,
+    ) -> None:
+        if not self._bindings:
+            return
+        if parent_span_id is not None:
+            parent_root = self._spans.get(parent_span_id)
+            if parent_root is not None:
+                with self._lock:
+                    if parent_root.id in self._roots and len(parent_root.span_ids) < (
+                        MAX_SPANS_PER_ROOT
+                    ):
+                        self._spans[id_] = parent_root
+                        parent_root.span_ids.append(id_)
+                        if _kind(instance) == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
+                            # Counted at the root's exit already when it exited first.
+                            if not (parent_root.exited and not parent_root.writer_seen):
+                                parent_root.pending += 1
+                            parent_root.writer_seen = True
+                return
+        if _kind(instance) != _ENGINE or _method(id_) not in ROOT_METHODS:
+            return
+        binding = self._match(instance)
+        if binding is None or _suppressed():
+            return
+        span_context = trace_api.get_current_span().get_span_context()
+        root = _Root(
+            id_,
+            binding,
+            type(instance).__name__,
+            _question(bound_args),
+            span_context if span_context.is_valid else None,
+        )
+        evicted: list[_Root] = []
+        with self._lock:
+            evicted = self._evict_locked()
+            self._roots[id_] = root
+            self._spans[id_] = root
+        for old in evicted:
+            self._give_up(old, "evicted")
+
+    def _evict_locked(self) -> list[_Root]:
+        evicted: list[_Root] = []
+        now = time.monotonic()
+        while self._roots:
+            oldest = next(iter(self._roots.values()))
+            stale = oldest.exited and now - oldest.exited_at > self._pending_timeout_s
+            if not stale and len(self._roots) < self._max_open_roots:
+                break
+            self._forget_locked(oldest)
+            if not oldest.finished:
+                oldest.finished = True
+                evicted.append(oldest)
+        return evicted
+
+    def _forget_locked(self, root: _Root) -> None:
+        self._roots.pop(root.id, None)
+        spans = self._spans
+        for span_id in root.span_ids:
+            spans.pop(span_id, None)
+
+    def exit(self, id_: str, instance: Any, result: Any) -> None:
+        root = self._spans.get(id_)
+        if root is None:
+            return
+        if id_ == root.id:
+            self._root_exit(root, result)
+        elif _kind(instance) == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
+            # The chat writer has consumed the whole LLM stream; .response is the full text.
+            with self._lock:
+                root.answer = instance.response
+                root.stream = "complete"
+                root.pending -= 1
+            self._maybe_finish(root)
+
+    def drop(self, id_: str, instance: Any, err: BaseException | None) -> None:
+        root = self._spans.get(id_)
+        if root is None:
+            return
+        error_type = type(err).__name__ if err is not None else "dropped"
+        if id_ == root.id:
+            with self._lock:
+                root.error = error_type
+                root.exited = True
+                root.exited_at = time.monotonic()
+            self._maybe_finish(root)
+        elif _kind(instance) == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
+            with self._lock:
+                root.error = error_type
+                root.pending -= 1
+            self._maybe_finish(root)
+
+    def _root_exit(self, root: _Root, result: Any) -> None:
+        source_nodes = getattr(result, "source_nodes", None)
+        if isinstance(source_nodes, list):
+            root.source_nodes = source_nodes
+        streamed = False
+        if isinstance(result, StreamingResponse) and result.response_txt is None:
+            streamed = True
+            result.response_gen = _sync_stream(self, root, result.response_gen)
+        elif isinstance(result, AsyncStreamingResponse) and result.response_txt is None:
+            streamed = True
+            result.response_gen = _async_stream(self, root, result.response_gen)
+        elif isinstance(result, StreamingAgentChatResponse):
+            # The answer arrives when the writer span (a thread or a task the chat engine
+            # started) exits; it may already have, or not have started yet.
+            with self._lock:
+                if not root.writer_seen:
+                    root.pending += 1
+        elif isinstance(result, (Response, AgentChatResponse)):
+            root.answer = result.response
+        elif isinstance(result, (StreamingResponse, AsyncStreamingResponse)):
+            root.answer = result.response_txt
+        elif result is not None:
+            root.answer = str(result)  # PydanticResponse and the like
+        with self._lock:
+            root.exited = True
+            root.exited_at = time.monotonic()
+            if streamed:
+                # Nothing below the root can start any more; the wrapped stream alone holds the
+                # query from here, so a stream nobody consumes leaves nothing behind.
+                root.pending += 1
+                self._forget_locked(root)
+        self._maybe_finish(root)
+
+    def stream_end(self, root: _Root, parts: list[str], outcome: BaseException | bool) -> None:
+        """A wrapped stream ended: exhausted (True), closed early (False) or failed."""
+        try:
+            with self._lock:
+                if isinstance(outcome, BaseException):
+                    root.error = type(outcome).__name__
+                else:
+                    root.answer = "".join(parts)
+                    root.stream = "complete" if outcome else "closed"
+                root.pending -= 1
+            self._maybe_finish(root)
+        except Exception as exc:
+            self.internal_error("stream end", exc)
+
+    def _maybe_finish(self, root: _Root) -> None:
+        with self._lock:
+            if root.finished or not root.exited or root.pending > 0:
+                return
+            root.finished = True
+            self._forget_locked(root)
+        self._finish(root)
+
+    def _give_up(self, root: _Root, error_type: str) -> None:
+        self.evicted += 1
+        if root.binding in self._bindings:
+            root.binding.monitor.record_failure(error_type, route=root.binding.route)
+
+    def _finish(self, root: _Root) -> None:
+        binding = root.binding
+        if binding not in self._bindings:
+            return  # uninstrumented meanwhile
+        monitor = binding.monitor
+        if root.error is not None:
+            monitor.record_failure(root.error, route=binding.route)
+            return
+        if root.answer is None:
+            monitor.record_failure("no_answer", route=binding.route)
+            return
+        if len(root.retrieved) > MAX_NODES_PER_ROOT:
+            del root.retrieved[MAX_NODES_PER_ROOT:]
+        contexts = [_passage(n) for n in _select_nodes(root)[:MAX_NODES_PER_ROOT]]
+        attributes: dict[str, Any] = {"llama_index.engine": root.engine}
+        if root.stream is not None:
+            attributes["llama_index.stream"] = root.stream
+        monitor.record(
+            question=root.question,
+            contexts=contexts,
+            answer=root.answer,
+            span_context=root.span_context,
+            route=binding.route,
+            attributes=attributes,
+        )
+
+    # --- events -----------------------------------------------------------------------------
+
+    def retrieval(self, event: Any) -> None:
+        """Keeps the nodes of a ``RetrievalEndEvent`` for the query it happened in."""
+        span_id = event.span_id
+        root = self._spans.get(span_id) if span_id is not None else None
+        if root is None:
+            return  # a retriever used on its own, or a query not tracked
+        with self._lock:
+            room = MAX_NODES_PER_ROOT - len(root.retrieved)
+            if room > 0:
+                root.retrieved.extend(event.nodes[:room])
+
+
+def _sync_stream(capture: Capture, root: _Root, inner: Iterator[str]) -> Generator[str, None, None]:
+    """Wraps a query engine's token generator; records once it is exhausted or closed.
+
+    A consumer that stops early closes the generator (explicitly, or when it is garbage
+    collected): the text shown so far is recorded, marked ``llama_index.stream = closed``.
+    """
+    parts: list[str] = []
+    outcome: BaseException | bool = False  # True: exhausted; an exception: failed
+    try:
+        for token in inner:
+            parts.append(token)
+            yield token
+        outcome = True
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        outcome = exc
+        raise
+    finally:
+        capture.stream_end(root, parts, outcome)
+
+
+async def _async_stream(
+    capture: Capture, root: _Root, inner: AsyncIterator[str]
+) -> AsyncGenerator[str, None]:
+    """Async twin of :func:`_sync_stream`."""
+    parts: list[str] = []
+    outcome: BaseException | bool = False
+    try:
+        async for token in inner:
+            parts.append(token)
+            yield token
+        outcome = True
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        outcome = exc
+        raise
+    finally:
+        capture.stream_end(root, parts, outcome)
+
+
+def _set_capture(handler: Any, capture: Capture) -> None:
+    # A plain instance attribute, not a pydantic PrivateAttr: private attributes are read through
+    # BaseModel.__getattr__, which costs microseconds on every span and event.
+    object.__setattr__(handler, "_capture", capture)
+
+
+class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
+    """Dispatcher span handler: finds top-level queries and follows their spans.
+
+    It keeps no span objects, only the id map in :class:`Capture`, so LlamaIndex's
+    ``open_spans`` bookkeeping stays empty. The dispatcher calls ``span_enter``/``span_exit``/
+    ``span_drop`` for every span of every query; they are overridden directly (rather than the
+    ``new_span``/``prepare_to_*`` hooks the base class calls from them) to keep that path short.
+    """
+
+    _capture: Capture
+
+    def __init__(self, capture: Capture) -> None:
+        super().__init__()
+        _set_capture(self, capture)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "GroundwatchSpanHandler"
+
+    def span_enter(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        parent_id: str | None = None,
+        tags: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # The guard is written out (not a decorator): this runs for every span of every query.
+        try:
+            self._capture.enter(id_, bound_args, instance, parent_id)
+        except Exception as exc:
+            self._capture.internal_error("span start", exc)
+
+    def span_exit(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        result: Any | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # The guard is written out (not a decorator): this runs for every span of every query.
+        try:
+            self._capture.exit(id_, instance, result)
+        except Exception as exc:
+            self._capture.internal_error("span exit", exc)
+
+    def span_drop(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        err: BaseException | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # The guard is written out (not a decorator): this runs for every span of every query.
+        try:
+            self._capture.drop(id_, instance, err)
+        except Exception as exc:
+            self._capture.internal_error("span drop", exc)
+
+    def new_span(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        parent_span_id: str | None = None,
+        tags: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> BaseSpan | None:
+        self.span_enter(id_, bound_args, instance, parent_span_id, tags)
+        return None
+
+    def prepare_to_exit_span(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        result: Any | None = None,
+        **kwargs: Any,
+    ) -> BaseSpan | None:
+        self.span_exit(id_, bound_args, instance, result)
+        return None
+
+    def prepare_to_drop_span(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        err: BaseException | None = None,
+        **kwargs: Any,
+    ) -> BaseSpan | None:
+        self.span_drop(id_, bound_args, instance, err)
+        return None
+
+    @_guarded("handler close")
+    def close(self) -> None:
+        # Dispatcher.shutdown(): forget every query in flight.
+        self._capture.forget_all()
+
+
+class GroundwatchEventHandler(BaseEventHandler):
+    """Dispatcher event handler: collects the nodes of every retrieval inside a query."""
+
+    _capture: Capture
+
+    def __init__(self, capture: Capture) -> None:
+        super().__init__()
+        _set_capture(self, capture)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "GroundwatchEventHandler"
+
+    def handle(self, event: BaseEvent, **kwargs: Any) -> Any:
+        # Only retrievals matter; every other event of every query returns here at once.
+        # (isinstance goes through pydantic's ABCMeta-based metaclass: a cached type check is
+        # several times cheaper.)
+        cls = type(event)
+        is_retrieval = _retrieval_types.get(cls)
+        if is_retrieval is None:
+            is_retrieval = issubclass(cls, RetrievalEndEvent)
+            if len(_retrieval_types) < 4096:
+                _retrieval_types[cls] = is_retrieval
+        if is_retrieval:
+            try:
+                self._capture.retrieval(event)
+            except Exception as exc:
+                self._capture.internal_error("event", exc)
+        return None

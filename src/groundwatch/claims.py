@@ -1,17 +1,57 @@
-"""Splitting answers into checkable claims, for English and Chinese text."""
+"""Splitting answers into checkable claims, for English and Chinese text.
+
+An answer is cut into sentences (``. ! ?`` followed by a space, and ``。！？；`` anywhere), then
+sentences that make several statements are cut into clauses (``;``, ", and", ", but", "，但",
+"，而" ... when both sides say something checkable). What is not a claim is skipped: questions,
+refusals and "I don't know", hedges about the context ("the passage does not say"), pleasantries
+and headings such as "Here is a summary:". Offsets always point into the original answer.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-_SENTENCE = re.compile(r"[^.!?。！？；\n]+(?:[.!?。！？；]+|\n|$)")
-_NON_CLAIM = re.compile(
-    r"^\s*(i don'?t know|i do not know|i'?m not sure|i cannot|i can'?t|sorry|unfortunately,? i"
-    r"|thank you|thanks|hello|hi\b|you'?re welcome|我不知道|抱歉|对不起|不清楚|谢谢)",
-    re.I,
+from ._lexical import units
+
+# A sentence ends at . ! ? (followed by a space, a closing quote or the end) or at CJK enders,
+# or at a line break. "2.1" and "U.S. law" stay whole: the dot must be followed by space and the
+# previous token must not be a single capital letter (an initial).
+_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s*$|\s+(?![a-z]))|[。！？；]+[”’」』）)]*|\n+")
+# Abbreviations after which a full stop does not end the sentence.
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr st vs jr sr prof inc ltd co corp no fig e.g i.e etc".split()
 )
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_CLAUSE_BREAK = re.compile(
+    r";\s+|,\s+(?:and|but|while|whereas|although|though|yet)\s+|，(?:但|但是|而|而且|并且|同时|却)"
+)
+_BULLET = re.compile(r"(?:[-*•·]+|\d{1,2}[.)]|[（(]?\d{1,2}[)）]|#+)\s+")
+
+_NON_CLAIM = re.compile(
+    r"^\W*(?:"
+    r"i\s+(?:do\s+not|don'?t|cannot|can'?t|am\s+not\s+sure|'?m\s+not\s+sure|am\s+unable|'?m\s+unable)"
+    r"|i\s+(?:have\s+no|couldn'?t|could\s+not|did\s+not|didn'?t)\s+(?:find|know|information)"
+    r"|(?:sorry|apologies|unfortunately),?\s+(?:i|but\s+i|the\s+(?:context|passage|document|text|"
+    r"information|sources?)|there)"
+    r"|i'?m\s+sorry|my\s+apologies|thanks?\b|thank\s+you|you'?re\s+welcome|hello\b|hi\b|hey\b"
+    r"|hope\s+(?:this|that|it)\s+helps|i\s+hope\s+(?:this|that)|let\s+me\s+know|feel\s+free"
+    r"|great\s+question|good\s+question|sure[!.,]|certainly[!.,]|of\s+course[!.,]|happy\s+to\s+help"
+    r"|here\s+(?:is|are|'s)\b|here'?s\b|below\s+is|the\s+following"
+    r"|(?:please\s+)?(?:consult|contact|check\s+with)\b"
+    r"|我不知道|不知道|我不清楚|不清楚|我无法|无法回答|无法确定|抱歉|对不起|很抱歉|谢谢|感谢|不客气"
+    r"|你好|您好|希望(?:这|以上|对您)|如有(?:其他|任何)|以下是"
+    r")",
+    re.IGNORECASE,
+)
+# Statements about the context rather than about the world: "the passage does not mention X".
+_ABOUT_CONTEXT = re.compile(
+    r"\b(?:context|passages?|documents?|text|sources?|articles?|information\s+(?:provided|given))"
+    r"\s+(?:provided\s+|given\s+|above\s+)?(?:does\s+not|doesn'?t|do\s+not|don'?t|did\s+not|"
+    r"fails?\s+to|is\s+not|isn'?t)\s+(?:contain|provide|mention|say|include|specify|state|"
+    r"address|discuss|give|clear|enough)"
+    r"|(?:上下文|文中|文章|资料|材料|参考(?:资料|信息)?|所给信息)(?:中)?(?:没有|并未|未|没)(?:提到|提及|说明|给出|包含)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -23,17 +63,102 @@ class ClaimSpan:
     end: int
 
 
+def _sentences(text: str) -> list[tuple[int, int]]:
+    """Sentence spans ``(start, end)`` of ``text``, stripped of surrounding whitespace."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for m in _SENTENCE_END.finditer(text):
+        if text[m.start()] == "." and _is_abbreviation(text, m.start()):
+            continue
+        end = m.end()
+        if m.group(0).startswith("\n"):
+            end = m.start()
+        _add_stripped(text, pos, end, spans)
+        pos = m.end()
+    _add_stripped(text, pos, len(text), spans)
+    return spans
+
+
+def _is_abbreviation(text: str, dot: int) -> bool:
+    """Whether the full stop at ``dot`` closes an initial ("J.") or a known abbreviation."""
+    begin = dot
+    while begin > 0 and (text[begin - 1].isalpha() or text[begin - 1] == "."):
+        begin -= 1
+    word = text[begin:dot]
+    if len(word) == 1 and word.isupper():
+        return True
+    parts = word.split(".")
+    if len(parts) > 1 and all(len(x) == 1 for x in parts):  # U.S. / e.g.
+        return True
+    return word.lower() in _ABBREVIATIONS
+
+
+def _add_stripped(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if end > start:
+        out.append((start, end))
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Public helper: sentence spans of a passage or answer (used by the local judge)."""
+    return _sentences(text)
+
+
+def _checkable(text: str) -> bool:
+    found, _, _ = units(text)
+    return len(found) >= 2 or any(ch.isdigit() for ch in text)
+
+
+def _clauses(answer: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Cut one sentence at clause breaks where both sides are checkable on their own."""
+    text = answer[start:end]
+    cuts: list[tuple[int, int]] = []
+    pos = 0
+    for m in _CLAUSE_BREAK.finditer(text):
+        left = text[pos : m.start()]
+        right = text[m.end() :]
+        if len(units(left)[0]) >= 3 and len(units(right)[0]) >= 3:
+            cuts.append((pos, m.start()))
+            # Keep the conjunction with the right-hand clause ("but X" reads as a statement).
+            word = m.group(0).lstrip(";,， \t")
+            pos = m.end() - len(word) if word.strip() else m.end()
+    if not cuts:
+        return [(start, end)]
+    cuts.append((pos, len(text)))
+    out: list[tuple[int, int]] = []
+    for s, e in cuts:
+        _add_stripped(answer, start + s, start + e, out)
+    return out
+
+
+def is_claim(text: str) -> bool:
+    """Whether a sentence states something checkable (not a question, refusal or pleasantry)."""
+    stripped = text.strip()
+    if not stripped:
+        return False
+    if stripped.endswith(("?", "？")) or stripped.endswith((":", "：")):
+        return False
+    if _NON_CLAIM.match(stripped) or _ABOUT_CONTEXT.search(stripped):
+        return False
+    return _checkable(stripped)
+
+
 def split_claims(answer: str) -> list[ClaimSpan]:
-    """Split an answer into sentence-level claims, skipping questions, refusals and filler."""
+    """Split an answer into checkable claims: sentences, or clauses of compound sentences.
+
+    Questions, refusals ("I don't know", "我不知道"), remarks about the context itself, headings
+    ending in a colon and pleasantries are skipped; list bullets are left out of the claim text.
+    """
     spans: list[ClaimSpan] = []
-    for m in _SENTENCE.finditer(answer):
-        raw = m.group(0)
-        lead = len(raw) - len(raw.lstrip())
-        text = raw.strip()
-        if not text or text.endswith(("?", "？")) or _NON_CLAIM.match(text):
-            continue
-        if len(_WORD.findall(text)) < 2 and len(text) < 4:
-            continue
-        start = m.start() + lead
-        spans.append(ClaimSpan(text=text, start=start, end=start + len(text)))
+    for s_start, s_end in _sentences(answer):
+        bullet = _BULLET.match(answer, s_start, s_end)
+        if bullet:
+            s_start = bullet.end()
+        for c_start, c_end in _clauses(answer, s_start, s_end):
+            text = answer[c_start:c_end]
+            if is_claim(text):
+                spans.append(ClaimSpan(text=text, start=c_start, end=c_end))
     return spans

@@ -26,8 +26,10 @@ from .types import Claim, Evaluation, Evidence, Judgement, Label, Passage
 DEFAULT_MIN_FAITHFULNESS = 1.0
 """Any contradicted claim makes an answer hallucinated."""
 
-DEFAULT_MIN_GROUNDEDNESS = 0.75
-"""Share of claims that must be supported or inferred; tuned on ../shared/data (README)."""
+DEFAULT_MIN_GROUNDEDNESS = 0.67
+"""Share of claims that must be supported or inferred: two thirds. Chosen on ../shared/data with
+the local judge (README, "How the local judge decides"): 0.5-0.75 are within 0.01 balanced
+accuracy of each other on the dev sets; 1.0 fails long summaries for one weak claim."""
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """Tokenisation for lexical alignment, for spaced (English) and unspaced (Chinese) text.
 
-Text becomes *units*: light-stemmed content words for alphabetic scripts, and overlapping
-character bigrams for CJK runs (Chinese words are mostly two characters, and bigrams need no
-dictionary). Consecutive units also form *pairs*, which capture word order and phrasing
-("capital of France" vs "France's capital" share units, not pairs). Digits are left to
-:mod:`groundwatch._numbers`, which compares them as quantities.
+Text becomes *units*: light-stemmed content words for alphabetic scripts, and characters for
+CJK runs (no dictionary needed). Consecutive units also form *pairs*, which capture word order
+and phrasing ("capital of France" vs "France's capital" share units, not pairs); for Chinese,
+pairs are character bigrams, close to words. Numbers (digits, number words, scale words such as
+"million" or 万) are left to :mod:`groundwatch._numbers`, which compares them as quantities.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 # Word-like tokens: CJK characters one by one, runs of other letters, and citation markers
 # (matched so they can be skipped, never as evidence).
 _TOKEN = re.compile(
-    r"(?P<cite>\[\d+(?:\s*[,\-–]\s*\d+)*\])"
+    r"(?P<cite>\[\d+(?:\s*[,\-–]\s*\d+)*\]|\d+(?:[.,]\d+)*\s?(?:万亿|百万|千万|亿|万|千)?)"
     r"|(?P<cjk>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)"
     r"|(?P<word>[^\W\d_]+(?:['’][^\W\d_]+)?)"
 )
@@ -31,6 +31,8 @@ STOPWORDS = frozenset(
     not no never none nothing nor yes s t d ll re ve m o y let lets like well even still yet
     via per among within without across along around toward towards behind beside besides
     however although though whether thus hence therefore since etc e g ie eg vs
+    two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty
+    hundred thousand million millions billion billions trillion percent dozen
     """.split()
 )
 
@@ -43,8 +45,28 @@ NEGATIONS = frozenset(
 _CJK_NEGATIONS = "不没未无非别勿"
 _CJK_NOT_NEGATION = re.compile(
     r"不断|不同|不仅|不过|不少|不久|不管|不论|不得不|不如|不但|不光|无论|非常|非洲|未来|没想到"
-    r"|无疑|并非|别人|别的|特别|分别|区别|差别|类别|级别|性别|个别|无数|无限|不止"
+    r"|无疑|别人|别的|特别|分别|区别|差别|类别|级别|性别|个别|无数|无限|不止"
 )
+
+# Splits a CJK run at negation words (keeping the compounds above whole): the negation is
+# reported separately and the rest is compared as bigrams, so "没有获批" aligns with "已获批"
+# and the flip is caught by comparing negation, not lost in a low coverage.
+_CJK_NEG_SPLIT = re.compile("(" + _CJK_NOT_NEGATION.pattern + ")|(没有|[" + _CJK_NEGATIONS + "])")
+
+
+def _cjk_units(run: str, out: list[str]) -> bool:
+    """Append the bigram units of a CJK run to ``out``; return whether the run negates."""
+    negated = False
+    pieces = [run]
+    if any(ch in _CJK_NEGATIONS for ch in run):
+        negated = any(m.group(2) for m in _CJK_NEG_SPLIT.finditer(run))
+        if negated:
+            pieces = _CJK_NEG_SPLIT.sub(lambda m: m.group(1) or "|", run).split("|")
+    stop = _CJK_STOP
+    for piece in pieces:
+        out.extend([ch for ch in piece if ch not in stop])
+    return negated
+
 
 _CJK_STOP = frozenset("的了是在和与及也就都而且或等这那个之为以于对把被着过其中将已从向")
 
@@ -99,15 +121,7 @@ def units(text: str) -> tuple[list[str], bool, list[str]]:
             continue
         tok = m.group(0)
         if m.lastgroup == "cjk":
-            if not negated and any(ch in _CJK_NEGATIONS for ch in tok):
-                negated = bool(
-                    re.search("[" + _CJK_NEGATIONS + "]", _CJK_NOT_NEGATION.sub("", tok))
-                )
-            if len(tok) == 1:
-                if tok not in _CJK_STOP:
-                    out.append(tok)
-            else:
-                out.extend(tok[i : i + 2] for i in range(len(tok) - 1))
+            negated = _cjk_units(tok, out) or negated
             prev_end = m.end()
             continue
         low = tok.lower().replace("’", "'")
@@ -130,12 +144,11 @@ def units(text: str) -> tuple[list[str], bool, list[str]]:
 
 
 _FAST_TOKEN = re.compile(
-    r"\[\d+(?:\s*[,\-–]\s*\d+)*\]|([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)|([^\W\d_]+(?:['’][^\W\d_]+)?)"
+    r"\[\d+(?:\s*[,\-–]\s*\d+)*\]|\d+(?:[.,]\d+)*\s?(?:万亿|百万|千万|亿|万|千)?|([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)|([^\W\d_]+(?:['’][^\W\d_]+)?)"
 )
 # Raw word -> its unit ("" for a stop word, _NEG for a negation); bounded, shared by threads
 # (dict reads and writes are atomic under the GIL, and a lost write only costs a recomputation).
 _WORD_CACHE: dict[str, str] = {}
-_CJK_NEG_CHARS = re.compile("[" + _CJK_NEGATIONS + "]")
 
 
 _NEG = "\x00neg"
@@ -150,13 +163,7 @@ def context_units(text: str) -> tuple[list[str], bool]:
     neg_words = NEGATIONS
     for cjk, word in _FAST_TOKEN.findall(text):
         if cjk:
-            if not negated and _CJK_NEG_CHARS.search(cjk):
-                negated = bool(_CJK_NEG_CHARS.search(_CJK_NOT_NEGATION.sub("", cjk)))
-            if len(cjk) == 1:
-                if cjk not in _CJK_STOP:
-                    out.append(cjk)
-            else:
-                out.extend([cjk[i : i + 2] for i in range(len(cjk) - 1)])
+            negated = _cjk_units(cjk, out) or negated
             continue
         if not word:
             continue
@@ -182,6 +189,14 @@ def context_units(text: str) -> tuple[list[str], bool]:
 def pairs(seq: list[str]) -> set[str]:
     """Adjacent unit pairs (order-sensitive)."""
     return {seq[i] + " " + seq[i + 1] for i in range(len(seq) - 1)}
+
+
+def gappy_pairs(seq: list[str]) -> set[str]:
+    """Adjacent pairs and pairs with one unit between them: the context side of pair matching,
+    so that "330 metres tall" (claim) matches "330 metres (1,083 ft) tall" (evidence)."""
+    out = {seq[i] + " " + seq[i + 1] for i in range(len(seq) - 1)}
+    out.update(seq[i] + " " + seq[i + 2] for i in range(len(seq) - 2))
+    return out
 
 
 def content_words(text: str) -> set[str]:

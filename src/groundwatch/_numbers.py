@@ -148,6 +148,13 @@ _WORD_NUMBER = re.compile(
     r"(?P<unit>" + _UNIT_ALT + r")\b",
     re.IGNORECASE,
 )
+# Finds number words fast (a literal alternation, no leading \b); each hit is then checked with
+# the full pattern above, which is too slow to run over long passages by itself.
+_WORD_NUMBER_HINT = re.compile(
+    r"(?<![a-zA-Z])(?:"
+    + "|".join(list(_WORD_NUMBERS) + [w.title() for w in _WORD_NUMBERS])
+    + r")(?![a-z])"
+)
 _CITATION = re.compile(r"\[\d+(?:\s*[,\-–]\s*\d+)*\]")
 
 
@@ -309,7 +316,10 @@ def extract_quantities(text: str) -> list[Quantity]:
             zeros = min(len(s) - len(s.rstrip("0")), len(s) - 1)
             step = 10.0**zeros if kind != "year" else 1.0
         out.append(Quantity(parsed, step, kind, unit, m.start(), m.end()))
-    for m in _WORD_NUMBER.finditer(text):
+    for hint in _WORD_NUMBER_HINT.finditer(text):
+        m = _WORD_NUMBER.match(text, hint.start())
+        if m is None:
+            continue
         base = _WORD_NUMBERS[m.group("num").lower()]
         scale = _SCALES.get((m.group("scale") or "").lower(), 1.0)
         kind, unit = _kind_unit(m.group("unit"), base * scale, m.group("num"))
@@ -318,10 +328,20 @@ def extract_quantities(text: str) -> list[Quantity]:
 
 
 _CN_HINT = re.compile("[零〇一二两三四五六七八九十百千万亿]")
-_MAYBE_NUMBER = re.compile(
-    r"[\d零〇一二两三四五六七八九十百千万亿]|\b(?:" + "|".join(_WORD_NUMBERS) + r")\b",
-    re.IGNORECASE,
-)
+_DIGIT_OR_CN = re.compile(r"[\d零〇一二两三四五六七八九十百千万亿]")
+
+
+class _MaybeNumber:
+    """Cheap pre-check: digits, Chinese numerals, or an English number word somewhere."""
+
+    @staticmethod
+    def search(text: str) -> bool:
+        if _DIGIT_OR_CN.search(text):
+            return True
+        return bool(_WORD_NUMBER_HINT.search(text))
+
+
+_MAYBE_NUMBER = _MaybeNumber()
 
 
 class QuantityIndex:

@@ -68,7 +68,7 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     pos = 0
     for m in _SENTENCE_END.finditer(text):
-        if text[m.start()] == "." and _is_abbreviation(text, m.start()):
+        if text[m.start()] == "." and m.start() > 0 and _is_abbreviation(text, m.start()):
             continue
         end = m.end()
         if m.group(0).startswith("\n"):
@@ -79,27 +79,31 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+# What precedes a full stop that does not end a sentence: an initial ("J."), an initialism
+# ("U.S.", "e.g.") or a common abbreviation. Searched on the few characters before the stop.
+_ABBREVIATION_BEFORE = re.compile(
+    r"(?:^|[^\w.])(?:[A-Z]|(?:[A-Za-z]\.)+[A-Za-z]|" + "|".join(sorted(_ABBREVIATIONS)) + r")$",
+    re.IGNORECASE,
+)
+
+
 def _is_abbreviation(text: str, dot: int) -> bool:
     """Whether the full stop at ``dot`` closes an initial ("J.") or a known abbreviation."""
-    begin = dot
-    while begin > 0 and (text[begin - 1].isalpha() or text[begin - 1] == "."):
-        begin -= 1
-    word = text[begin:dot]
-    if len(word) == 1 and word.isupper():
-        return True
-    parts = word.split(".")
-    if len(parts) > 1 and all(len(x) == 1 for x in parts):  # U.S. / e.g.
-        return True
-    return word.lower() in _ABBREVIATIONS
+    before = text[max(0, dot - 12) : dot]
+    m = _ABBREVIATION_BEFORE.search(before)
+    if m is None:
+        return False
+    word = m.group(0).lstrip(" \t\n\r([\"'“‘")
+    # A lone lowercase letter ("plan b.") ends a sentence; a lone capital is an initial.
+    return not (len(word) == 1 and word.islower())
 
 
 def _add_stripped(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    if end > start:
-        out.append((start, end))
+    segment = text[start:end]
+    stripped = segment.strip()
+    if stripped:
+        lead = len(segment) - len(segment.lstrip())
+        out.append((start + lead, start + lead + len(stripped)))
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:

@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .._lexical import context_units, pairs, units
+from .._lexical import context_units, gappy_pairs, pairs, units
 from .._numbers import Quantity, QuantityIndex, extract_quantities
 from ..claims import ClaimSpan, sentence_spans, split_claims
 from ..types import Claim, Evidence, Judgement, Passage, Verdict
@@ -38,6 +38,10 @@ from ..types import Claim, Evidence, Judgement, Passage, Verdict
 # Sentences longer than this are cut into chunks (tables, unpunctuated scraped text), so that
 # evidence stays a readable span and alignment stays local.
 _MAX_SENTENCE_CHARS = 400
+# Past this many characters of context, passages are cut into fixed-size chunks instead of
+# sentences: splitting millions of characters into tiny sentences costs seconds in Python, and
+# chunk-level alignment is still good evidence.
+_SENTENCE_MODE_MAX_CHARS = 300_000
 # Candidate generation reads at most this many postings per unit: very frequent units carry
 # little weight anyway and would make huge contexts quadratic.
 _MAX_POSTINGS = 512
@@ -47,7 +51,7 @@ _CANDIDATES = 6
 DEFAULT_SUPPORT_THRESHOLD = 0.8
 """Alignment with one sentence (``ClaimFeatures.sentence_score``) for ``supported``: the claim's
 words and word pairs are nearly all in one sentence."""
-DEFAULT_INFER_THRESHOLD = 0.4
+DEFAULT_INFER_THRESHOLD = 0.45
 """Alignment with the context (``ClaimFeatures.score``) for ``inferred``; chosen on the dev
 data (README, "How the local judge decides")."""
 DEFAULT_QUESTION_WEIGHT = 0.5
@@ -87,7 +91,7 @@ def _chunks(text: str, start: int, end: int) -> list[tuple[int, int]]:
 class _ContextIndex:
     """Sentences of all passages with an inverted index, built once per judge call."""
 
-    def __init__(self, passages: Sequence[Passage]) -> None:
+    def __init__(self, passages: Sequence[Passage], with_quantities: bool = True) -> None:
         self.sentences: list[_Sentence] = []
         self.postings: dict[str, list[int]] = {}
         self.df: dict[str, int] = {}
@@ -95,13 +99,21 @@ class _ContextIndex:
         self.all_pairs: set[str] = set()
         seen: set[str] = set()
         quantities: list[tuple[Quantity, int]] = []
+        seen_passages: set[str] = set()
+        coarse = sum(len(p.text) for p in passages) > _SENTENCE_MODE_MAX_CHARS
         for pi, passage in enumerate(passages):
             text = passage.text
+            if text in seen_passages:  # the same passage retrieved twice: index it once
+                continue
+            seen_passages.add(text)
             # Numbers are found on the whole passage (one regex pass), then handed to the
             # sentences that contain them, in order.
-            passage_qs = sorted(extract_quantities(text), key=lambda q: q.start)
+            passage_qs = (
+                sorted(extract_quantities(text), key=lambda q: q.start) if with_quantities else []
+            )
             qi = 0
-            for s_start, s_end in sentence_spans(text):
+            spans = [(0, len(text))] if coarse else sentence_spans(text)
+            for s_start, s_end in spans:
                 for c_start, c_end in _chunks(text, s_start, s_end):
                     while qi < len(passage_qs) and passage_qs[qi].start < c_start:
                         qi += 1
@@ -115,7 +127,7 @@ class _ContextIndex:
                     seen.add(chunk)
                     found, negated = context_units(chunk)
                     unit_set = frozenset(found)
-                    pair_set = frozenset(pairs(found))
+                    pair_set = frozenset(gappy_pairs(found))
                     sid = len(self.sentences)
                     sentence = _Sentence(
                         pi, c_start, c_end, unit_set, pair_set, negated, len(found), qs
@@ -136,15 +148,16 @@ class _ContextIndex:
                     self.all_pairs |= pair_set
         self.all_units = set(self.df)
         self.quantities = QuantityIndex(quantities)
-        n = len(self.sentences)
-        self._log_n = math.log(n + 1.0)
-        self._absent_idf = math.log((n + 1.0) / 0.5)
+        self._n1 = len(self.sentences) + 1.0
+        self._absent_idf = math.log(1.0 + self._n1)
 
     def idf(self, unit: str) -> float:
+        """Smoothed inverse sentence frequency: never 0, and a unit absent from the context
+        weighs only a little more than a rare one (a claim is not failed by one odd word)."""
         df = self.df.get(unit)
         if df is None:
             return self._absent_idf
-        return math.log((len(self.sentences) + 1.0) / (df + 0.5))
+        return math.log(1.0 + self._n1 / (df + 1.0))
 
     def neighbours(self, sid: int) -> list[int]:
         """The sentence and its neighbours within the same passage."""
@@ -230,7 +243,9 @@ class LocalJudge:
         spans = split_claims(answer)
         if not spans:
             return Judgement(claims=[], model="lexical")
-        index = _ContextIndex(contexts)
+        # Numbers of the context matter only when a claim states one.
+        with_numbers = any(extract_quantities(span.text) for span in spans)
+        index = _ContextIndex(contexts, with_quantities=with_numbers)
         q_units = set(units(question)[0]) if question else set()
         claims = [self._judge_claim(span, index, contexts, q_units) for span in spans]
         return Judgement(claims=claims, model="lexical")
@@ -323,6 +338,67 @@ class LocalJudge:
             )
         return f
 
+    def decide(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str]:
+        """Turn a claim's measurements into ``(verdict, reason, confidence, evidence)``.
+
+        ``evidence`` names what backs the verdict: ``"conflict"`` (the sentence stating another
+        value), ``"best"`` (the aligned sentence), ``"cover"`` (the aligned sentence and the
+        neighbours that add to it) or ``"none"``.
+        """
+        support = f.sentence_score
+        infer = f.score
+        if f.conflict is not None:
+            return (
+                "contradicted",
+                "the evidence states a different number or unit",
+                0.6 + 0.4 * min(1.0, f.cover_window),
+                "conflict",
+            )
+        if f.negation_flip and f.best is not None:
+            return (
+                "contradicted",
+                "the evidence says the opposite (negation differs)",
+                0.4 + 0.4 * f.cover_sentence,
+                "best",
+            )
+        if f.numbers_unmatched:
+            share = f.numbers_unmatched / max(f.numbers, 1)
+            return (
+                "unsupported",
+                f"{f.numbers_unmatched} number(s) of the claim appear nowhere in the context",
+                0.6 + 0.3 * min(1.0, share),
+                "none",
+            )
+        if f.novel_names:
+            return (
+                "unsupported",
+                f"{f.novel_names} name(s) of the claim appear nowhere in the context",
+                0.55 + 0.1 * min(f.novel_names, 3),
+                "none",
+            )
+        if f.best is not None and support >= self.support_threshold:
+            return (
+                "supported",
+                f"aligned with one passage sentence ({support:.0%})",
+                _margin(support, self.support_threshold),
+                "cover",
+            )
+        if f.best is not None and infer >= self.infer_threshold:
+            return (
+                "inferred",
+                f"the context covers {infer:.0%} of it, across sentences or in other words",
+                0.25 + 0.5 * _margin(infer, self.infer_threshold),
+                "cover",
+            )
+        if f.n_units == 0 and f.numbers and f.best is not None:
+            return "supported", "its numbers are stated in the context", 0.6, "best"
+        return (
+            "unsupported",
+            f"the context covers only {infer:.0%} of it",
+            _margin(infer, self.infer_threshold),
+            "none",
+        )
+
     def _judge_claim(
         self,
         span: ClaimSpan,
@@ -331,48 +407,15 @@ class LocalJudge:
         q_units: set[str],
     ) -> Claim:
         f = self._measure(span, index, q_units)
-        verdict: Verdict
-        evidence: list[Evidence] = []
+        verdict, reason, confidence, backing = self.decide(f)
         sentences = index.sentences
-        support = f.sentence_score
-        infer = f.score
-        if f.conflict is not None:
-            verdict = "contradicted"
+        evidence: list[Evidence] = []
+        if backing == "conflict" and f.conflict is not None:
             evidence = [_evidence(sentences[f.conflict], contexts)]
-            reason = "the evidence states a different number or unit"
-            confidence = 0.6 + 0.4 * min(1.0, f.cover_window)
-        elif f.negation_flip and f.best is not None:
-            verdict = "contradicted"
+        elif backing == "best" and f.best is not None:
             evidence = [_evidence(sentences[f.best], contexts)]
-            reason = "the evidence says the opposite (negation differs)"
-            confidence = 0.4 + 0.4 * f.cover_sentence
-        elif f.numbers_unmatched:
-            verdict = "unsupported"
-            reason = f"{f.numbers_unmatched} number(s) of the claim appear nowhere in the context"
-            confidence = 0.6 + 0.3 * min(1.0, f.numbers_unmatched / max(f.numbers, 1))
-        elif f.novel_names:
-            verdict = "unsupported"
-            reason = f"{f.novel_names} name(s) of the claim appear nowhere in the context"
-            confidence = 0.55 + 0.1 * min(f.novel_names, 3)
-        elif f.best is not None and support >= self.support_threshold:
-            verdict = "supported"
+        elif backing == "cover" and f.best is not None:
             evidence = [_evidence(sentences[i], contexts) for i in _cover_set(f, index, span)]
-            reason = f"aligned with the passage ({support:.0%} weighted coverage)"
-            confidence = _margin(support, self.support_threshold)
-        elif f.best is not None and infer >= self.infer_threshold:
-            verdict = "inferred"
-            evidence = [_evidence(sentences[i], contexts) for i in _cover_set(f, index, span)]
-            reason = f"the context covers {infer:.0%} of it across sentences"
-            confidence = 0.5 * _margin(infer, self.infer_threshold) + 0.25
-        elif f.n_units == 0 and f.numbers and f.best is not None:
-            verdict = "supported"
-            evidence = [_evidence(sentences[f.best], contexts)]
-            reason = "its numbers are stated in the context"
-            confidence = 0.6
-        else:
-            verdict = "unsupported"
-            reason = f"the context covers only {infer:.0%} of it"
-            confidence = _margin(infer, self.infer_threshold)
         return Claim(
             text=span.text,
             start=span.start,
@@ -385,8 +428,10 @@ class LocalJudge:
 
 
 def _margin(value: float, threshold: float) -> float:
-    """Confidence from the distance to a threshold: 0.5 at the threshold, 1.0 at 0.3 away."""
-    return 0.5 + 0.5 * min(1.0, abs(value - threshold) / 0.3)
+    """Confidence from the distance to a threshold: 0.5 on it, 1.0 at the end of the scale
+    (a value of 1.0 above it, 0.0 below it)."""
+    room = (1.0 - threshold) if value >= threshold else threshold
+    return 0.5 + 0.5 * min(1.0, abs(value - threshold) / max(room, 0.2))
 
 
 def _cover_set(f: ClaimFeatures, index: _ContextIndex, span: ClaimSpan) -> list[int]:

@@ -317,13 +317,13 @@ def extract_quantities(text: str) -> list[Quantity]:
             step = 10.0**zeros if kind != "year" else 1.0
         out.append(Quantity(parsed, step, kind, unit, m.start(), m.end()))
     for hint in _WORD_NUMBER_HINT.finditer(text):
-        m = _WORD_NUMBER.match(text, hint.start())
-        if m is None:
+        wm = _WORD_NUMBER.match(text, hint.start())
+        if wm is None:
             continue
-        base = _WORD_NUMBERS[m.group("num").lower()]
-        scale = _SCALES.get((m.group("scale") or "").lower(), 1.0)
-        kind, unit = _kind_unit(m.group("unit"), base * scale, m.group("num"))
-        out.append(Quantity(base * scale, scale, kind, unit, m.start(), m.end()))
+        base = _WORD_NUMBERS[wm.group("num").lower()]
+        scale = _SCALES.get((wm.group("scale") or "").lower(), 1.0)
+        kind, unit = _kind_unit(wm.group("unit"), base * scale, wm.group("num"))
+        out.append(Quantity(base * scale, scale, kind, unit, wm.start(), wm.end()))
     return out
 
 

@@ -22,6 +22,8 @@ _SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s*$|\s+(?![a-z]))|[。！�
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr st vs jr sr prof inc ltd co corp no fig e.g i.e etc".split()
 )
+# "2." at the start of a line is a list number, not a sentence.
+_LIST_NUMBER = re.compile(r"\s*\d{1,3}")
 _CLAUSE_BREAK = re.compile(
     r";\s+|,\s+(?:and|but|while|whereas|although|though|yet)\s+|，(?:但|但是|而|而且|并且|同时|却)"
 )
@@ -29,7 +31,8 @@ _BULLET = re.compile(r"(?:[-*•·]+|\d{1,2}[.)]|[（(]?\d{1,2}[)）]|#+)\s+")
 
 _NON_CLAIM = re.compile(
     r"^\W*(?:"
-    r"i\s+(?:do\s+not|don'?t|cannot|can'?t|am\s+not\s+sure|'?m\s+not\s+sure|am\s+unable|'?m\s+unable)"
+    r"i\s+(?:do\s+not|don'?t|cannot|can'?t|am\s+not\s+sure|am\s+unable)"
+    r"|i'?m\s+(?:not\s+sure|unable|afraid)"
     r"|i\s+(?:have\s+no|couldn'?t|could\s+not|did\s+not|didn'?t)\s+(?:find|know|information)"
     r"|(?:sorry|apologies|unfortunately),?\s+(?:i|but\s+i|the\s+(?:context|passage|document|text|"
     r"information|sources?)|there)"
@@ -68,7 +71,12 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     pos = 0
     for m in _SENTENCE_END.finditer(text):
-        if text[m.start()] == "." and m.start() > 0 and _is_abbreviation(text, m.start()):
+        dot = m.start()
+        if (
+            text[dot] == "."
+            and dot > 0
+            and (_is_abbreviation(text, dot) or _LIST_NUMBER.fullmatch(text, pos, dot))
+        ):
             continue
         end = m.end()
         if m.group(0).startswith("\n"):

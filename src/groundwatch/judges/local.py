@@ -48,6 +48,11 @@ _MAX_POSTINGS = 512
 # How many top candidate sentences get an exact coverage computation.
 _CANDIDATES = 6
 
+# A number conflict counts as a contradiction only when the evidence sentence is about the
+# same thing: at least half of the claim's (weighted) words are in it. Otherwise two numbers
+# of the same kind may simply describe different facts ("visited in 2019" vs "built in 1889").
+_CONFLICT_MIN_COVER = 0.5
+
 DEFAULT_SUPPORT_THRESHOLD = 0.8
 """Alignment with one sentence (``ClaimFeatures.sentence_score``) for ``supported``: the claim's
 words and word pairs are nearly all in one sentence."""
@@ -323,7 +328,7 @@ class LocalJudge:
         if f.best is not None:
             best = sentences[f.best]
             # Numbers: the evidence states another value of the same kind -> contradiction.
-            if unmatched and f.cover_window >= 0.3:
+            if unmatched and f.cover_window >= _CONFLICT_MIN_COVER:
                 for sid in [f.best] + [i for i in f.window if i != f.best]:
                     if any(q.conflicts(x) for q in unmatched for x in sentences[sid].quantities):
                         f.conflict = sid

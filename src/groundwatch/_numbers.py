@@ -139,6 +139,7 @@ _DIGIT_NUMBER = re.compile(
 )
 # A currency sign right before a number (checked backwards from the number's start).
 _CURRENCY_BEFORE = re.compile(r"(?:us\$|\$|€|£|¥|￥|usd|rmb)\s?$", re.IGNORECASE)
+_CURRENCY_TAIL = frozenset("$€£¥￥DdBb")
 _GLUED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/")
 _CN_NUMBER = re.compile(
     r"(?P<num>[零〇一二两三四五六七八九十百千万亿]+)(?P<unit>" + _UNIT_ALT + r"|个)",
@@ -257,15 +258,28 @@ def extract_quantities(text: str) -> list[Quantity]:
             continue
         if skip and any(s <= num_start < e for s, e in skip):
             continue
-        cur_match = _CURRENCY_BEFORE.search(text, max(0, num_start - 4), num_start)
-        digits = m.group("num")
+        digits, scale_word, unit_word = m.groups()
+        scale_word = scale_word.lower() if scale_word else ""
+        cur_match = None
+        if num_start and (
+            text[num_start - 1] in _CURRENCY_TAIL
+            or (
+                text[num_start - 1] == " " and text[num_start - 2 : num_start - 1] in _CURRENCY_TAIL
+            )
+        ):
+            cur_match = _CURRENCY_BEFORE.search(text, max(0, num_start - 4), num_start)
+        if not scale_word and unit_word is None and cur_match is None and "," not in digits:
+            # The common case (a plain integer or decimal): no unit to resolve.
+            base = float(digits)
+            kind, unit = _kind_unit(None, base, digits)
+            step = _step_of(digits, 1.0, base, kind == "year")
+            out.append(Quantity(base, step, kind, unit, num_start, m.end()))
+            continue
         try:
             base = float(digits.replace(",", ""))
         except ValueError:  # pragma: no cover - the pattern only admits numbers
             continue
-        scale_word = (m.group("scale") or "").lower()
         # "m"/"b" alone are scales only right after a currency sign ("$3m"), never "5 m" (metres).
-        unit_word = m.group("unit")
         if scale_word in ("m", "b") and not cur_match:
             unit_word = unit_word or ("m" if scale_word == "m" else None)
             scale_word = ""

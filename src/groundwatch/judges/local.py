@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .._lexical import context_units, gappy_pairs, pairs, units
+from .._lexical import context_units, pairs, units
 from .._numbers import Quantity, QuantityIndex, extract_quantities
 from ..claims import ClaimSpan, sentence_spans, split_claims
 from ..types import Claim, Evidence, Judgement, Passage, Verdict
@@ -96,7 +96,14 @@ def _chunks(text: str, start: int, end: int) -> list[tuple[int, int]]:
 class _ContextIndex:
     """Sentences of all passages with an inverted index, built once per judge call."""
 
-    def __init__(self, passages: Sequence[Passage], with_quantities: bool = True) -> None:
+    def __init__(
+        self, passages: Sequence[Passage], relevant: set[str], with_quantities: bool = True
+    ) -> None:
+        """Index ``passages``, keeping only the units in ``relevant`` (the claims' units).
+
+        Units no claim uses cannot change any coverage, so they are dropped right after
+        tokenisation: sets, pairs and postings stay small even for very long contexts.
+        """
         self.sentences: list[_Sentence] = []
         self.postings: dict[str, list[int]] = {}
         self.df: dict[str, int] = {}
@@ -131,8 +138,16 @@ class _ContextIndex:
                         continue
                     seen.add(chunk)
                     found, negated = context_units(chunk)
-                    unit_set = frozenset(found)
-                    pair_set = frozenset(gappy_pairs(found))
+                    # Positions of relevant units; pairs only between relevant units at most
+                    # one unit apart (the gappy pairs of the whole sequence, restricted).
+                    rel = [(i, u) for i, u in enumerate(found) if u in relevant]
+                    unit_set = frozenset(u for _, u in rel)
+                    pair_set = frozenset(
+                        a + " " + b
+                        for k, (i, a) in enumerate(rel)
+                        for j, b in rel[k + 1 : k + 3]
+                        if j - i <= 2
+                    )
                     sid = len(self.sentences)
                     sentence = _Sentence(
                         pi, c_start, c_end, unit_set, pair_set, negated, len(found), qs
@@ -173,6 +188,30 @@ class _ContextIndex:
         if sid + 1 < len(self.sentences) and self.sentences[sid + 1].passage == p:
             out.append(sid + 1)
         return out
+
+
+@dataclass(frozen=True)
+class _ParsedClaim:
+    """A claim span with what the judge reads from it, computed once."""
+
+    span: ClaimSpan
+    units: list[str]
+    negated: bool
+    names: list[str]
+    quantities: list[Quantity]
+
+
+def _parse(span: ClaimSpan) -> _ParsedClaim:
+    found, negated, names = units(span.text)
+    return _ParsedClaim(span, found, negated, names, extract_quantities(span.text))
+
+
+def _index_for(contexts: Sequence[Passage], claims: list[_ParsedClaim]) -> _ContextIndex:
+    relevant: set[str] = set()
+    for c in claims:
+        relevant.update(c.units)
+    # The context's numbers matter only when a claim states one.
+    return _ContextIndex(contexts, relevant, with_quantities=any(c.quantities for c in claims))
 
 
 @dataclass
@@ -248,25 +287,27 @@ class LocalJudge:
         spans = split_claims(answer)
         if not spans:
             return Judgement(claims=[], model="lexical")
-        # Numbers of the context matter only when a claim states one.
-        with_numbers = any(extract_quantities(span.text) for span in spans)
-        index = _ContextIndex(contexts, with_quantities=with_numbers)
+        parsed = [_parse(span) for span in spans]
+        index = _index_for(contexts, parsed)
         q_units = set(units(question)[0]) if question else set()
-        claims = [self._judge_claim(span, index, contexts, q_units) for span in spans]
+        claims = [self._judge_claim(c, index, contexts, q_units) for c in parsed]
         return Judgement(claims=claims, model="lexical")
 
     def features(
         self, answer: str, contexts: Sequence[Passage], question: str | None
     ) -> list[ClaimFeatures]:
         """The measurements behind each claim's verdict (for calibration and benchmarks)."""
-        index = _ContextIndex(contexts)
+        parsed = [_parse(span) for span in split_claims(answer)]
+        index = _index_for(contexts, parsed)
         q_units = set(units(question)[0]) if question else set()
-        return [self._measure(s, index, q_units) for s in split_claims(answer)]
+        return [self._measure(c, index, q_units) for c in parsed]
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _measure(self, span: ClaimSpan, index: _ContextIndex, q_units: set[str]) -> ClaimFeatures:
-        found, negated, names = units(span.text)
+    def _measure(
+        self, claim: _ParsedClaim, index: _ContextIndex, q_units: set[str]
+    ) -> ClaimFeatures:
+        found, negated, names = claim.units, claim.negated, claim.names
         f = ClaimFeatures(n_units=len(found))
         unique = list(dict.fromkeys(found))
         weights = {
@@ -284,7 +325,7 @@ class LocalJudge:
             w = weights[u]
             for sid in post:
                 acc[sid] = acc.get(sid, 0.0) + w
-        quantities = extract_quantities(span.text)
+        quantities = claim.quantities
         f.numbers = len(quantities)
         unmatched: list[Quantity] = []
         matched_sids: list[int] = []
@@ -406,12 +447,13 @@ class LocalJudge:
 
     def _judge_claim(
         self,
-        span: ClaimSpan,
+        claim: _ParsedClaim,
         index: _ContextIndex,
         contexts: Sequence[Passage],
         q_units: set[str],
     ) -> Claim:
-        f = self._measure(span, index, q_units)
+        f = self._measure(claim, index, q_units)
+        span = claim.span
         verdict, reason, confidence, backing = self.decide(f)
         sentences = index.sentences
         evidence: list[Evidence] = []
@@ -420,7 +462,7 @@ class LocalJudge:
         elif backing == "best" and f.best is not None:
             evidence = [_evidence(sentences[f.best], contexts)]
         elif backing == "cover" and f.best is not None:
-            evidence = [_evidence(sentences[i], contexts) for i in _cover_set(f, index, span)]
+            evidence = [_evidence(sentences[i], contexts) for i in _cover_set(f, index, claim)]
         return Claim(
             text=span.text,
             start=span.start,
@@ -439,11 +481,11 @@ def _margin(value: float, threshold: float) -> float:
     return 0.5 + 0.5 * min(1.0, abs(value - threshold) / max(room, 0.2))
 
 
-def _cover_set(f: ClaimFeatures, index: _ContextIndex, span: ClaimSpan) -> list[int]:
+def _cover_set(f: ClaimFeatures, index: _ContextIndex, claim: _ParsedClaim) -> list[int]:
     """The best sentence, plus window sentences that add claim units it lacks (synthesis)."""
     assert f.best is not None
     chosen = [f.best]
-    found = set(units(span.text)[0])
+    found = set(claim.units)
     have = set(index.sentences[f.best].units)
     for sid in f.window:
         if sid == f.best:

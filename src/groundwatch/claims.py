@@ -57,6 +57,23 @@ _ABOUT_CONTEXT = re.compile(
 )
 
 
+# Framing that attributes a statement to the context ("The passage states that X"): the claim is
+# X. Left in, the framing words would count as unsupported content.
+_FRAMING = re.compile(
+    r"(?:(?:the|this)\s+(?:passage|article|text|document|context|source|report|summary)\s+"
+    r"(?:also\s+)?(?:states|says|mentions|notes|reports|discusses|describes|explains|highlights"
+    r"|suggests|indicates|reveals|shows|claims|adds|is\s+about|talks\s+about|covers)"
+    r"(?:\s+that)?"
+    r"|it\s+(?:also\s+)?(?:states|says|mentions|notes|reports|adds|explains|highlights)"
+    r"(?:\s+that)?"
+    r"|according\s+to\s+(?:the|this)\s+(?:passage|article|text|document|context|sources?),?"
+    r"|in\s+(?:the|this)\s+(?:passage|article|text|document|context),?"
+    r"|(?:根据|据)(?:上下文|文章|材料|资料|文中)(?:所述|内容)?[，,]?"
+    r")\s*",
+    re.IGNORECASE,
+)
+
+
 @dataclass(frozen=True)
 class ClaimSpan:
     """A claim's text and its offsets in the answer (``answer[start:end] == text``)."""
@@ -162,13 +179,17 @@ def split_claims(answer: str) -> list[ClaimSpan]:
     """Split an answer into checkable claims: sentences, or clauses of compound sentences.
 
     Questions, refusals ("I don't know", "我不知道"), remarks about the context itself, headings
-    ending in a colon and pleasantries are skipped; list bullets are left out of the claim text.
+    ending in a colon and pleasantries are skipped; list bullets and framing such as "The
+    passage states that" are left out of the claim text.
     """
     spans: list[ClaimSpan] = []
     for s_start, s_end in _sentences(answer):
         bullet = _BULLET.match(answer, s_start, s_end)
         if bullet:
             s_start = bullet.end()
+        framing = _FRAMING.match(answer, s_start, s_end)
+        if framing and framing.end() < s_end:
+            s_start = framing.end()
         for c_start, c_end in _clauses(answer, s_start, s_end):
             text = answer[c_start:c_end]
             if is_claim(text):

@@ -93,3 +93,15 @@ def test_non_claims_are_skipped(text: str) -> None:
 )
 def test_claims_are_kept(text: str) -> None:
     assert is_claim(text)
+
+
+def test_framing_is_left_out_of_the_claim() -> None:
+    answer = (
+        "The passage states that Paris is the capital of France. "
+        "According to the article, the tower is 330 metres tall. 根据文章，该公司成立于1998年。"
+    )
+    assert _texts(answer) == [
+        "Paris is the capital of France.",
+        "the tower is 330 metres tall.",
+        "该公司成立于1998年。",
+    ]

@@ -1,26 +1,26 @@
 """The embedded default judge: deterministic, pure Python, no network, no model.
 
-How a claim is judged (details in the README, section "How the local judge decides"):
+How a claim is judged (the README's "How the local judge decides" has the user-facing version):
 
-1. The passages are cut into sentences once per call and indexed: content units (stemmed words,
-   CJK character bigrams), adjacent unit pairs, quantities (numbers with units and precision),
-   negation. Unit weights are inverse document frequencies computed over the passages' own
-   sentences, so words that every passage repeats count less; words the *question* contains count
-   less too, because an answer echoing the question is not evidence of support.
+1. The passages are cut into sentences once per call and indexed, keeping only units that some
+   claim uses: content units (stemmed words, single CJK characters), pairs of units at most one
+   unit apart, quantities (numbers with kind, unit and precision), negation. Unit weights are
+   smoothed inverse sentence frequencies over the passages themselves; units the *question*
+   contains weigh less, because an answer echoing the question is not evidence of support.
 2. Each claim is aligned with its best sentence (and that sentence with its neighbours, for
    claims that combine adjacent sentences) through the inverted index.
 3. Numbers are compared as quantities: a claim's number must match one of the context (rounding
    and formats allowed); a number that matches nothing while the aligned evidence states another
-   value of the same kind (500万 vs 800万, 3个月 vs 3年, 2019 vs 2021) is a contradiction.
-   A flipped negation against closely aligned evidence is a contradiction too.
-4. Otherwise the weighted coverage of the claim by the best sentence (single-sentence support)
-   or by the whole context (synthesis) decides ``supported`` / ``inferred`` / ``unsupported``;
-   names that appear nowhere in the context veto support.
+   value of the same kind (500万 vs 800万, 3个月 vs 3年, 1889 vs 1899) is a contradiction. A
+   flipped negation against closely aligned evidence is a contradiction too. An unmatched number
+   without such evidence, or a capitalised name absent from the context, makes it unsupported.
+4. Otherwise unit and pair coverage decide: by one sentence -> ``supported``; by the sentence,
+   its neighbours and the whole context together -> ``inferred``; else ``unsupported``.
 
-``Claim.confidence`` is the margin of that decision: close to 1 when the features sit far from
-every threshold (verbatim support, no overlap at all, a clear number conflict), near 0.5 or below
-when the decision rests on a borderline coverage or on weak alignment. A cascade uses it to send
-unclear answers to an LLM judge.
+``Claim.confidence`` is the margin of that decision: 1.0 far from every threshold (verbatim
+support, no overlap at all, a number conflict in well aligned evidence), 0.5 on a threshold;
+``inferred`` never exceeds 0.75 because overlap cannot tell a fair paraphrase from a plausible
+invention. A cascade uses it to send unclear claims to an LLM judge.
 """
 
 from __future__ import annotations

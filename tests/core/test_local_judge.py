@@ -240,3 +240,15 @@ def test_quantity_matching_rules() -> None:
     assert one("3个月").conflicts(one("3年"))
     assert not one("in 2000").matches(one("in 2004"))  # years are exact
     assert extract_quantities("COVID-19 in MP3 format [3]") == []
+
+
+def test_thresholds_are_validated_and_change_verdicts() -> None:
+    with pytest.raises(ValueError):
+        gw.LocalJudge(infer_threshold=1.5)
+    with pytest.raises(ValueError):
+        gw.LocalJudge(question_weight=-0.1)
+    answer = "Marie Curie, born in Warsaw, studied physics in Paris."
+    strict = gw.evaluate(answer, [CURIE], judge=gw.LocalJudge(infer_threshold=0.8))
+    lenient = gw.evaluate(answer, [CURIE], judge=gw.LocalJudge(support_threshold=0.5))
+    assert strict.claims[0].verdict == "unsupported"
+    assert lenient.claims[0].verdict == "supported"

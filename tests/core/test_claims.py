@@ -89,6 +89,8 @@ def test_non_claims_are_skipped(text: str) -> None:
         "它于1889年建成。",
         "Revenue rose 5%.",
         "The tower is 330 m.",
+        "Thanks to the new law, prices fell by 5%.",
+        "The following year, he moved to Paris.",
     ],
 )
 def test_claims_are_kept(text: str) -> None:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ._lexical import units
+from ._numbers import extract_quantities
 
 # A sentence ends at . ! ? (followed by a space, a closing quote or the end) or at CJK enders,
 # or at a line break. "2.1" and "U.S. law" stay whole: the dot must be followed by space and the
@@ -138,8 +139,9 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _checkable(text: str) -> bool:
+    """Two content words, or one with a number ("Revenue rose 5%"); a stray "1[1]." is not."""
     found, _, _ = units(text)
-    return len(found) >= 2 or any(ch.isdigit() for ch in text)
+    return len(found) >= 2 or (len(found) == 1 and bool(extract_quantities(text)))
 
 
 def _clauses(answer: str, start: int, end: int) -> list[tuple[int, int]]:

@@ -75,6 +75,8 @@ def test_bullets_and_headings() -> None:
         "这个博物馆周日开放吗？",
         "Summary:",
         "OK.",
+        "1[1].",
+        "2.",
     ],
 )
 def test_non_claims_are_skipped(text: str) -> None:

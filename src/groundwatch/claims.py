@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from ._lexical import units
 from ._numbers import extract_quantities
 
-# A sentence ends at . ! ? (followed by a space, a closing quote or the end) or at CJK enders,
-# or at a line break. "2.1" and "U.S. law" stay whole: the dot must be followed by space and the
-# previous token must not be a single capital letter (an initial).
+# A sentence ends at . ! ? (followed by the end, or by a space and no lower-case letter) or at
+# CJK enders, or at a line break. "2.1" stays whole (no space after the dot); initials, "U.S.",
+# "Dr." and list numbers ("2.") are recognised in _sentences and do not end a sentence.
 _SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s*$|\s+(?![a-z]))|[。！？；]+[”’」』）)]*|\n+")
 # Abbreviations after which a full stop does not end the sentence.
 _ABBREVIATIONS = frozenset(

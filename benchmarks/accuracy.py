@@ -44,7 +44,8 @@ from groundwatch.scoring import DEFAULT_MIN_GROUNDEDNESS, context_is_substantive
 
 DATASETS = ("attributionbench_dev", "faithbench_dev", "uhgeval_zh_dev")
 INFER_GRID = [round(0.30 + 0.05 * i, 2) for i in range(8)]  # 0.30 .. 0.65
-GROUNDED_GRID = [0.5, 0.67, 0.75, 1.0]
+GROUNDED_GRID = [0.5, 0.67, 0.75, 0.8, 1.0]
+CONFIDENCE_CUT = 0.6
 
 
 def default_data_dir() -> Path:
@@ -129,13 +130,23 @@ def run_dataset(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     # 1. The judge as shipped, through the public API.
     labels: Counter[str] = Counter()
     preds: list[bool] = []
+    low_conf: list[bool] = []  # the answer's least confident claim is below CONFIDENCE_CUT
     start = time.perf_counter()
     for r in rows:
         ev = gw.evaluate(r["answer"], r["context"], question=r.get("question") or None)
         labels[ev.label] += 1
         preds.append(ev.label in ("grounded", "no_claims"))
+        low_conf.append(min((c.confidence or 0.0 for c in ev.claims), default=1.0) < CONFIDENCE_CUT)
     elapsed = time.perf_counter() - start
     shipped = rates(preds, golds)
+    correct = [p == g for p, g in zip(preds, golds, strict=True)]
+    n_low = sum(low_conf)
+    confidence = (
+        n_low / len(rows),
+        sum(c for c, lo in zip(correct, low_conf, strict=True) if lo) / max(n_low, 1),
+        sum(c for c, lo in zip(correct, low_conf, strict=True) if not lo)
+        / max(len(rows) - n_low, 1),
+    )
     # 2. The judge's parameters tuned on one half, measured on the other.
     judge = LocalJudge()
     feats: list[list[ClaimFeatures]] = []
@@ -191,6 +202,7 @@ def run_dataset(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "per_s": len(rows) / elapsed if elapsed else float("inf"),
         "table": table,
         "golds": golds,
+        "confidence": confidence,
     }
 
 
@@ -287,6 +299,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         for name, (ba, rp, rn) in joint_cv(results).items():
             print(f"  {name:<22} BA {ba:.3f}  R+ {rp:.3f}  R- {rn:.3f}")
+        print()
+        print(
+            f"confidence: answers whose least confident claim is < {CONFIDENCE_CUT} "
+            "(what a cascade would escalate), and label accuracy on them vs the rest:"
+        )
+        for res in results:
+            share, acc_low, acc_rest = res["confidence"]
+            print(
+                f"  {res['name']:<22} {share:>5.0%} of answers, accuracy {acc_low:.3f}"
+                f" vs {acc_rest:.3f}"
+            )
     print()
     for res in results:
         labels = ", ".join(f"{k}={v}" for k, v in sorted(res["labels"].items()))

@@ -252,3 +252,36 @@ def test_thresholds_are_validated_and_change_verdicts() -> None:
     lenient = gw.evaluate(answer, [CURIE], judge=gw.LocalJudge(support_threshold=0.5))
     assert strict.claims[0].verdict == "unsupported"
     assert lenient.claims[0].verdict == "supported"
+
+
+def test_deterministic_across_processes_with_different_hash_seeds() -> None:
+    # String hashing is randomised per process; verdicts must not depend on set order.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import groundwatch as gw, json, sys\n"
+        "ev = gw.evaluate(sys.argv[1], json.loads(sys.argv[2]), question='Who was she?')\n"
+        "print(ev.model_dump_json())\n"
+    )
+    answer = (
+        "Marie Curie, born in Warsaw, studied physics in Paris. She won 3 Nobel prizes. "
+        "The Eiffel Tower was completed in 1899. 该公司2023年营收达到800万元。"
+    )
+    contexts = json.dumps([CURIE, EIFFEL, REVENUE_ZH, POSEIDON])
+    outputs = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", script, answer, contexts],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        outputs.add(done.stdout)
+    assert len(outputs) == 1
+    assert '"contradicted"' in outputs.pop()

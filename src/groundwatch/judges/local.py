@@ -286,12 +286,12 @@ class LocalJudge:
         """Split ``answer`` into claims and judge each against ``contexts``."""
         spans = split_claims(answer)
         if not spans:
-            return Judgement(claims=[], model="lexical")
+            return Judgement(claims=[])
         parsed = [_parse(span) for span in spans]
         index = _index_for(contexts, parsed)
         q_units = set(units(question)[0]) if question else set()
         claims = [self._judge_claim(c, index, contexts, q_units) for c in parsed]
-        return Judgement(claims=claims, model="lexical")
+        return Judgement(claims=claims)
 
     def features(
         self, answer: str, contexts: Sequence[Passage], question: str | None

@@ -26,8 +26,11 @@ from .types import Claim, Evaluation, Evidence, Judgement, Label, Passage
 DEFAULT_MIN_FAITHFULNESS = 1.0
 """Any contradicted claim makes an answer hallucinated."""
 
-DEFAULT_MIN_GROUNDEDNESS = 0.75
-"""Share of claims that must be supported or inferred; tuned on ../shared/data (README)."""
+DEFAULT_MIN_GROUNDEDNESS = 0.8
+"""Share of claims that must be supported or inferred: at most one claim in five may lack
+support. Chosen on ../shared/data with the local judge (README, "How the label is decided"):
+swept over 0.5-1.0 at the judge's default thresholds, 0.8 gave the best summed balanced
+accuracy on AttributionBench + FaithBench dev; 1.0 fails long answers for one weak claim."""
 
 
 @dataclass(frozen=True)

@@ -1,68 +1,507 @@
-"""The embedded default judge: deterministic, pure Python, no network."""
+"""The embedded default judge: deterministic, pure Python, no network, no model.
+
+How a claim is judged (the README's "How the local judge decides" has the user-facing version):
+
+1. The passages are cut into sentences once per call and indexed, keeping only units that some
+   claim uses: content units (stemmed words, single CJK characters), pairs of units at most one
+   unit apart, quantities (numbers with kind, unit and precision), negation. Unit weights are
+   smoothed inverse sentence frequencies over the passages themselves; units the *question*
+   contains weigh less, because an answer echoing the question is not evidence of support.
+2. Each claim is aligned with its best sentence (and that sentence with its neighbours, for
+   claims that combine adjacent sentences) through the inverted index.
+3. Numbers are compared as quantities: a claim's number must match one of the context (rounding
+   and formats allowed); a number that matches nothing while the aligned evidence states another
+   value of the same kind (500万 vs 800万, 3个月 vs 3年, 1889 vs 1899) is a contradiction. A
+   flipped negation against closely aligned evidence is a contradiction too. An unmatched number
+   without such evidence, or a capitalised name absent from the context, makes it unsupported.
+4. Otherwise unit and pair coverage decide: by one sentence -> ``supported``; by the sentence,
+   its neighbours and the whole context together -> ``inferred``; else ``unsupported``.
+
+``Claim.confidence`` is the margin of that decision: 1.0 far from every threshold (verbatim
+support, no overlap at all, a number conflict in well aligned evidence), 0.5 on a threshold;
+``inferred`` never exceeds 0.75 because overlap cannot tell a fair paraphrase from a plausible
+invention. A cascade uses it to send unclear claims to an LLM judge.
+"""
 
 from __future__ import annotations
 
-import re
+import heapq
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from ..claims import split_claims
-from ..types import Claim, Evidence, Judgement, Passage
+from .._lexical import context_units, pairs, units
+from .._numbers import Quantity, QuantityIndex, extract_quantities
+from ..claims import ClaimSpan, sentence_spans, split_claims
+from ..types import Claim, Evidence, Judgement, Passage, Verdict
 
-_TOKEN = re.compile(r"[a-z0-9]+|[\u3400-\u9fff]", re.I)
-_STOP = frozenset(
-    "a an the of to in on at for by with and or is are was were be been it its this that as"
-    " from".split()
-)
+# Sentences longer than this are cut into chunks (tables, unpunctuated scraped text), so that
+# evidence stays a readable span and alignment stays local.
+_MAX_SENTENCE_CHARS = 400
+# Past this many characters of context, passages are cut into fixed-size chunks instead of
+# sentences: splitting millions of characters into tiny sentences costs seconds in Python, and
+# chunk-level alignment is still good evidence.
+_SENTENCE_MODE_MAX_CHARS = 300_000
+# Candidate generation reads at most this many postings per unit: very frequent units carry
+# little weight anyway and would make huge contexts quadratic.
+_MAX_POSTINGS = 512
+# How many top candidate sentences get an exact coverage computation.
+_CANDIDATES = 6
+
+# A number conflict counts as a contradiction only when the evidence sentence is about the
+# same thing: at least half of the claim's (weighted) words are in it. Otherwise two numbers
+# of the same kind may simply describe different facts ("visited in 2019" vs "built in 1889").
+_CONFLICT_MIN_COVER = 0.5
+
+DEFAULT_SUPPORT_THRESHOLD = 0.8
+"""Alignment with one sentence (``ClaimFeatures.sentence_score``) for ``supported``: the claim's
+words and word pairs are nearly all in one sentence."""
+DEFAULT_INFER_THRESHOLD = 0.45
+"""Alignment with the context (``ClaimFeatures.score``) for ``inferred``; chosen on the dev
+data (README, "How the local judge decides")."""
+DEFAULT_QUESTION_WEIGHT = 0.5
+"""Weight factor of claim units that come from the question (echoes are weak evidence)."""
 
 
-def _tokens(text: str) -> list[str]:
-    return [t for t in (m.group(0).lower() for m in _TOKEN.finditer(text)) if t not in _STOP]
+@dataclass
+class _Sentence:
+    passage: int
+    start: int
+    end: int
+    units: frozenset[str]
+    pairs: frozenset[str]
+    negated: bool
+    size: int
+    quantities: list[Quantity] = field(default_factory=list)
+
+
+def _chunks(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Cut an over-long sentence into chunks at spaces or commas where possible."""
+    out: list[tuple[int, int]] = []
+    pos = start
+    while end - pos > _MAX_SENTENCE_CHARS:
+        limit = pos + _MAX_SENTENCE_CHARS
+        cut = max(text.rfind(" ", pos + 100, limit), text.rfind("，", pos + 100, limit))
+        if cut <= pos:
+            cut = limit
+        out.append((pos, cut))
+        pos = cut
+        while pos < end and text[pos].isspace():
+            pos += 1
+    if end > pos:
+        out.append((pos, end))
+    return out
+
+
+class _ContextIndex:
+    """Sentences of all passages with an inverted index, built once per judge call."""
+
+    def __init__(
+        self, passages: Sequence[Passage], relevant: set[str], with_quantities: bool = True
+    ) -> None:
+        """Index ``passages``, keeping only the units in ``relevant`` (the claims' units).
+
+        Units no claim uses cannot change any coverage, so they are dropped right after
+        tokenisation: sets, pairs and postings stay small even for very long contexts.
+        """
+        self.sentences: list[_Sentence] = []
+        self.postings: dict[str, list[int]] = {}
+        self.df: dict[str, int] = {}
+        self.all_units: set[str] = set()
+        self.all_pairs: set[str] = set()
+        seen: set[str] = set()
+        quantities: list[tuple[Quantity, int]] = []
+        seen_passages: set[str] = set()
+        coarse = sum(len(p.text) for p in passages) > _SENTENCE_MODE_MAX_CHARS
+        for pi, passage in enumerate(passages):
+            text = passage.text
+            if text in seen_passages:  # the same passage retrieved twice: index it once
+                continue
+            seen_passages.add(text)
+            # Numbers are found on the whole passage (one regex pass), then handed to the
+            # sentences that contain them, in order.
+            passage_qs = (
+                sorted(extract_quantities(text), key=lambda q: q.start) if with_quantities else []
+            )
+            qi = 0
+            spans = [(0, len(text))] if coarse else sentence_spans(text)
+            for s_start, s_end in spans:
+                for c_start, c_end in _chunks(text, s_start, s_end):
+                    while qi < len(passage_qs) and passage_qs[qi].start < c_start:
+                        qi += 1
+                    qs: list[Quantity] = []
+                    while qi < len(passage_qs) and passage_qs[qi].start < c_end:
+                        qs.append(passage_qs[qi])
+                        qi += 1
+                    chunk = text[c_start:c_end]
+                    if chunk in seen:  # repeated boilerplate: index the first copy only
+                        continue
+                    seen.add(chunk)
+                    found, negated = context_units(chunk)
+                    # Positions of relevant units; pairs only between relevant units at most
+                    # one unit apart (the gappy pairs of the whole sequence, restricted).
+                    rel = [(i, u) for i, u in enumerate(found) if u in relevant]
+                    unit_set = frozenset(u for _, u in rel)
+                    pair_set = frozenset(
+                        a + " " + b
+                        for k, (i, a) in enumerate(rel)
+                        for j, b in rel[k + 1 : k + 3]
+                        if j - i <= 2
+                    )
+                    sid = len(self.sentences)
+                    sentence = _Sentence(
+                        pi, c_start, c_end, unit_set, pair_set, negated, len(found), qs
+                    )
+                    self.sentences.append(sentence)
+                    quantities.extend((q, sid) for q in qs)
+                    postings = self.postings
+                    df = self.df
+                    for u in unit_set:
+                        post = postings.get(u)
+                        if post is None:
+                            postings[u] = [sid]
+                            df[u] = 1
+                        else:
+                            df[u] += 1
+                            if len(post) < _MAX_POSTINGS:
+                                post.append(sid)
+                    self.all_pairs |= pair_set
+        self.all_units = set(self.df)
+        self.quantities = QuantityIndex(quantities)
+        self._n1 = len(self.sentences) + 1.0
+        self._absent_idf = math.log(1.0 + self._n1)
+
+    def idf(self, unit: str) -> float:
+        """Smoothed inverse sentence frequency: never 0, and a unit absent from the context
+        weighs only a little more than a rare one (a claim is not failed by one odd word)."""
+        df = self.df.get(unit)
+        if df is None:
+            return self._absent_idf
+        return math.log(1.0 + self._n1 / (df + 1.0))
+
+    def neighbours(self, sid: int) -> list[int]:
+        """The sentence and its neighbours within the same passage."""
+        p = self.sentences[sid].passage
+        out = [sid]
+        if sid > 0 and self.sentences[sid - 1].passage == p:
+            out.insert(0, sid - 1)
+        if sid + 1 < len(self.sentences) and self.sentences[sid + 1].passage == p:
+            out.append(sid + 1)
+        return out
+
+
+@dataclass(frozen=True)
+class _ParsedClaim:
+    """A claim span with what the judge reads from it, computed once."""
+
+    span: ClaimSpan
+    units: list[str]
+    negated: bool
+    names: list[str]
+    quantities: list[Quantity]
+
+
+def _parse(span: ClaimSpan) -> _ParsedClaim:
+    found, negated, names = units(span.text)
+    return _ParsedClaim(span, found, negated, names, extract_quantities(span.text))
+
+
+def _index_for(contexts: Sequence[Passage], claims: list[_ParsedClaim]) -> _ContextIndex:
+    relevant: set[str] = set()
+    for c in claims:
+        relevant.update(c.units)
+    # The context's numbers matter only when a claim states one.
+    return _ContextIndex(contexts, relevant, with_quantities=any(c.quantities for c in claims))
+
+
+@dataclass
+class ClaimFeatures:
+    """What the judge measured for one claim (exposed for benchmarks and debugging)."""
+
+    cover_sentence: float = 0.0
+    """Weighted share of the claim's units in its best single sentence."""
+    cover_window: float = 0.0
+    """Same, for the best sentence together with its neighbours."""
+    cover_context: float = 0.0
+    """Same, for the whole context."""
+    pair_sentence: float = 0.0
+    """Share of the claim's adjacent unit pairs found in the best sentence."""
+    pair_context: float = 0.0
+    """Share of the claim's adjacent unit pairs found anywhere in the context."""
+    n_units: int = 0
+    numbers: int = 0
+    numbers_unmatched: int = 0
+    novel_names: int = 0
+    best: int | None = None
+    window: list[int] = field(default_factory=list)
+    conflict: int | None = None
+    """Sentence stating a conflicting quantity, if any."""
+    negation_flip: bool = False
+
+    @property
+    def sentence_score(self) -> float:
+        """Alignment with the best single sentence: mean of unit and pair coverage."""
+        return 0.5 * (self.cover_sentence + self.pair_sentence)
+
+    @property
+    def score(self) -> float:
+        """Overall alignment: sentence-level and window/context-level coverage, averaged."""
+        return 0.25 * (
+            self.cover_sentence + self.pair_sentence + self.cover_window + self.pair_context
+        )
 
 
 class LocalJudge:
-    """Lexical alignment of each claim with its best passage sentence."""
+    """Lexical and numeric alignment of each claim with the passages (the embedded default).
+
+    Args:
+        support_threshold: alignment with one sentence for ``supported``.
+        infer_threshold: overall alignment (sentence, neighbours, whole context) for
+            ``inferred``.
+        question_weight: weight of claim words that come from the question, in [0, 1].
+    """
 
     name = "local"
 
-    def __init__(self, support_threshold: float = 0.6) -> None:
+    def __init__(
+        self,
+        support_threshold: float = DEFAULT_SUPPORT_THRESHOLD,
+        infer_threshold: float = DEFAULT_INFER_THRESHOLD,
+        question_weight: float = DEFAULT_QUESTION_WEIGHT,
+    ) -> None:
+        for label, value in (
+            ("support_threshold", support_threshold),
+            ("infer_threshold", infer_threshold),
+            ("question_weight", question_weight),
+        ):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{label} must be within [0, 1], got {value!r}")
         self.support_threshold = support_threshold
+        self.infer_threshold = min(infer_threshold, support_threshold)
+        self.question_weight = question_weight
+
+    # -- public ---------------------------------------------------------------------------------
 
     def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
-        sentences: list[tuple[int, int, int, set[str]]] = []
-        for pi, p in enumerate(contexts):
-            for m in re.finditer(r"[^.!?。！？\n]+[.!?。！？]?", p.text):
-                if m.group(0).strip():
-                    sentences.append((pi, m.start(), m.end(), set(_tokens(m.group(0)))))
-        claims: list[Claim] = []
-        for span in split_claims(answer):
-            toks = set(_tokens(span.text))
-            best = None
-            best_cov = 0.0
-            for pi, s, e, stoks in sentences:
-                cov = len(toks & stoks) / len(toks) if toks else 0.0
-                if cov > best_cov:
-                    best, best_cov = (pi, s, e), cov
-            if best is not None and best_cov >= self.support_threshold:
-                pi, s, e = best
-                text = contexts[pi].text
-                claims.append(
-                    Claim(
-                        text=span.text,
-                        start=span.start,
-                        end=span.end,
-                        verdict="supported",
-                        evidence=[Evidence(passage=pi, start=s, end=e, quote=text[s:e])],
-                        reason=f"{best_cov:.0%} of the claim's words are in the passage",
-                    )
-                )
-            else:
-                claims.append(
-                    Claim(
-                        text=span.text,
-                        start=span.start,
-                        end=span.end,
-                        verdict="unsupported",
-                        reason=f"best passage covers {best_cov:.0%} of the claim's words",
-                    )
-                )
+        """Split ``answer`` into claims and judge each against ``contexts``."""
+        spans = split_claims(answer)
+        if not spans:
+            return Judgement(claims=[])
+        parsed = [_parse(span) for span in spans]
+        index = _index_for(contexts, parsed)
+        q_units = set(units(question)[0]) if question else set()
+        claims = [self._judge_claim(c, index, contexts, q_units) for c in parsed]
         return Judgement(claims=claims)
+
+    def features(
+        self, answer: str, contexts: Sequence[Passage], question: str | None
+    ) -> list[ClaimFeatures]:
+        """The measurements behind each claim's verdict (for calibration and benchmarks)."""
+        parsed = [_parse(span) for span in split_claims(answer)]
+        index = _index_for(contexts, parsed)
+        q_units = set(units(question)[0]) if question else set()
+        return [self._measure(c, index, q_units) for c in parsed]
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _measure(
+        self, claim: _ParsedClaim, index: _ContextIndex, q_units: set[str]
+    ) -> ClaimFeatures:
+        found, negated, names = claim.units, claim.negated, claim.names
+        f = ClaimFeatures(n_units=len(found))
+        unique = list(dict.fromkeys(found))
+        weights = {
+            u: index.idf(u) * (self.question_weight if u in q_units else 1.0) for u in unique
+        }
+        total = sum(weights.values())
+        claim_pairs = pairs(found)
+        sentences = index.sentences
+        # Candidate sentences: accumulate unit weights through the postings.
+        acc: dict[int, float] = {}
+        for u in unique:
+            post = index.postings.get(u)
+            if post is None:
+                continue
+            w = weights[u]
+            for sid in post:
+                acc[sid] = acc.get(sid, 0.0) + w
+        quantities = claim.quantities
+        f.numbers = len(quantities)
+        unmatched: list[Quantity] = []
+        matched_sids: list[int] = []
+        for q in quantities:
+            hit = index.quantities.find_match(q)
+            if hit is None:
+                unmatched.append(q)
+            else:
+                matched_sids.append(hit[1])
+        f.numbers_unmatched = len(unmatched)
+        # A sentence that holds the claim's matched numbers is a strong candidate too.
+        for sid in matched_sids:
+            acc[sid] = acc.get(sid, 0.0) + 0.5 * (total / max(len(unique), 1) or 1.0)
+        if total > 0:
+            covered = sum(w for u, w in weights.items() if u in index.all_units)
+            f.cover_context = covered / total
+        if claim_pairs:
+            f.pair_context = len(claim_pairs & index.all_pairs) / len(claim_pairs)
+        f.novel_names = sum(1 for n in set(names) if n not in index.all_units and n not in q_units)
+        if acc:
+            top = heapq.nlargest(_CANDIDATES, acc.items(), key=lambda kv: (kv[1], -kv[0]))
+            best_key: tuple[float, float, int] | None = None
+            for sid, _ in top:
+                s = sentences[sid]
+                cov = sum(w for u, w in weights.items() if u in s.units) / total if total else 0.0
+                pc = len(claim_pairs & s.pairs) / len(claim_pairs) if claim_pairs else cov
+                window = index.neighbours(sid)
+                if len(window) > 1:
+                    wunits = frozenset().union(*(sentences[i].units for i in window))
+                    wcov = sum(w for u, w in weights.items() if u in wunits) / total if total else 0
+                else:
+                    wcov = cov
+                key = (cov + pc, wcov, -sid)
+                if best_key is None or key > best_key:
+                    best_key = key
+                    f.best = sid
+                    f.cover_sentence = cov
+                    f.pair_sentence = pc
+                    f.cover_window = max(wcov, cov)
+                    f.window = window
+        if f.best is not None:
+            best = sentences[f.best]
+            # Numbers: the evidence states another value of the same kind -> contradiction.
+            if unmatched and f.cover_window >= _CONFLICT_MIN_COVER:
+                for sid in [f.best] + [i for i in f.window if i != f.best]:
+                    if any(q.conflicts(x) for q in unmatched for x in sentences[sid].quantities):
+                        f.conflict = sid
+                        break
+            # Negation: a claim that negates what its closely aligned evidence asserts, or the
+            # reverse when the evidence is about as short as the claim (so the "not" is in the
+            # part that was aligned).
+            f.negation_flip = (
+                f.cover_sentence >= 0.7
+                and negated != best.negated
+                and (negated or best.size <= 2 * len(found) + 2)
+            )
+        return f
+
+    def decide(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str]:
+        """Turn a claim's measurements into ``(verdict, reason, confidence, evidence)``.
+
+        ``evidence`` names what backs the verdict: ``"conflict"`` (the sentence stating another
+        value), ``"best"`` (the aligned sentence), ``"cover"`` (the aligned sentence and the
+        neighbours that add to it) or ``"none"``.
+        """
+        support = f.sentence_score
+        infer = f.score
+        if f.conflict is not None:
+            return (
+                "contradicted",
+                "the evidence states a different number or unit",
+                0.6 + 0.4 * min(1.0, f.cover_window),
+                "conflict",
+            )
+        if f.negation_flip and f.best is not None:
+            return (
+                "contradicted",
+                "the evidence says the opposite (negation differs)",
+                0.4 + 0.4 * f.cover_sentence,
+                "best",
+            )
+        if f.numbers_unmatched:
+            share = f.numbers_unmatched / max(f.numbers, 1)
+            return (
+                "unsupported",
+                f"{f.numbers_unmatched} number(s) of the claim appear nowhere in the context",
+                0.6 + 0.3 * min(1.0, share),
+                "none",
+            )
+        if f.novel_names:
+            return (
+                "unsupported",
+                f"{f.novel_names} name(s) of the claim appear nowhere in the context",
+                0.55 + 0.1 * min(f.novel_names, 3),
+                "none",
+            )
+        if f.best is not None and support >= self.support_threshold:
+            return (
+                "supported",
+                f"aligned with one passage sentence ({support:.0%})",
+                _margin(support, self.support_threshold),
+                "cover",
+            )
+        if f.best is not None and infer >= self.infer_threshold:
+            return (
+                "inferred",
+                f"the context covers {infer:.0%} of it, across sentences or in other words",
+                0.25 + 0.5 * _margin(infer, self.infer_threshold),
+                "cover",
+            )
+        if f.n_units == 0 and f.numbers and f.best is not None:
+            return "supported", "its numbers are stated in the context", 0.6, "best"
+        return (
+            "unsupported",
+            f"the context covers only {infer:.0%} of it",
+            _margin(infer, self.infer_threshold),
+            "none",
+        )
+
+    def _judge_claim(
+        self,
+        claim: _ParsedClaim,
+        index: _ContextIndex,
+        contexts: Sequence[Passage],
+        q_units: set[str],
+    ) -> Claim:
+        f = self._measure(claim, index, q_units)
+        span = claim.span
+        verdict, reason, confidence, backing = self.decide(f)
+        sentences = index.sentences
+        evidence: list[Evidence] = []
+        if backing == "conflict" and f.conflict is not None:
+            evidence = [_evidence(sentences[f.conflict], contexts)]
+        elif backing == "best" and f.best is not None:
+            evidence = [_evidence(sentences[f.best], contexts)]
+        elif backing == "cover" and f.best is not None:
+            evidence = [_evidence(sentences[i], contexts) for i in _cover_set(f, index, claim)]
+        return Claim(
+            text=span.text,
+            start=span.start,
+            end=span.end,
+            verdict=verdict,
+            evidence=evidence,
+            reason=reason,
+            confidence=round(max(0.0, min(1.0, confidence)), 3),
+        )
+
+
+def _margin(value: float, threshold: float) -> float:
+    """Confidence from the distance to a threshold: 0.5 on it, 1.0 at the end of the scale
+    (a value of 1.0 above it, 0.0 below it)."""
+    room = (1.0 - threshold) if value >= threshold else threshold
+    return 0.5 + 0.5 * min(1.0, abs(value - threshold) / max(room, 0.2))
+
+
+def _cover_set(f: ClaimFeatures, index: _ContextIndex, claim: _ParsedClaim) -> list[int]:
+    """The best sentence, plus window sentences that add claim units it lacks (synthesis)."""
+    assert f.best is not None
+    chosen = [f.best]
+    found = set(claim.units)
+    have = set(index.sentences[f.best].units)
+    for sid in f.window:
+        if sid == f.best:
+            continue
+        extra = (index.sentences[sid].units & found) - have
+        if extra:
+            chosen.append(sid)
+            have |= extra
+    return sorted(chosen)
+
+
+def _evidence(sentence: _Sentence, contexts: Sequence[Passage]) -> Evidence:
+    text = contexts[sentence.passage].text
+    return Evidence(
+        passage=sentence.passage,
+        start=sentence.start,
+        end=sentence.end,
+        quote=text[sentence.start : sentence.end],
+    )

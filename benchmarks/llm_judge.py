@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import json
 import multiprocessing
-import os
 import random
 import statistics
 import sys
@@ -35,6 +34,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from accuracy import default_data_dir  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
 from groundwatch.judges._text import estimate_tokens  # noqa: E402
@@ -57,11 +59,6 @@ PRICES = {
     "gpt-4.1-nano": (0.10, 0.40),
     "gpt-4o": (2.50, 10.00),
 }
-
-
-def default_data_dir() -> Path:
-    env = os.environ.get("GROUNDWATCH_DATA")
-    return Path(env) if env else ROOT.parent.parent / "shared" / "data"
 
 
 def load(path: Path, limit: int | None, seed: int = 7) -> list[dict[str, Any]]:

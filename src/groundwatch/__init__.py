@@ -3,6 +3,7 @@
 import logging
 
 from ._evaluate import aevaluate, evaluate
+from .alerts import Alert, AlertingHook, DropDetector
 from .judges import Judge, LocalJudge
 from .scoring import LabelPolicy
 from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
@@ -12,7 +13,10 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
+    "Alert",
+    "AlertingHook",
     "Claim",
+    "DropDetector",
     "Evaluation",
     "Evidence",
     "Judge",

@@ -5,6 +5,8 @@ import logging
 from ._evaluate import aevaluate, evaluate
 from .alerts import Alert, AlertingHook, DropDetector
 from .judges import Judge, LocalJudge
+from .monitor import Monitor
+from .sampling import Decision, RateLimitSampler, RatioSampler, RouteSampler, Sampler
 from .scoring import LabelPolicy
 from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
 
@@ -16,6 +18,7 @@ __all__ = [
     "Alert",
     "AlertingHook",
     "Claim",
+    "Decision",
     "DropDetector",
     "Evaluation",
     "Evidence",
@@ -23,8 +26,13 @@ __all__ = [
     "Judgement",
     "LabelPolicy",
     "LocalJudge",
+    "Monitor",
     "Passage",
     "RagRecord",
+    "RateLimitSampler",
+    "RatioSampler",
+    "RouteSampler",
+    "Sampler",
     "Usage",
     "__version__",
     "aevaluate",

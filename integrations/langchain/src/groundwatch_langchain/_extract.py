@@ -1,0 +1,133 @@
+"""Turning LangChain run inputs, outputs and documents into what a record needs.
+
+Every function here is called on the host's request path, so each one only looks at the object it
+is given (attribute reads, a few ``isinstance`` checks): no serialisation, no copies of large
+texts, no imports of LangChain. Objects are recognised by shape (``content``, ``page_content``)
+rather than by class, which keeps the module importable without LangChain and tolerant of
+subclasses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+#: Keys looked up, in order, when the root input of a chain is a mapping.
+QUESTION_KEYS: tuple[str, ...] = ("question", "input", "query", "q")
+#: Keys looked up, in order, when the final output of a chain is a mapping.
+ANSWER_KEYS: tuple[str, ...] = ("answer", "output", "result")
+#: Document metadata keys that carry a retrieval score, looked up in order. Vector stores and
+#: rerankers that report a score usually put it under one of these (LangChain's own retrievers
+#: drop it; a retriever built on ``similarity_search_with_score`` typically stores it as "score").
+SCORE_KEYS: tuple[str, ...] = ("score", "relevance_score", "similarity_score", "_score")
+
+QuestionExtractor = Callable[[Any], "str | None"]
+AnswerExtractor = Callable[[Any], "str | None"]
+
+
+def plain(text: str) -> str:
+    """A plain ``str`` for a ``str`` subclass (langchain-core 1.x parsers return one), so the
+    record holds no framework object."""
+    return text if type(text) is str else str.__str__(text)
+
+
+def message_text(message: Any) -> str | None:
+    """Return the text of a message-like object (``.content`` as a string or a list of parts)."""
+    content = getattr(message, "content", None)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        # Multimodal / block content: keep the text parts, in order.
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and part.get("type") == "text":
+                text = part.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+        return "".join(parts) if parts else None
+    return None
+
+
+def _is_human(message: Any) -> bool:
+    return getattr(message, "type", None) == "human"
+
+
+def default_question(inputs: Any) -> str | None:
+    """Extract the question from a root run's input.
+
+    Understands a plain string, a mapping with one of :data:`QUESTION_KEYS` holding a string (or a
+    message), a message, and a list of messages (the last human message is the question).
+    """
+    if isinstance(inputs, str):
+        return inputs
+    if isinstance(inputs, Mapping):
+        for key in QUESTION_KEYS:
+            value = inputs.get(key)
+            if isinstance(value, str):
+                return value
+            if value is not None:
+                text = message_text(value)
+                if text is not None:
+                    return text
+        return None
+    if isinstance(inputs, Sequence):
+        for message in reversed(inputs):
+            if _is_human(message):
+                return message_text(message)
+        return None
+    return message_text(inputs)
+
+
+def default_answer(outputs: Any) -> str | None:
+    """Extract the answer from a root run's final output.
+
+    Understands a plain string, a message (``AIMessage`` or a merged ``AIMessageChunk`` from a
+    stream), and a mapping with one of :data:`ANSWER_KEYS` holding either of those.
+    """
+    if isinstance(outputs, str):
+        return outputs
+    if isinstance(outputs, Mapping):
+        for key in ANSWER_KEYS:
+            value = outputs.get(key)
+            if isinstance(value, str):
+                return value
+            if value is not None:
+                text = message_text(value)
+                if text is not None:
+                    return text
+        return None
+    return message_text(outputs)
+
+
+def document_score(metadata: Mapping[str, Any], keys: Sequence[str]) -> float | None:
+    """Return the first numeric score found in a document's metadata under ``keys``."""
+    for key in keys:
+        value = metadata.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def passage_of(document: Any, score_keys: Sequence[str]) -> dict[str, Any] | None:
+    """Turn a LangChain ``Document`` into the mapping form that ``Monitor.record`` accepts.
+
+    Returns None for an object without a string ``page_content``. The metadata is passed by
+    reference: the runtime copies what it keeps.
+    """
+    text = getattr(document, "page_content", None)
+    if not isinstance(text, str):
+        return None
+    metadata = getattr(document, "metadata", None)
+    if not isinstance(metadata, Mapping):
+        metadata = {}
+    doc_id = getattr(document, "id", None)
+    if doc_id is None:
+        doc_id = metadata.get("id")
+    return {
+        "text": text,
+        "id": None if doc_id is None else str(doc_id),
+        "score": document_score(metadata, score_keys),
+        "metadata": metadata,
+    }

@@ -1,0 +1,422 @@
+"""The background worker: bounded queue, a daemon thread with an asyncio loop, flush, shutdown,
+fork safety. Modelled on OpenTelemetry's ``BatchProcessor``.
+
+Request path (any host thread): :meth:`Worker.submit` appends to a ``deque`` and, only when the
+worker is idle, wakes it with one ``call_soon_threadsafe``. Nothing else: no lock held, no I/O
+beyond that wake-up, no scoring.
+
+Worker thread (``groundwatch-worker``): an asyncio loop takes records off the queue as the
+concurrency limit allows (what waits stays in the bounded queue, so overload shows up as
+``queue_full`` on the request path, not as unbounded memory), runs each evaluation under a
+deadline with OpenTelemetry instrumentation suppressed, then emits telemetry and calls the
+``on_result`` callbacks.
+
+Accounting: every record handed to :meth:`submit` ends in exactly one of
+``groundwatch.evaluations`` (label != error: evaluated; label == error: failed) or
+``groundwatch.evaluations.dropped`` (never scored: shutdown deadline, fork, lost worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import inspect
+import logging
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry import context as otel_context
+
+from . import _guard, scoring
+from ._evaluate import aevaluate, judge_name
+from ._inputs import prepare
+from .telemetry import Stats
+from .telemetry import semconv as sc
+from .types import Evaluation, Judgement, Passage, RagRecord
+
+_logger = logging.getLogger(__name__)
+
+# The context key OpenTelemetry instrumentations check (opentelemetry.context defines it since
+# 1.x; opentelemetry-instrumentation's ``suppress_instrumentation`` also sets the plain string
+# key, which older instrumentations read). Setting both needs no extra dependency.
+_SUPPRESS_KEYS: tuple[str, ...] = (
+    getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation"),
+    "suppress_instrumentation",
+)
+
+MAX_STUCK_JUDGE_THREADS = 4
+"""Sync judge calls that timed out but never returned: past this many, fail fast instead of
+starting yet another thread that may hang too."""
+
+Finish = Callable[[RagRecord, Evaluation, int, int], None]
+
+
+def suppressed_context() -> otel_context.Context:
+    ctx = otel_context.get_current()
+    for key in _SUPPRESS_KEYS:
+        ctx = otel_context.set_value(key, True, ctx)
+    return ctx
+
+
+def _error_evaluation(
+    error_type: str, message: str, answer: str, passages: Sequence[Passage], judge: str
+) -> Evaluation:
+    return scoring.score(
+        Judgement(error=message, error_type=error_type), answer, passages, judge_name=judge
+    )
+
+
+class _ThreadJudge:
+    """Runs a sync judge on a daemon thread of its own, awaitable from the worker's loop.
+
+    Not ``asyncio.to_thread``: its executor's threads are joined at interpreter exit, so a
+    hanging judge would hang the host's exit. A daemon thread per call costs ~0.1 ms, nothing
+    next to a judge call, and a stuck one is abandoned (and counted) instead.
+    """
+
+    def __init__(self, judge: Any) -> None:
+        self.inner = judge
+        self.name = judge_name(judge)
+        self._lock = threading.Lock()
+        self.alive = 0
+
+    async def judge(
+        self, answer: str, contexts: Sequence[Passage], question: str | None
+    ) -> Judgement:
+        if self.alive >= MAX_STUCK_JUDGE_THREADS:
+            return Judgement(
+                error=f"{self.alive} earlier judge calls never returned",
+                error_type="judge_unresponsive",
+            )
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        ctx = contextvars.copy_context()
+
+        def deliver(value: Any, exc: BaseException | None) -> None:
+            if future.done():
+                return
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(value)
+
+        def target() -> None:
+            value: Any = None
+            error: BaseException | None = None
+            try:
+                value = ctx.run(self.inner.judge, answer, contexts, question)
+            except BaseException as exc:
+                error = exc
+            finally:
+                with self._lock:
+                    self.alive -= 1
+            # RuntimeError: the loop closed meanwhile (shutdown); nobody waits for the result.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(deliver, value, error)
+
+        with self._lock:
+            self.alive += 1
+        threading.Thread(target=target, name="groundwatch-judge", daemon=True).start()
+        result = await future
+        if inspect.isawaitable(result):
+            result = await result
+        return result  # type: ignore[no-any-return]
+
+    def at_fork_reinit(self) -> None:
+        self._lock = threading.Lock()
+        self.alive = 0
+
+
+class Worker:
+    """Queue + thread + loop; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        judge: Any,
+        finish: Finish,
+        stats: Stats,
+        max_queue_size: int,
+        max_concurrency: int,
+        timeout_s: float,
+        policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
+        runner: Any = None,
+    ) -> None:
+        self.judge = judge
+        self.judge_name = judge_name(judge)
+        if runner is not None:
+            self.runner = runner
+        elif inspect.iscoroutinefunction(getattr(judge, "judge", None)):
+            self.runner = judge
+        else:
+            self.runner = _ThreadJudge(judge)
+        # Several CPU-bound judge calls at once only fight over the GIL (or the one worker
+        # process): concurrency is for async judges, whose calls wait on the network.
+        self.concurrency = max_concurrency if self.runner is judge else 1
+        self.finish = finish
+        self.stats = stats
+        self.max_queue_size = max_queue_size
+        self.timeout_s = timeout_s
+        self.policy = policy
+        self._init_state()
+        wm = weakref.WeakMethod(self._at_fork_reinit)
+
+        def _after_fork() -> None:
+            method = wm()
+            if method is not None:
+                method()
+
+        os.register_at_fork(after_in_child=_after_fork)
+
+    def _init_state(self) -> None:
+        self.queue: deque[RagRecord] = deque()
+        self._pid = os.getpid()
+        self._start_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._awake = False
+        self._stopped = False
+        self._wakeup: asyncio.Event | None = None
+        self._next_seq = 0
+        self._inflight: dict[int, asyncio.Task[None]] = {}
+        self._flush_waiters: list[tuple[int, threading.Event]] = []
+
+    # --- request path --------------------------------------------------------------------------
+
+    def submit(self, record: RagRecord) -> bool:
+        """Queue a sampled record; ``False`` when the queue is full (the caller counts it)."""
+        if self._pid != os.getpid():
+            # A fork the at-fork hook did not see (e.g. os.fork from C code).
+            self._at_fork_reinit()
+        queue = self.queue
+        # Checked without a lock: concurrent callers may overshoot the bound by one record each,
+        # which keeps memory bounded and costs no lock on the request path.
+        if len(queue) >= self.max_queue_size:
+            return False
+        queue.append(record)
+        if not self._awake:
+            self._wake()
+        return True
+
+    def _wake(self) -> None:
+        loop = self._loop
+        if loop is None:
+            self._start()
+            return
+        self._awake = True
+        # A plain try (not contextlib.suppress): this is on the request path.
+        try:  # noqa: SIM105
+            loop.call_soon_threadsafe(self._set_wakeup)
+        except RuntimeError:
+            pass  # loop closed: shut down; shutdown() counts what is left in the queue
+
+    def _set_wakeup(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._loop is not None or self._stopped:
+                return
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(
+                target=self._thread_main, args=(loop,), name="groundwatch-worker", daemon=True
+            )
+            self._awake = True
+            self._thread = thread
+            self._loop = loop
+            thread.start()
+
+    # --- worker thread -------------------------------------------------------------------------
+
+    def _thread_main(self, loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.create_task(self._main())
+            loop.run_forever()
+        finally:
+            try:
+                tasks = asyncio.all_tasks(loop)
+                for task in tasks:
+                    task.cancel()
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+
+    async def _main(self) -> None:
+        self._wakeup = asyncio.Event()
+        semaphore = asyncio.Semaphore(self.concurrency)
+        loop = asyncio.get_running_loop()
+        queue = self.queue
+        while True:
+            # Order matters (see submit): mark idle and clear the event *before* looking at the
+            # queue, so a record appended after the look always finds us idle and wakes us.
+            self._awake = False
+            self._wakeup.clear()
+            if not queue:
+                await self._wakeup.wait()
+            self._awake = True
+            while queue:
+                await semaphore.acquire()
+                try:
+                    record = queue.popleft()
+                except IndexError:
+                    semaphore.release()
+                    break
+                seq = self._next_seq
+                self._next_seq += 1
+                self._inflight[seq] = loop.create_task(self._run(record, seq, semaphore))
+
+    async def _run(self, record: RagRecord, seq: int, semaphore: asyncio.Semaphore) -> None:
+        finished = False
+        try:
+            start_ns = time.time_ns()
+            evaluation = await self._evaluate(record)
+            end_ns = time.time_ns()
+            finished = True
+            # Synchronous from here: a cancellation (shutdown) cannot split the accounting.
+            self.finish(record, evaluation, start_ns, end_ns)
+        except asyncio.CancelledError:
+            if not finished:
+                self.stats.count_dropped(sc.ERROR_SHUTDOWN)
+            raise
+        except Exception as exc:
+            if not finished:
+                self.stats.count_dropped(sc.ERROR_INTERNAL)
+            _guard.internal_error("worker", exc, reraise=False)
+        finally:
+            self._inflight.pop(seq, None)
+            semaphore.release()
+            self._check_flush()
+
+    async def _evaluate(self, record: RagRecord) -> Evaluation:
+        try:
+            answer, passages, question, truncated = prepare(
+                record.answer, record.contexts, record.question
+            )
+        except TypeError as exc:
+            record.contexts = []
+            return _error_evaluation(sc.ERROR_INVALID_INPUT, str(exc), "", [], self.judge_name)
+        record.answer, record.contexts, record.question = answer, passages, question
+        record.truncated = truncated
+        # The judge's own HTTP / LLM calls must not create spans in the user's traces nor
+        # re-enter our callbacks: instrumentations check this key. The worker's task context
+        # is its own, so attach/detach here cannot leak into the host.
+        token = otel_context.attach(suppressed_context())
+        try:
+            evaluation = await asyncio.wait_for(
+                aevaluate(answer, passages, question, self.runner, policy=self.policy),
+                self.timeout_s,
+            )
+        except (asyncio.TimeoutError, TimeoutError):
+            evaluation = _error_evaluation(
+                sc.ERROR_TIMEOUT,
+                f"no result within {self.timeout_s * 1000:.0f} ms",
+                answer,
+                passages,
+                self.judge_name,
+            )
+        except Exception as exc:
+            # aevaluate turns judge exceptions into error evaluations; this is for the rest.
+            evaluation = _error_evaluation(
+                type(exc).__qualname__, str(exc)[:500], answer, passages, self.judge_name
+            )
+        finally:
+            otel_context.detach(token)
+        if truncated and not evaluation.truncated:
+            evaluation = evaluation.model_copy(update={"truncated": True})
+        return evaluation
+
+    # --- flush / shutdown ----------------------------------------------------------------------
+
+    def _check_flush(self) -> None:
+        if not self._flush_waiters:
+            return
+        # The lowest unfinished sequence number: in-flight tasks are in start order.
+        low = next(iter(self._inflight), self._next_seq)
+        still = []
+        for target, event in self._flush_waiters:
+            if self._next_seq >= target and low >= target:
+                event.set()
+            else:
+                still.append((target, event))
+        self._flush_waiters = still
+
+    def _add_flush_waiter(self, event: threading.Event) -> None:
+        # Everything queued or in flight now gets a sequence number below target.
+        self._flush_waiters.append((self._next_seq + len(self.queue), event))
+        self._set_wakeup()
+        self._check_flush()
+
+    def in_worker_thread(self) -> bool:
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until everything queued now is scored and emitted; ``False`` on timeout."""
+        loop = self._loop
+        if loop is None:
+            return not self.queue
+        if self.in_worker_thread():
+            return False  # an on_result callback flushing would wait for itself
+        done = threading.Event()
+        try:
+            loop.call_soon_threadsafe(self._add_flush_waiter, done)
+        except RuntimeError:
+            return not self.queue and not self._inflight
+        return done.wait(max(0.0, timeout_s))
+
+    def _stop_on_loop(self) -> None:
+        left = len(self.queue)
+        self.queue.clear()
+        self.stats.count_dropped(sc.ERROR_SHUTDOWN, left)
+        for task in list(self._inflight.values()):
+            task.cancel()  # _run counts each as dropped
+        asyncio.get_running_loop().stop()
+
+    def shutdown(self, timeout_s: float) -> bool:
+        """Score what is queued within the deadline, count the rest as dropped, stop."""
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        with self._start_lock:
+            already = self._stopped
+            self._stopped = True
+        if already:
+            return True
+        flushed = self.flush(timeout_s)
+        loop, thread = self._loop, self._thread
+        joined = True
+        if loop is not None and thread is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._stop_on_loop)
+            if not self.in_worker_thread():
+                thread.join(max(0.05, deadline - time.monotonic()))
+                joined = not thread.is_alive()
+        # Appended by a record() racing with shutdown after the loop had stopped.
+        left = len(self.queue)
+        self.queue.clear()
+        self.stats.count_dropped(sc.ERROR_SHUTDOWN, left)
+        return flushed and joined
+
+    # --- fork ----------------------------------------------------------------------------------
+
+    def _at_fork_reinit(self) -> None:
+        # The child has no worker thread: what the parent had queued or in flight is the
+        # parent's to score, so the child counts it as dropped and starts afresh (lazily, on
+        # its first record), like OpenTelemetry's BatchProcessor.
+        if self._pid == os.getpid():
+            return
+        inherited = len(self.queue) + len(self._inflight)
+        stopped = self._stopped
+        self._init_state()
+        self._stopped = stopped
+        self.stats.reinit_after_fork()
+        self.stats.count_dropped(sc.ERROR_FORK, inherited)
+        at_fork = getattr(self.runner, "at_fork_reinit", None)
+        if at_fork is not None:
+            at_fork()

@@ -1,0 +1,376 @@
+"""``Monitor``: the front door of the online runtime.
+
+``record()`` runs on the host's request path: it captures references and the current span
+context, asks the sampler, appends to a bounded queue and returns, in microseconds (see
+``benchmarks/overhead.py``). Scoring and telemetry happen on the background worker
+(:mod:`groundwatch._worker`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import random
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry._logs import LoggerProvider
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import SpanContext, TracerProvider
+
+from . import _config, _guard, scoring
+from ._evaluate import default_judge
+from .judges import Judge
+from .sampling import Decision, RateLimitSampler, RatioSampler, Sampler, sampling_rate
+from .telemetry import Stats, Telemetry
+from .telemetry import semconv as sc
+from .types import Evaluation, RagRecord
+
+__all__ = ["Monitor", "ResultCallback"]
+
+_logger = logging.getLogger(__name__)
+
+ResultCallback = Callable[[RagRecord, Evaluation], None]
+"""``on_result(record, evaluation)``: runs on the worker thread for every scored record."""
+
+_getrandbits = random.getrandbits
+_get_current_span = trace.get_current_span
+_SAMPLED = Decision.SAMPLED
+
+
+def default_sampler(config: _config.RuntimeConfig) -> Sampler:
+    """The sampler the environment asks for: a ratio, with a rate limit on top if set."""
+    sampler: Sampler = RatioSampler(config.sample_rate)
+    if config.rate_limit_per_minute is not None:
+        sampler = RateLimitSampler(config.rate_limit_per_minute, sampler)
+    return sampler
+
+
+def _fork_reinit_sampler(sampler: Any, depth: int = 0) -> None:
+    """Give every lock inside a (composed) sampler a fresh state in a forked child."""
+    if sampler is None or depth > 8:
+        return
+    reinit = getattr(sampler, "_at_fork_reinit", None)
+    if reinit is not None:
+        reinit()
+    _fork_reinit_sampler(getattr(sampler, "inner", None), depth + 1)
+    _fork_reinit_sampler(getattr(sampler, "default", None), depth + 1)
+    for inner in (getattr(sampler, "routes", None) or {}).values():
+        _fork_reinit_sampler(inner, depth + 1)
+
+
+class Monitor:
+    """Samples RAG interactions, scores them in the background, emits OpenTelemetry data.
+
+    Args:
+        judge: the judge; the embedded :class:`~groundwatch.LocalJudge` by default.
+        sampler: decides which records are scored; by default from the environment
+            (``GROUNDWATCH_SAMPLE_RATE``, default 1.0, and ``GROUNDWATCH_RATE_LIMIT_PER_MINUTE``).
+        tracer_provider, meter_provider, logger_provider: OpenTelemetry providers; the global
+            ones by default (resolved lazily, so providers set after the monitor work too).
+        max_queue_size: records waiting for the worker; more are dropped and counted
+            (``GROUNDWATCH_MAX_QUEUE_SIZE``, default 1024).
+        on_result: a callback, or a sequence of them, called with ``(record, evaluation)`` on
+            the worker thread after the telemetry is emitted. Keep it quick (it holds up the
+            worker); one that raises is logged and counted in ``groundwatch.errors``.
+        capture_content: put the question, answer and claims with their quotes on the
+            evaluation span (``GROUNDWATCH_CAPTURE_CONTENT``, default off).
+        redact: applied to every captured text before it leaves the process.
+        route: the default route of records (``record(route=...)`` overrides it).
+        max_concurrency: evaluations in flight for an async judge
+            (``GROUNDWATCH_MAX_CONCURRENCY``, default 8); sync judges run one at a time.
+        evaluation_timeout_millis: deadline of one evaluation; past it the evaluation fails
+            with ``error.type=timeout`` (``GROUNDWATCH_EVALUATION_TIMEOUT_MILLIS``, 60000).
+        executor: where a sync judge runs: ``"thread"`` (a thread of this interpreter) or
+            ``"process"`` (a worker process, so CPU-bound scoring never holds this
+            interpreter's GIL); ``GROUNDWATCH_EXECUTOR``, default ``"thread"``.
+        policy: thresholds that turn scores into a label.
+        content_max_chars: cap per captured text attribute (``GROUNDWATCH_CONTENT_MAX_CHARS``).
+        shutdown_on_exit: register an ``atexit`` hook that flushes the queue (default on).
+    """
+
+    def __init__(
+        self,
+        judge: Judge | None = None,
+        sampler: Sampler | None = None,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        logger_provider: LoggerProvider | None = None,
+        max_queue_size: int | None = None,
+        on_result: ResultCallback | Sequence[ResultCallback] | None = None,
+        capture_content: bool | None = None,
+        redact: Callable[[str], str] | None = None,
+        route: str | None = None,
+        max_concurrency: int | None = None,
+        evaluation_timeout_millis: int | None = None,
+        executor: str | None = None,
+        policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
+        content_max_chars: int | None = None,
+        shutdown_on_exit: bool = True,
+    ) -> None:
+        config = _config.from_env()
+        self.judge: Judge = judge if judge is not None else default_judge()
+        self.sampler: Sampler = sampler if sampler is not None else default_sampler(config)
+        self.route = route
+        self._disabled = config.disabled
+        if on_result is None:
+            self._callbacks: list[ResultCallback] = []
+        elif callable(on_result):
+            self._callbacks = [on_result]
+        else:
+            self._callbacks = list(on_result)
+        self.executor = executor if executor is not None else config.executor
+        if self.executor not in _config.EXECUTORS:
+            raise ValueError(f"executor must be one of {_config.EXECUTORS}, got {executor!r}")
+        self._shut = False
+        self._lock = threading.Lock()
+        self._worker = None
+        self.stats = Stats(self._queue_size)
+        self._telemetry = Telemetry(
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            logger_provider=logger_provider,
+            capture_content=(
+                config.capture_content if capture_content is None else capture_content
+            ),
+            redact=redact,
+            content_max_chars=content_max_chars or config.content_max_chars,
+            stats=self.stats,
+        )
+        from ._worker import Worker
+
+        runner = None
+        if self.executor == "process":
+            from ._procpool import ProcessJudge
+
+            runner = ProcessJudge.wrap(self.judge)
+        self._worker = Worker(
+            judge=self.judge,
+            finish=self._finish,
+            stats=self.stats,
+            max_queue_size=max_queue_size or config.max_queue_size,
+            max_concurrency=max_concurrency or config.max_concurrency,
+            timeout_s=(evaluation_timeout_millis or config.evaluation_timeout_millis) / 1000,
+            policy=policy,
+            runner=runner,
+        )
+        self._atexit: Callable[[], None] | None = None
+        if shutdown_on_exit:
+            wm = weakref.WeakMethod(self._shutdown_at_exit)
+
+            def _at_exit() -> None:
+                method = wm()
+                if method is not None:
+                    method()
+
+            self._atexit = _at_exit
+            atexit.register(_at_exit)
+        wm_fork = weakref.WeakMethod(self._at_fork_reinit)
+
+        def _after_fork() -> None:
+            method = wm_fork()
+            if method is not None:
+                method()
+
+        import os
+
+        os.register_at_fork(after_in_child=_after_fork)
+
+    def _queue_size(self) -> int:
+        worker = self._worker
+        return len(worker.queue) if worker is not None else 0
+
+    # --- request path --------------------------------------------------------------------------
+
+    def record(
+        self,
+        *,
+        question: str | None,
+        contexts: Sequence[Any],
+        answer: str,
+        span_context: SpanContext | None = None,
+        route: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        always_score: bool = False,
+    ) -> None:
+        """Hand one RAG interaction to the monitor. Returns at once; never raises.
+
+        Args:
+            question: the user's question, if known.
+            contexts: the retrieved passages: strings, :class:`~groundwatch.Passage` objects,
+                mappings with ``text``, LangChain documents or LlamaIndex nodes. Only a shallow
+                copy of the sequence is kept; the items must not be mutated afterwards.
+            answer: the generated answer.
+            span_context: the span the evaluation belongs to; by default the span current in
+                the caller.
+            route: the pipeline's name, for per-route sampling and metric attributes.
+            attributes: extra attributes for the evaluation span (primitive values only).
+            always_score: score this record whatever the sampler says (a thumbs-down).
+        """
+        try:
+            decision, error_type = self._record(
+                question, contexts, answer, span_context, route, attributes, always_score
+            )
+        except Exception as exc:
+            decision, error_type = Decision.ERROR, sc.ERROR_INTERNAL
+            self.stats.count_decision(decision.value, error_type)
+            _guard.internal_error("record", exc)
+            return
+        self.stats.count_decision(decision.value, error_type)
+
+    def _record(
+        self,
+        question: Any,
+        contexts: Any,
+        answer: Any,
+        span_context: SpanContext | None,
+        route: str | None,
+        attributes: Mapping[str, Any] | None,
+        always_score: bool,
+    ) -> tuple[Decision, str | None]:
+        if self._shut:
+            return Decision.ERROR, sc.ERROR_SHUTDOWN
+        if (
+            not isinstance(answer, str)
+            or (question is not None and not isinstance(question, str))
+            or contexts is None
+            or isinstance(contexts, (str, bytes))
+        ):
+            return Decision.ERROR, sc.ERROR_INVALID_INPUT
+        if span_context is None:
+            span_context = _get_current_span().get_span_context()
+        if span_context.is_valid:
+            trace_id, span_id = span_context.trace_id, span_context.span_id
+        else:
+            trace_id = span_id = 0
+            span_context = None
+        record = RagRecord(
+            question,
+            contexts,
+            answer,
+            route if route is not None else self.route,
+            attributes,
+            "%016x" % _getrandbits(64),  # noqa: UP031 (the fastest spelling)
+            trace_id,
+            span_id,
+            always_score,
+            span_context,
+        )
+        if self._disabled:
+            return Decision.NOT_SAMPLED, None
+        if not always_score:
+            try:
+                decision = self.sampler.decide(record)
+            except Exception as exc:
+                _guard.user_error("sampler", exc)
+                return Decision.ERROR, sc.ERROR_SAMPLER
+            if decision is not _SAMPLED:
+                return Decision(decision), None
+        try:
+            record.contexts = list(contexts)
+        except TypeError:
+            return Decision.ERROR, sc.ERROR_INVALID_INPUT
+        if attributes is not None:
+            record.attributes = dict(attributes)
+        worker = self._worker
+        if worker is None or not worker.submit(record):
+            return Decision.QUEUE_FULL, None
+        return _SAMPLED, None
+
+    def record_failure(self, error_type: str, *, route: str | None = None) -> None:
+        """Count an interaction that could not be turned into a record.
+
+        For integrations: the chain, retriever or LLM raised, so there is no answer to score.
+        Counted as ``groundwatch.records{groundwatch.decision="error", error.type=...}``.
+        Never raises.
+        """
+        try:
+            self.stats.count_decision(Decision.ERROR.value, str(error_type) or "error")
+        except Exception as exc:
+            _guard.internal_error("record_failure", exc)
+
+    # --- worker side ---------------------------------------------------------------------------
+
+    def _finish(
+        self, record: RagRecord, evaluation: Evaluation, start_ns: int, end_ns: int
+    ) -> None:
+        try:
+            rate = 1.0 if record.always_score else sampling_rate(self.sampler, record)
+        except Exception as exc:
+            _guard.user_error("sampler", exc)
+            rate = None
+        try:
+            self._telemetry.emit(
+                record, evaluation, sampling_rate=rate, start_ns=start_ns, end_ns=end_ns
+            )
+        except Exception as exc:
+            _guard.internal_error("telemetry", exc, reraise=False)
+        for callback in self._callbacks:
+            try:
+                callback(record, evaluation)
+            except Exception as exc:
+                _guard.user_error("on_result", exc)
+
+    def add_result_callback(self, callback: ResultCallback) -> None:
+        """Add an ``on_result`` callback (e.g. an alert detector) after construction."""
+        self._callbacks = [*self._callbacks, callback]
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Wait until every record queued so far is scored and emitted.
+
+        Returns:
+            ``True`` when done within ``timeout_millis``, ``False`` otherwise (and when called
+            from an ``on_result`` callback, which would wait for itself). Never raises.
+        """
+        try:
+            worker = self._worker
+            return True if worker is None else worker.flush(timeout_millis / 1000)
+        except Exception as exc:
+            _guard.internal_error("force_flush", exc)
+            return False
+
+    def shutdown(self, timeout_millis: int = 30000) -> bool:
+        """Stop taking records, score what is queued within the deadline, stop the worker.
+
+        What cannot be scored in time is counted in ``groundwatch.evaluations.dropped``
+        (``error.type=shutdown``). A second call does nothing and returns ``True``.
+
+        Returns:
+            ``True`` when everything queued was scored and the worker stopped in time.
+        """
+        try:
+            with self._lock:
+                if self._shut:
+                    return True
+                self._shut = True
+            if self._atexit is not None:
+                atexit.unregister(self._atexit)
+                self._atexit = None
+            worker = self._worker
+            ok = True if worker is None else worker.shutdown(timeout_millis / 1000)
+            closer = getattr(worker.runner if worker is not None else None, "close", None)
+            if closer is not None:
+                closer()
+            return ok
+        except Exception as exc:
+            _guard.internal_error("shutdown", exc)
+            return False
+
+    def _shutdown_at_exit(self) -> None:
+        self.shutdown(timeout_millis=5000)
+
+    def _at_fork_reinit(self) -> None:
+        self._lock = threading.Lock()
+        _fork_reinit_sampler(self.sampler)
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

@@ -1,0 +1,106 @@
+"""Every telemetry name groundwatch emits, defined once (see DESIGN.md "Telemetry names").
+
+The ``gen_ai.*`` and ``error.type`` names follow the OpenTelemetry semantic conventions; the
+``groundwatch.*`` names are ours.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+INSTRUMENTATION_NAME: Final = "groundwatch"
+
+# --- span ----------------------------------------------------------------------------------------
+SPAN_EVALUATION: Final = "groundwatch.evaluation"
+
+# --- attributes ----------------------------------------------------------------------------------
+GROUNDWATCH_LABEL: Final = "groundwatch.label"
+GROUNDWATCH_FAITHFULNESS: Final = "groundwatch.faithfulness"
+GROUNDWATCH_GROUNDEDNESS: Final = "groundwatch.groundedness"
+GROUNDWATCH_CLAIMS_SUPPORTED: Final = "groundwatch.claims.supported"
+GROUNDWATCH_CLAIMS_INFERRED: Final = "groundwatch.claims.inferred"
+GROUNDWATCH_CLAIMS_UNSUPPORTED: Final = "groundwatch.claims.unsupported"
+GROUNDWATCH_CLAIMS_CONTRADICTED: Final = "groundwatch.claims.contradicted"
+GROUNDWATCH_CLAIMS_BY_VERDICT: Final = {
+    "supported": GROUNDWATCH_CLAIMS_SUPPORTED,
+    "inferred": GROUNDWATCH_CLAIMS_INFERRED,
+    "unsupported": GROUNDWATCH_CLAIMS_UNSUPPORTED,
+    "contradicted": GROUNDWATCH_CLAIMS_CONTRADICTED,
+}
+GROUNDWATCH_JUDGE: Final = "groundwatch.judge"
+GROUNDWATCH_ROUTE: Final = "groundwatch.route"
+GROUNDWATCH_SAMPLING_RATE: Final = "groundwatch.sampling.rate"
+GROUNDWATCH_VERDICT: Final = "groundwatch.verdict"
+GROUNDWATCH_DECISION: Final = "groundwatch.decision"
+GROUNDWATCH_RECORD_ID: Final = "groundwatch.record.id"
+GROUNDWATCH_EVIDENCE_REJECTED: Final = "groundwatch.evidence.rejected"
+GROUNDWATCH_TRUNCATED: Final = "groundwatch.truncated"
+GROUNDWATCH_COMPONENT: Final = "groundwatch.component"
+"""Where an internal error happened (``groundwatch.errors``): ``record``, ``on_result``, ..."""
+
+# Content attributes: only with capture_content=True, after redact, capped in size.
+GROUNDWATCH_CONTENT_QUESTION: Final = "groundwatch.content.question"
+GROUNDWATCH_CONTENT_ANSWER: Final = "groundwatch.content.answer"
+GROUNDWATCH_CONTENT_CLAIMS: Final = "groundwatch.content.claims"
+"""JSON list of ``{"text", "verdict", "quotes"}``, one entry per claim."""
+
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+ERROR_TYPE: Final = "error.type"
+
+EVALUATION_FAITHFULNESS: Final = "faithfulness"
+EVALUATION_GROUNDEDNESS: Final = "groundedness"
+TOKEN_TYPE_INPUT: Final = "input"
+TOKEN_TYPE_OUTPUT: Final = "output"
+
+# --- log event -----------------------------------------------------------------------------------
+EVENT_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
+
+# --- metrics -------------------------------------------------------------------------------------
+METRIC_EVALUATION_SCORE: Final = "groundwatch.evaluation.score"
+METRIC_EVALUATIONS: Final = "groundwatch.evaluations"
+METRIC_CLAIMS: Final = "groundwatch.claims"
+METRIC_RECORDS: Final = "groundwatch.records"
+METRIC_JUDGE_DURATION: Final = "groundwatch.judge.duration"
+METRIC_JUDGE_TOKENS: Final = "groundwatch.judge.tokens"
+METRIC_QUEUE_SIZE: Final = "groundwatch.queue.size"
+METRIC_ALERTS: Final = "groundwatch.alerts"
+"""Emitted by the alerts engine, with ``gen_ai.evaluation.name`` and ``groundwatch.route``."""
+
+# Additions of the runtime beyond DESIGN.md's table (see README "Accounting"):
+METRIC_DROPPED: Final = "groundwatch.evaluations.dropped"
+"""Sampled records never scored (``error.type``: ``shutdown``, ``fork``, ``worker_lost``)."""
+METRIC_ERRORS: Final = "groundwatch.errors"
+"""groundwatch's own failures, by ``groundwatch.component`` and ``error.type``."""
+
+SCORE_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+DURATION_BUCKETS: Final = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+
+# error.type values set by the runtime (others are exception class names).
+ERROR_TIMEOUT: Final = "timeout"
+ERROR_SHUTDOWN: Final = "shutdown"
+ERROR_FORK: Final = "fork"
+ERROR_WORKER_LOST: Final = "worker_lost"
+ERROR_INVALID_INPUT: Final = "invalid_input"
+ERROR_SAMPLER: Final = "sampler_error"
+ERROR_INTERNAL: Final = "internal"

@@ -1,0 +1,100 @@
+"""Fast judges for runtime tests: real classes implementing the Judge protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+
+from groundwatch import Claim, Evidence, Judgement, Passage, Usage
+
+
+class EchoJudge:
+    """Each answer sentence is `supported` when it occurs verbatim in a passage, else
+    `contradicted` when the answer says "not", else `unsupported`. Microseconds per call."""
+
+    name = "echo"
+
+    def __init__(self, delay_s: float = 0.0, model: str | None = None) -> None:
+        self.delay_s = delay_s
+        self.model = model
+        self.calls = 0
+        self.threads: list[str] = []
+        self._lock = threading.Lock()
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        with self._lock:
+            self.calls += 1
+            self.threads.append(threading.current_thread().name)
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        claims = []
+        pos = 0
+        for sentence in [s for s in answer.split(".") if s.strip()]:
+            text = sentence.strip() + "."
+            start = answer.index(text, pos) if text in answer[pos:] else None
+            end = None if start is None else start + len(text)
+            pos = end or pos
+            found = [(i, p.text.find(text)) for i, p in enumerate(contexts) if text in p.text]
+            if found:
+                i, s = found[0]
+                claims.append(
+                    Claim(
+                        text=text,
+                        start=start,
+                        end=end,
+                        verdict="supported",
+                        evidence=[Evidence(passage=i, start=s, end=s + len(text), quote=text)],
+                    )
+                )
+            elif " not " in f" {text} ":
+                claims.append(Claim(text=text, start=start, end=end, verdict="unsupported"))
+            else:
+                claims.append(Claim(text=text, start=start, end=end, verdict="unsupported"))
+        return Judgement(
+            claims=claims,
+            model=self.model,
+            usage=Usage(input_tokens=len(answer), output_tokens=len(claims), calls=1),
+        )
+
+
+class AsyncEchoJudge(EchoJudge):
+    name = "async-echo"
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        super().__init__(0.0)
+        self.async_delay_s = delay_s
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def judge(  # type: ignore[override]
+        self, answer: str, contexts: Sequence[Passage], question: str | None
+    ) -> Judgement:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.async_delay_s)
+            return EchoJudge.judge(self, answer, contexts, question)
+        finally:
+            self.in_flight -= 1
+
+
+class RaisingJudge:
+    name = "raising"
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        raise RuntimeError("judge exploded")
+
+
+class HangingJudge:
+    """Blocks until released (or 30 s): a judge that never answers."""
+
+    name = "hanging"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        self.release.wait(30)
+        return Judgement(claims=[])

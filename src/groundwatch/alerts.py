@@ -68,6 +68,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from .telemetry import semconv as sc
+
 if TYPE_CHECKING:
     from opentelemetry._logs import LoggerProvider
     from opentelemetry.metrics import MeterProvider
@@ -76,12 +78,12 @@ if TYPE_CHECKING:
 
 _logger = logging.getLogger(__name__)
 
-# Telemetry names owned by alerting. They belong in telemetry/semconv.py with the rest of
-# DESIGN.md's names; kept here until that module exists on this branch.
+# Telemetry names of alerting. The shared ones come from telemetry/semconv.py; the alert event's
+# own attributes are defined here (candidates for semconv.py when it is consolidated).
 ALERT_EVENT_NAME = "groundwatch.alert"
-ALERTS_METRIC = "groundwatch.alerts"
-ATTR_EVALUATION_NAME = "gen_ai.evaluation.name"
-ATTR_ROUTE = "groundwatch.route"
+ALERTS_METRIC = sc.METRIC_ALERTS
+ATTR_EVALUATION_NAME = sc.GEN_AI_EVALUATION_NAME
+ATTR_ROUTE = sc.GROUNDWATCH_ROUTE
 ATTR_ALERT_KIND = "groundwatch.alert.kind"
 ATTR_ALERT_METHOD = "groundwatch.alert.method"
 ATTR_ALERT_BASELINE = "groundwatch.alert.baseline"
@@ -307,7 +309,7 @@ class MeanDesign:
         shift_sigmas: float,
         target_arl: float,
         se_shift: float = 1.0,
-        pseudo_zeros: int = 2,
+        tail_mass: float = 0.004,
     ) -> MeanDesign:
         n = len(sample)
         mu0 = sum(sample) / n
@@ -315,13 +317,16 @@ class MeanDesign:
         sigma0 = max(math.sqrt(var), _MIN_SIGMA)
         design = cls(mu0=mu0, sigma0=sigma0, k=shift_sigmas / 2.0, h=1)
         # In-control law: the bootstrap law of the warm-up, shifted down by one standard error so
-        # that an optimistic warm-up mean does not turn into false alarms.
+        # that an optimistic warm-up mean does not turn into false alarms, plus ``tail_mass`` at
+        # the worst score (0): a few hundred answers under-sample the rare very bad answer, and
+        # the run length is most sensitive to exactly that tail.
         se = se_shift * sigma0 / math.sqrt(n)
         law: dict[int, float] = {}
-        total = n + pseudo_zeros
-        for x in [*sample, *([0.0] * pseudo_zeros)]:
+        for x in sample:
             step = design.step(x - se)
-            law[step] = law.get(step, 0.0) + 1.0 / total
+            law[step] = law.get(step, 0.0) + (1.0 - tail_mass) / n
+        worst = design.step(0.0)
+        law[worst] = law.get(worst, 0.0) + tail_mass
         h = threshold_for_arl(law, target_arl)
         return cls(mu0=mu0, sigma0=sigma0, k=design.k, h=h)
 

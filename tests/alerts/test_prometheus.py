@@ -1,8 +1,8 @@
 """The Prometheus rules, the Grafana dashboard and the Collector config against real renderings.
 
 Every metric and label name the rules and the dashboard use must exist in the text exposition
-that ``opentelemetry-exporter-prometheus`` produces for groundwatch's instruments (DESIGN.md's
-table), and the rules must pass the real ``promtool check rules`` / ``promtool test rules``.
+that ``opentelemetry-exporter-prometheus`` produces from what a real ``Monitor`` emits, and the
+rules must pass the real ``promtool check rules`` / ``promtool test rules``.
 """
 
 from __future__ import annotations
@@ -12,18 +12,21 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 import yaml
+from opentelemetry._logs import NoOpLoggerProvider
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.trace import NoOpTracerProvider
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from groundwatch.alerts import Alert, OTelAlertEmitter
+import groundwatch as gw
+from groundwatch import Judgement, LocalJudge, Passage, Usage
+from groundwatch.alerts import AlertingHook, DropDetector, OTelAlertEmitter
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "examples" / "prometheus" / "groundwatch-alerts.yml"
@@ -39,67 +42,56 @@ _PROMQL_WORDS = {
 }  # fmt: skip
 
 
-def emit_design_instruments(meter: Meter) -> None:
-    """One data point on every instrument of DESIGN.md's table, with its attributes."""
-    route = {"groundwatch.route": "faq"}
-    score = meter.create_histogram(
-        "groundwatch.evaluation.score",
-        unit="1",
-        explicit_bucket_boundaries_advisory=[i / 10 for i in range(11)],
-    )
-    for name in ("faithfulness", "groundedness"):
-        score.record(
-            0.8, {"gen_ai.evaluation.name": name, "groundwatch.judge": "LocalJudge", **route}
-        )
-    evaluations = meter.create_counter("groundwatch.evaluations", unit="{evaluation}")
-    for label in ("grounded", "hallucinated", "insufficient_context", "no_claims", "error"):
-        evaluations.add(1, {"groundwatch.label": label, **route})
-    claims = meter.create_counter("groundwatch.claims", unit="{claim}")
-    for verdict in ("supported", "inferred", "unsupported", "contradicted"):
-        claims.add(1, {"groundwatch.verdict": verdict, **route})
-    records = meter.create_counter("groundwatch.records", unit="{record}")
-    for decision in ("sampled", "not_sampled", "throttled", "over_budget", "queue_full", "error"):
-        records.add(1, {"groundwatch.decision": decision})
-    duration = meter.create_histogram("groundwatch.judge.duration", unit="s")
-    duration.record(0.02, {"groundwatch.judge": "LocalJudge"})
-    duration.record(5.0, {"groundwatch.judge": "OpenAIJudge", "error.type": "timeout"})
-    tokens = meter.create_counter("groundwatch.judge.tokens", unit="{token}")
-    tokens.add(100, {"gen_ai.token.type": "input"})
-    tokens.add(20, {"gen_ai.token.type": "output"})
+class _TokenJudge:
+    """The local judge, plus token usage as an LLM judge reports it (so token metrics appear)."""
 
-    def queue_size(options: CallbackOptions) -> list[Observation]:
-        return [Observation(3)]
+    name = "TokenJudge"
 
-    meter.create_observable_gauge("groundwatch.queue.size", [queue_size], unit="{record}")
+    def __init__(self) -> None:
+        self._inner = LocalJudge()
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        result = self._inner.judge(answer, contexts, question)
+        assert isinstance(result, Judgement)
+        return result.model_copy(update={"usage": Usage(input_tokens=120, output_tokens=30)})
 
 
 @pytest.fixture(scope="module")
 def exposition() -> Iterator[dict[str, set[str]]]:
-    """Sample name -> label names, from the real Prometheus exporter's text exposition."""
+    """Sample name -> label names, in the real Prometheus exporter's text exposition of what a
+    real Monitor emits (with the drop detector's counter from the real emitter)."""
     registry = CollectorRegistry()
     reader = PrometheusMetricReader(registry=registry)
     provider = MeterProvider(metric_readers=[reader])
-    emit_design_instruments(provider.get_meter("groundwatch"))
-    # groundwatch.alerts comes from the real emitter.
-    OTelAlertEmitter(meter_provider=provider)(
-        Alert(
-            kind="fired",
-            score="hallucination_rate",
-            route="faq",
-            baseline=0.05,
-            current=0.2,
-            evaluations=40,
-            method="cusum",
-            threshold=6.0,
-            time=0.0,
-        )
+    hook = AlertingHook(
+        DropDetector(warmup=5, floors=None, target_arl=50, mean_target_arl=50),
+        on_alert=[OTelAlertEmitter(meter_provider=provider, logger_provider=NoOpLoggerProvider())],
     )
+    monitor = gw.Monitor(
+        judge=_TokenJudge(),
+        sampler=gw.RatioSampler(1.0),
+        meter_provider=provider,
+        tracer_provider=NoOpTracerProvider(),
+        logger_provider=NoOpLoggerProvider(),
+        on_result=hook,
+        shutdown_on_exit=False,
+    )
+    context = "The Model X battery lasts 12 hours. Charging takes 90 minutes."
+    answers = ["The battery lasts 12 hours."] * 10 + [
+        "The warranty covers it for ten years and it ships from Berlin."
+    ] * 10
+    for answer in answers:
+        monitor.record(question="Battery?", contexts=[context], answer=answer, route="faq")
+    monitor.record(question="Battery?", contexts=[], answer="I don't know.", route="faq")
+    assert monitor.force_flush(timeout_millis=20_000)
+    assert any(a.kind == "fired" for a in hook.alerts)
     text = generate_latest(registry).decode()
     samples: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             samples.setdefault(sample.name, set()).update(sample.labels)
     yield samples
+    monitor.shutdown(timeout_millis=5_000)
     provider.shutdown()
 
 

@@ -1,12 +1,14 @@
 """Metrics straight to Prometheus, no Collector: ``opentelemetry-exporter-prometheus``.
 
-Serves ``/metrics`` on ``--port`` (default 9464) while a monitored stream of answers is scored,
-then keeps serving until Ctrl-C (or for ``--serve-seconds``). Scrape it with Prometheus and load
-``examples/prometheus/groundwatch-alerts.yml`` as a rule file.
+A :class:`groundwatch.Monitor` scores a stream of answers (partway through, the answers start
+to drift away from their context) and its metrics -- plus the drop detector's alerts -- are
+served on ``http://127.0.0.1:PORT/metrics`` for Prometheus to scrape. Load
+``examples/prometheus/groundwatch-alerts.yml`` as a rule file and
+``examples/grafana/groundwatch-dashboard.json`` in Grafana.
 
-    pip install opentelemetry-exporter-prometheus
-    python examples/prometheus_direct.py --port 9464
-    curl -s localhost:9464/metrics | grep groundwatch_
+    pip install 'groundwatch[prometheus]'
+    python examples/prometheus_direct.py --port 9464          # serves until Ctrl-C
+    curl -s localhost:9464/metrics | grep '^groundwatch_'
 """
 
 from __future__ import annotations
@@ -39,40 +41,34 @@ def main() -> None:
     parser.add_argument("--serve-seconds", type=float, default=None, help="default: until Ctrl-C")
     args = parser.parse_args()
 
-    # 1. The reader is the exporter: Prometheus pulls from it through prometheus_client.
+    # 1. The reader is the exporter: Prometheus pulls through prometheus_client's HTTP server.
     start_http_server(args.port, addr="127.0.0.1")
     metrics.set_meter_provider(MeterProvider(metric_readers=[PrometheusMetricReader()]))
 
-    # 2. What groundwatch emits goes to the global meter provider; here the drop detector's
-    #    counter, plus per-answer counters like the runtime's, fed by a hook.
-    meter = metrics.get_meter("groundwatch.example")
-    evaluations = meter.create_counter("groundwatch.evaluations", unit="{evaluation}")
-    scores = meter.create_histogram(
-        "groundwatch.evaluation.score",
-        unit="1",
-        explicit_bucket_boundaries_advisory=[i / 10 for i in range(11)],
+    # 2. The monitor emits to the global meter provider; the drop detector rides on on_result.
+    #    (A short warm-up and a low run length, for a demo of a few hundred answers.)
+    alerts = AlertingHook(
+        DropDetector(warmup=50, target_arl=2_000, mean_target_arl=2_000),
+        on_alert=[OTelAlertEmitter(), log_alert],
     )
-    hook = AlertingHook(
-        DropDetector(warmup=100, target_arl=5_000), on_alert=[OTelAlertEmitter(), log_alert]
-    )
-    judge = gw.LocalJudge()
+    monitor = gw.Monitor(sampler=gw.RatioSampler(1.0), on_result=alerts, route="support")
+
     rng = random.Random(0)
     for i in range(args.answers):
         drifting = i > args.answers // 2
         answer = BAD if rng.random() < (0.5 if drifting else 0.05) else GOOD
-        ev = gw.evaluate(answer, [CONTEXT], question="How long does the battery last?", judge=judge)
-        attrs = {"groundwatch.route": "support"}
-        evaluations.add(1, {**attrs, "groundwatch.label": ev.label})
-        for name in ("faithfulness", "groundedness"):
-            value = getattr(ev, name)
-            if value is not None:
-                scores.record(value, {**attrs, "gen_ai.evaluation.name": name})
-        hook(gw.RagRecord(answer=answer, route="support"), ev)
+        monitor.record(
+            question="How long does the battery last?", contexts=[CONTEXT], answer=answer
+        )
+    monitor.force_flush(timeout_millis=30_000)
 
-    print(f"scored {args.answers} answers; alerts: {[a.message for a in hook.alerts]}")
+    print(f"scored {args.answers} answers; alerts:")
+    for alert in alerts.alerts:
+        print("  " + alert.message)
     print(f"metrics on http://127.0.0.1:{args.port}/metrics")
     with contextlib.suppress(KeyboardInterrupt):
         time.sleep(args.serve_seconds if args.serve_seconds is not None else 10**9)
+    monitor.shutdown()
 
 
 if __name__ == "__main__":

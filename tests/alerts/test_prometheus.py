@@ -272,3 +272,32 @@ def test_collector_config_is_consistent() -> None:
     assert any(e.split("/")[0] in {"otlp", "otlphttp"} for e in pipelines["traces"]["exporters"])
     protocols = cfg["receivers"]["otlp"]["protocols"]
     assert {"grpc", "http"} <= set(protocols)
+
+
+def test_direct_exporter_example_runs() -> None:
+    import socket
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "prometheus_direct.py"),
+            "--port",
+            str(port),
+            "--answers",
+            "200",
+            "--serve-seconds",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "hallucination_rate on route 'support' rose from" in out.stdout
+    assert f"http://127.0.0.1:{port}/metrics" in out.stdout

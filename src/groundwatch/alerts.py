@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from . import _guard
 from .telemetry import semconv as sc
 
 if TYPE_CHECKING:
@@ -801,7 +802,8 @@ class AlertingHook:
 
     Called as ``hook(record, evaluation)`` on the worker for each scored record; it feeds the
     detector with ``record.route`` and hands every alert to each sink in turn. A failing sink is
-    logged and skipped; the hook never raises.
+    logged (rate-limited) and counted in ``groundwatch.errors{groundwatch.component="on_alert"}``,
+    and the other sinks still run; the hook never raises.
 
     Args:
         detector: the detector; default ``DropDetector()``.
@@ -824,8 +826,9 @@ class AlertingHook:
         try:
             route = getattr(record, "route", None)
             alerts = self.detector.update(evaluation, route=route)
-        except Exception:
-            _logger.exception("groundwatch drop detector failed; evaluation skipped")
+        except Exception as exc:
+            # On the worker there is nobody to raise to: count (groundwatch.errors) and log.
+            _guard.internal_error("alerts", exc, reraise=False)
             return
         for alert in alerts:
             self.alerts.append(alert)
@@ -836,5 +839,5 @@ class AlertingHook:
         for sink in self.sinks:
             try:
                 sink(alert)
-            except Exception:
-                _logger.exception("groundwatch on_alert hook %r failed", sink)
+            except Exception as exc:
+                _guard.user_error("on_alert", exc)

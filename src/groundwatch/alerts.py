@@ -373,8 +373,10 @@ class DropDetector:
     Args:
         warmup: evaluations per series that form its baseline before the CUSUM runs; also the
             minimum sample size. Floors apply once ``floor_window`` evaluations are in.
-        target_arl: in-control average run length of each CUSUM, in evaluations. Larger: fewer
-            false alarms, longer detection delays (see the README's trade-off table).
+        target_arl: in-control average run length of the hallucination-rate CUSUM, in
+            evaluations (default 20,000). Larger: fewer false alarms, longer detection delays
+            (see the README's trade-off table).
+        mean_target_arl: the same for each of the two mean CUSUMs (default 50,000).
         rate_rise: the rate CUSUM is tuned for a rise to ``max(p0 * rate_rise, p0 +
             min_rate_rise)``; larger rises are detected faster, smaller ones later.
         min_rate_rise: see ``rate_rise``.

@@ -109,6 +109,7 @@ DEFAULT_MIN_RATE_RISE = 0.05
 DEFAULT_MEAN_SHIFT_SIGMAS = 1.0
 DEFAULT_FLOOR_WINDOW = 50
 DEFAULT_FLOOR_MARGIN = 0.05
+DEFAULT_MAX_ROUTES = 256
 DEFAULT_FLOORS: Mapping[ScoreName, float] = {
     "hallucination_rate": 0.30,
     "groundedness": 0.50,
@@ -390,6 +391,8 @@ class DropDetector:
         adapt_halflife: if set, the baseline keeps adapting with this half-life (evaluations)
             from quiet periods; ``None`` (default) freezes it after warm-up.
         scores: which series to watch; default all three.
+        max_routes: routes watched at most (memory stays bounded); evaluations of further routes
+            are skipped and counted in :attr:`routes_dropped`.
         clock: returns the alert time (seconds); ``time.time`` by default.
     """
 
@@ -407,6 +410,7 @@ class DropDetector:
         floor_margin: float = DEFAULT_FLOOR_MARGIN,
         adapt_halflife: float | None = None,
         scores: Iterable[ScoreName] = SCORE_NAMES,
+        max_routes: int = DEFAULT_MAX_ROUTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if warmup < 2:
@@ -433,9 +437,13 @@ class DropDetector:
         for s in self.scores:
             if s not in SCORE_NAMES:
                 raise ValueError(f"unknown score {s!r}; expected one of {SCORE_NAMES}")
+        self.max_routes = int(max_routes)
+        self.routes_dropped = 0
+        """Evaluations not watched because ``max_routes`` routes were already watched."""
         self._clock = clock
         self._lock = threading.Lock()
         self._series: dict[tuple[ScoreName, str | None], _Series] = {}
+        self._routes: set[str | None] = set()
 
     # -- public ------------------------------------------------------------------------------
 
@@ -451,10 +459,9 @@ class DropDetector:
         with self._lock:
             now: float | None = None
             for score, value in values:
-                series = self._series.get((score, route))
+                series = self._get_series(score, route)
                 if series is None:
-                    series = _Series(score=score, route=route)
-                    self._series[(score, route)] = series
+                    continue
                 alert = self._observe(series, value)
                 if alert is not None:
                     if now is None:
@@ -465,10 +472,9 @@ class DropDetector:
     def observe(self, score: ScoreName, value: float, route: str | None = None) -> Alert | None:
         """Feed one raw value of one series (1.0/0.0 for the rate); for simulations and tests."""
         with self._lock:
-            series = self._series.get((score, route))
+            series = self._get_series(score, route)
             if series is None:
-                series = _Series(score=score, route=route)
-                self._series[(score, route)] = series
+                return None
             alert = self._observe(series, float(value))
             return None if alert is None else alert(self._clock())
 
@@ -498,6 +504,25 @@ class DropDetector:
             return None if series is None else series.design
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _get_series(self, score: ScoreName, route: str | None) -> _Series | None:
+        series = self._series.get((score, route))
+        if series is None:
+            if route not in self._routes and len(self._routes) >= self.max_routes:
+                # Bounded memory: a high-cardinality route (a user id by mistake) must not grow
+                # the detector without limit. Count and skip.
+                self.routes_dropped += 1
+                if self.routes_dropped == 1:
+                    _logger.warning(
+                        "groundwatch drop detector: more than %d routes; new routes are not "
+                        "watched (DropDetector(max_routes=...))",
+                        self.max_routes,
+                    )
+                return None
+            self._routes.add(route)
+            series = _Series(score=score, route=route)
+            self._series[(score, route)] = series
+        return series
 
     def _values(self, ev: Evaluation) -> list[tuple[ScoreName, float]]:
         out: list[tuple[ScoreName, float]] = []

@@ -218,3 +218,13 @@ def test_bad_arguments() -> None:
         DropDetector(warmup=1)
     with pytest.raises(ValueError):
         DropDetector(scores=("latency",))  # type: ignore[arg-type]
+
+
+def test_routes_are_bounded() -> None:
+    det = DropDetector(warmup=5, max_routes=3, scores=("hallucination_rate",))
+    for i in range(10):
+        det.update(ev("grounded"), route=f"user-{i}")
+    assert {s["route"] for s in det.state()} == {"user-0", "user-1", "user-2"}
+    assert det.routes_dropped == 7
+    det.update(ev("grounded"), route="user-1")  # a watched route keeps working
+    assert det.routes_dropped == 7

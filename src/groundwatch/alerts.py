@@ -556,6 +556,8 @@ class DropDetector:
         s.window_sum += x
         if len(s.window) > self.floor_window:
             s.window_sum -= s.window.popleft()
+        if s.seen % 65_536 == 0:
+            s.window_sum = math.fsum(s.window)  # no drift of the running sum on long runs
         if s.design is None:
             s.warmup_values.append(x)
             if len(s.warmup_values) >= self.warmup:

@@ -6,7 +6,14 @@ from ._evaluate import aevaluate, evaluate
 from .alerts import Alert, AlertingHook, DropDetector
 from .judges import Judge, LocalJudge
 from .monitor import Monitor
-from .sampling import Decision, RateLimitSampler, RatioSampler, RouteSampler, Sampler
+from .sampling import (
+    Decision,
+    RateLimitSampler,
+    RatioSampler,
+    RouteSampler,
+    Sampler,
+    TokenBudgetSampler,
+)
 from .scoring import LabelPolicy
 from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
 
@@ -33,6 +40,7 @@ __all__ = [
     "RatioSampler",
     "RouteSampler",
     "Sampler",
+    "TokenBudgetSampler",
     "Usage",
     "__version__",
     "aevaluate",

@@ -14,7 +14,7 @@ one warning and falls back to the default; it never raises.
 | ``GROUNDWATCH_EVALUATION_TIMEOUT_MILLIS`` | ``60000`` | per-evaluation deadline |
 | ``GROUNDWATCH_CAPTURE_CONTENT`` | ``false`` | put question, answer, claims on spans |
 | ``GROUNDWATCH_CONTENT_MAX_CHARS`` | ``2048`` | cap per captured text attribute |
-| ``GROUNDWATCH_EXECUTOR`` | ``thread`` | where sync judges run: ``thread`` or ``process`` |
+| ``GROUNDWATCH_EXECUTOR`` | ``auto`` | where sync judges run: ``auto``, ``process``, ``thread`` |
 | ``GROUNDWATCH_DISABLED`` | ``false`` | records are counted ``not_sampled``, nothing is scored |
 """
 
@@ -36,6 +36,7 @@ DEFAULT_SAMPLE_RATE = 1.0
 rate limit) in production, where ``groundwatch.records{decision=queue_full}`` shows overload."""
 
 RATE_LIMIT_PER_MINUTE = "GROUNDWATCH_RATE_LIMIT_PER_MINUTE"
+DEFAULT_RATE_LIMIT_PER_MINUTE = None
 
 MAX_QUEUE_SIZE = "GROUNDWATCH_MAX_QUEUE_SIZE"
 DEFAULT_MAX_QUEUE_SIZE = 1024
@@ -55,8 +56,10 @@ CONTENT_MAX_CHARS = "GROUNDWATCH_CONTENT_MAX_CHARS"
 DEFAULT_CONTENT_MAX_CHARS = 2048
 
 EXECUTOR = "GROUNDWATCH_EXECUTOR"
-DEFAULT_EXECUTOR = "thread"
-EXECUTORS = ("thread", "process")
+EXECUTOR_AUTO = "auto"
+DEFAULT_EXECUTOR = EXECUTOR_AUTO
+"""A worker process for sync judges (the GIL: README "Overhead"), a thread if that fails."""
+EXECUTORS = ("auto", "thread", "process")
 
 DISABLED = "GROUNDWATCH_DISABLED"
 
@@ -124,10 +127,12 @@ class RuntimeConfig:
 
 def from_env() -> RuntimeConfig:
     """Read every runtime variable now; bad values warn and fall back."""
-    limit = _read(RATE_LIMIT_PER_MINUTE, -1.0, float, lambda v: v > 0 or v == -1.0)
+    limit: float | None = _read(
+        RATE_LIMIT_PER_MINUTE, None, float, lambda v: v is not None and v > 0
+    )
     return RuntimeConfig(
         sample_rate=env_float(SAMPLE_RATE, DEFAULT_SAMPLE_RATE, 0.0, 1.0),
-        rate_limit_per_minute=None if limit == -1.0 else limit,
+        rate_limit_per_minute=limit,
         max_queue_size=env_int(MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SIZE),
         max_concurrency=env_int(MAX_CONCURRENCY, DEFAULT_MAX_CONCURRENCY),
         evaluation_timeout_millis=env_int(

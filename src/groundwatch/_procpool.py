@@ -1,11 +1,348 @@
-"""Scoring sync judges in a worker process (``Monitor(executor="process")``)."""
+"""Scoring a sync judge in a worker process (``Monitor(executor="process")``).
+
+A CPU-bound judge on a thread of the host's interpreter holds the GIL for up to the whole
+switch interval at a time, which shows in the host's tail latency (``benchmarks/overhead.py``
+measures it). Here the judge runs in a child interpreter instead; the host only pickles the
+inputs and waits on a pipe (without the GIL).
+
+Why a plain ``subprocess`` and not ``multiprocessing``: ``fork`` is unsafe in a threaded host,
+and ``spawn``/``forkserver`` re-import the host's ``__main__`` module in the child, running any
+top-level code a script has outside ``if __name__ == "__main__"``. ``python -m
+groundwatch._procworker`` imports only groundwatch and the judge's own module.
+
+Protocol over the child's stdin/stdout: 8-byte big-endian length, then a pickle of
+``(op, payload)``; replies are ``("ok", value)`` or ``("error", (type name, message))``. The
+judge is pickled once (``init``); each call sends ``(answer, passages, question)``. The child
+writes its replies to a private copy of fd 1 and points fd 1 at stderr, so a judge that prints
+cannot corrupt the protocol. It exits when its stdin closes (the host exited or shut down).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import contextlib
+import logging
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import IO, Any
+
+from . import scoring
+from ._evaluate import aevaluate, judge_name
+from ._worker import _ThreadJudge
+from .types import Evaluation, Judgement, Passage
+
+_logger = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">Q")
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+
+LOST = "worker_process_lost"
+START_FAILED = "worker_process_start_failed"
+
+START_RETRY_S = 30.0
+"""After a failed start, calls fail fast for this long instead of starting (and paying for)
+another interpreter per record."""
+
+
+class WorkerProcessError(RuntimeError):
+    """A call to the worker process failed; ``error_type`` says how (``worker_process_lost``,
+    ``worker_process_start_failed``, or the class name of what the judge raised out there)."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+
+
+def write_message(stream: IO[bytes], obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def read_message(stream: IO[bytes]) -> Any:
+    header = _read_exact(stream, _HEADER.size)
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_MESSAGE_BYTES:
+        raise WorkerProcessError(LOST, f"message of {size} bytes")
+    return pickle.loads(_read_exact(stream, size))
+
+
+def _read_exact(stream: IO[bytes], n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = stream.read(n)
+        if not chunk:
+            raise EOFError("worker process closed its pipe")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+class _Child:
+    """One worker process and its pipes."""
+
+    def __init__(self, judge_bytes: bytes) -> None:
+        env = dict(os.environ)
+        # The child imports what the host can import: groundwatch and the judge's module.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        try:
+            self.proc = self._popen(env)
+        except OSError as exc:
+            raise WorkerProcessError(START_FAILED, f"cannot run {sys.executable}: {exc}") from exc
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin: IO[bytes] = self.proc.stdin
+        self.stdout: IO[bytes] = self.proc.stdout
+        try:
+            self.call(("init", judge_bytes))
+        except WorkerProcessError as exc:
+            self.kill()
+            raise WorkerProcessError(START_FAILED, str(exc)) from exc
+
+    @staticmethod
+    def _popen(env: dict[str, str]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "groundwatch._procworker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            close_fds=True,
+            # Not in the host's process group: a Ctrl-C aimed at the host does not kill it
+            # mid-evaluation; it exits on its own when the host's end of stdin closes.
+            start_new_session=True,
+        )
+
+    def call(self, message: Any) -> Any:
+        try:
+            write_message(self.stdin, message)
+            status, value = read_message(self.stdout)
+        except (OSError, EOFError, pickle.UnpicklingError, struct.error) as exc:
+            code = self.proc.poll()
+            raise WorkerProcessError(LOST, f"exit code {code}: {exc}") from exc
+        if status == "ok":
+            return value
+        error_type, text = value
+        raise WorkerProcessError(error_type, text)
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        self.close_pipes()
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        self.close_pipes()  # the child sees EOF and exits
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+
+    def close_pipes(self) -> None:
+        for stream in (self.stdin, self.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
 
 
 class ProcessJudge:
+    """Wraps a picklable sync judge so that it runs in a worker process, started on first use.
+
+    An async judge: the worker's loop awaits it while a daemon thread waits on the pipe. One
+    call at a time per process (``processes`` of them). When the process dies (killed, out of
+    memory) the call in flight fails with ``error.type=worker_process_lost`` and the next call
+    starts a new process; a call cancelled by the evaluation timeout kills its process (it is
+    stuck in the judge), so the next one starts clean.
+    """
+
+    def __init__(self, judge: Any, processes: int = 1, *, fallback: bool = False) -> None:
+        self.inner = judge
+        self.name = judge_name(judge)
+        self.concurrency = max(1, processes)
+        self.allow_fallback = fallback
+        self.fallback: _ThreadJudge | None = None
+        self._judge_bytes: bytes | None = None
+        self._pickle_error: str | None = None
+        try:
+            self._judge_bytes = pickle.dumps(judge, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            self._pickle_error = f"{type(exc).__name__}: {exc}"
+            if fallback:
+                self._fall_back(f"it cannot be pickled ({self._pickle_error})")
+            else:
+                _logger.warning(
+                    "executor='process': judge %s cannot be pickled (%s); its evaluations fail "
+                    "with error.type=judge_not_picklable",
+                    self.name,
+                    self._pickle_error,
+                )
+        self._idle: list[_Child] = []
+        self._all: list[_Child] = []
+        self._start_failure: tuple[float, str] | None = None
+        self._lock = threading.Lock()
+        self.started = 0
+
     @classmethod
-    def wrap(cls, judge: Any) -> ProcessJudge:
-        raise NotImplementedError("executor='process' lands in the next commit")
+    def wrap(cls, judge: Any, processes: int = 1, *, fallback: bool = False) -> ProcessJudge:
+        return cls(judge, processes, fallback=fallback)
+
+    def _fall_back(self, why: str) -> None:
+        _logger.warning(
+            "executor='auto': judge %s runs on a thread of this interpreter instead of a worker "
+            "process, because %s; CPU-bound scoring may then slow this process's requests",
+            self.name,
+            why,
+        )
+        self.fallback = _ThreadJudge(self.inner)
+
+    def _take(self) -> _Child:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            failed = self._start_failure
+        if failed is not None and time.monotonic() - failed[0] < START_RETRY_S:
+            raise WorkerProcessError(START_FAILED, f"(not retried yet) {failed[1]}")
+        assert self._judge_bytes is not None
+        try:
+            child = _Child(self._judge_bytes)
+        except WorkerProcessError as exc:
+            with self._lock:
+                self._start_failure = (time.monotonic(), str(exc))
+            raise
+        with self._lock:
+            self._start_failure = None
+        with self._lock:
+            self._all.append(child)
+            self.started += 1
+        return child
+
+    def _give_back(self, child: _Child) -> None:
+        with self._lock:
+            self._idle.append(child)
+
+    def _discard(self, child: _Child) -> None:
+        child.kill()
+        with self._lock:
+            if child in self._all:
+                self._all.remove(child)
+
+    def _call_blocking(self, message: tuple[str, Any], box: list[_Child]) -> Any:
+        child = self._take()
+        box.append(child)
+        try:
+            result = child.call(message)
+        except WorkerProcessError:
+            if child.proc.poll() is not None:
+                self._discard(child)
+                raise
+            self._give_back(child)  # the judge raised in the child; the process is fine
+            raise
+        self._give_back(child)
+        return result
+
+    async def _call(self, message: tuple[str, Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        box: list[_Child] = []
+
+        def deliver(value: Any, exc: BaseException | None) -> None:
+            if future.done():
+                return
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(value)
+
+        def target() -> None:
+            value: Any = None
+            error: BaseException | None = None
+            try:
+                value = self._call_blocking(message, box)
+            except BaseException as exc:
+                error = exc
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(deliver, value, error)
+
+        threading.Thread(target=target, name="groundwatch-judge-pipe", daemon=True).start()
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # Timed out or shut down: the process is busy with a call nobody waits for.
+            for child in box:
+                self._discard(child)
+            raise
+
+    async def astart(self) -> None:
+        """Start a worker process if none is ready; the worker awaits this *outside* the
+        evaluation deadline, so a slow interpreter start is not a judge timeout."""
+        with self._lock:
+            ready = bool(self._idle) or len(self._all) >= self.concurrency
+        if ready or self.fallback is not None or self._judge_bytes is None:
+            return
+
+        with contextlib.suppress(WorkerProcessError):
+            await self._call(("ping", None))
+
+    @staticmethod
+    def _failure(exc: WorkerProcessError) -> Judgement:
+        return Judgement(error=str(exc)[:500], error_type=exc.error_type)
+
+    async def judge(
+        self, answer: str, contexts: Sequence[Passage], question: str | None
+    ) -> Judgement:
+        """The judge's verdicts, computed in the worker process."""
+        if self._judge_bytes is None:
+            return Judgement(error=self._pickle_error, error_type="judge_not_picklable")
+        try:
+            result = await self._call(("judge", (answer, list(contexts), question)))
+        except WorkerProcessError as exc:
+            return self._failure(exc)
+        return result  # type: ignore[no-any-return]
+
+    async def aevaluate(
+        self,
+        answer: str,
+        contexts: Sequence[Passage],
+        question: str | None,
+        policy: scoring.LabelPolicy,
+    ) -> Evaluation:
+        """The whole evaluation (judge and scoring, which checks every quote and is CPU work
+        too) in the worker process; only the result comes back."""
+        if self.fallback is not None:
+            return await aevaluate(answer, contexts, question, self.fallback, policy=policy)
+        judgement: Judgement | None = None
+        if self._judge_bytes is None:
+            judgement = Judgement(error=self._pickle_error, error_type="judge_not_picklable")
+        else:
+            try:
+                return await self._call(("evaluate", (answer, list(contexts), question, policy)))  # type: ignore[no-any-return]
+            except WorkerProcessError as exc:
+                if self.allow_fallback and self.started == 0:
+                    # Not one process ever started (no usable Python executable, the judge's
+                    # module not importable out there): scoring on a thread beats no scoring.
+                    self._fall_back(f"no worker process could start ({exc})")
+                    return await self.aevaluate(answer, contexts, question, policy)
+                judgement = self._failure(exc)
+        return scoring.score(judgement, answer, contexts, judge_name=self.name)
+
+    def close(self) -> None:
+        """Stop every worker process (Monitor.shutdown calls this)."""
+        with self._lock:
+            children, self._all, self._idle = self._all, [], []
+        for child in children:
+            child.close()
+
+    def at_fork_reinit(self) -> None:
+        # The processes belong to the parent; the forked child starts its own when needed.
+        self._lock = threading.Lock()
+        for child in self._all:
+            child.close_pipes()
+        self._all, self._idle = [], []
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            return [child.proc.pid for child in self._all]

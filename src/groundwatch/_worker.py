@@ -13,7 +13,7 @@ deadline with OpenTelemetry instrumentation suppressed, then emits telemetry and
 
 Accounting: every record handed to :meth:`submit` ends in exactly one of
 ``groundwatch.evaluations`` (label != error: evaluated; label == error: failed) or
-``groundwatch.evaluations.dropped`` (never scored: shutdown deadline, fork, lost worker).
+``groundwatch.evaluations.dropped`` (never scored: shutdown deadline, fork, internal error).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -159,6 +159,7 @@ class Worker:
         # Several CPU-bound judge calls at once only fight over the GIL (or the one worker
         # process): concurrency is for async judges, whose calls wait on the network.
         self.concurrency = max_concurrency if self.runner is judge else 1
+        self.concurrency = getattr(self.runner, "concurrency", self.concurrency)
         self.finish = finish
         self.stats = stats
         self.max_queue_size = max_queue_size
@@ -182,6 +183,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._awake = False
         self._stopped = False
+        self._stopping = False  # set on the loop: take nothing more off the queue
         self._wakeup: asyncio.Event | None = None
         self._next_seq = 0
         self._inflight: dict[int, asyncio.Task[None]] = {}
@@ -200,7 +202,11 @@ class Worker:
         if len(queue) >= self.max_queue_size:
             return False
         queue.append(record)
-        if not self._awake:
+        if self._stopped:
+            # shutdown() ran between the monitor's check and this append: its final count is
+            # over, so count this record dropped here (whoever pops a record counts it).
+            self._drain_dropped()
+        elif not self._awake:
             self._wake()
         return True
 
@@ -247,24 +253,44 @@ class Worker:
                     task.cancel()
                 loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
                 loop.run_until_complete(loop.shutdown_asyncgens())
+                # A task cancelled before its first step never ran _run's handlers.
+                self.stats.count_dropped(sc.ERROR_SHUTDOWN, len(self._inflight))
+                self._inflight.clear()
+                self._drain_dropped()
             finally:
                 loop.close()
 
     async def _main(self) -> None:
         self._wakeup = asyncio.Event()
         semaphore = asyncio.Semaphore(self.concurrency)
+        while not self._stopping:
+            try:
+                await self._dispatch(semaphore)
+                return
+            except Exception as exc:
+                # A bug of ours must not leave records queued forever: log, breathe, go on.
+                _guard.internal_error("worker", exc, reraise=False)
+                await asyncio.sleep(0.1)
+
+    async def _dispatch(self, semaphore: asyncio.Semaphore) -> None:
+        assert self._wakeup is not None
         loop = asyncio.get_running_loop()
         queue = self.queue
         while True:
             # Order matters (see submit): mark idle and clear the event *before* looking at the
             # queue, so a record appended after the look always finds us idle and wakes us.
+            if self._stopping:
+                return
             self._awake = False
             self._wakeup.clear()
             if not queue:
                 await self._wakeup.wait()
             self._awake = True
-            while queue:
+            while queue and not self._stopping:
                 await semaphore.acquire()
+                if self._stopping:
+                    semaphore.release()
+                    break
                 try:
                     record = queue.popleft()
                 except IndexError:
@@ -311,10 +337,16 @@ class Worker:
         # is its own, so attach/detach here cannot leak into the host.
         token = otel_context.attach(suppressed_context())
         try:
-            evaluation = await asyncio.wait_for(
-                aevaluate(answer, passages, question, self.runner, policy=self.policy),
-                self.timeout_s,
-            )
+            start = getattr(self.runner, "astart", None)
+            if start is not None:
+                await start()
+            runner_evaluate = getattr(self.runner, "aevaluate", None)
+            work: Awaitable[Evaluation]
+            if runner_evaluate is not None:  # the process runner: judge and score out there
+                work = runner_evaluate(answer, passages, question, self.policy)
+            else:
+                work = aevaluate(answer, passages, question, self.runner, policy=self.policy)
+            evaluation: Evaluation = await asyncio.wait_for(work, self.timeout_s)
         except (asyncio.TimeoutError, TimeoutError):
             evaluation = _error_evaluation(
                 sc.ERROR_TIMEOUT,
@@ -372,10 +404,21 @@ class Worker:
             return not self.queue and not self._inflight
         return done.wait(max(0.0, timeout_s))
 
+    def _drain_dropped(self) -> None:
+        """Pop what is queued and count it dropped. Popping one by one (atomic) means a record
+        appended concurrently is counted exactly once, by whoever pops it."""
+        n = 0
+        while True:
+            try:
+                self.queue.popleft()
+            except IndexError:
+                break
+            n += 1
+        self.stats.count_dropped(sc.ERROR_SHUTDOWN, n)
+
     def _stop_on_loop(self) -> None:
-        left = len(self.queue)
-        self.queue.clear()
-        self.stats.count_dropped(sc.ERROR_SHUTDOWN, left)
+        self._stopping = True
+        self._drain_dropped()
         for task in list(self._inflight.values()):
             task.cancel()  # _run counts each as dropped
         asyncio.get_running_loop().stop()
@@ -398,9 +441,7 @@ class Worker:
                 thread.join(max(0.05, deadline - time.monotonic()))
                 joined = not thread.is_alive()
         # Appended by a record() racing with shutdown after the loop had stopped.
-        left = len(self.queue)
-        self.queue.clear()
-        self.stats.count_dropped(sc.ERROR_SHUTDOWN, left)
+        self._drain_dropped()
         return flushed and joined
 
     # --- fork ----------------------------------------------------------------------------------

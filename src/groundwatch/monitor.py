@@ -9,7 +9,9 @@ context, asks the sampler, appends to a bounded queue and returns, in microsecon
 from __future__ import annotations
 
 import atexit
+import inspect
 import logging
+import os
 import random
 import threading
 import weakref
@@ -23,8 +25,17 @@ from opentelemetry.trace import SpanContext, TracerProvider
 
 from . import _config, _guard, scoring
 from ._evaluate import default_judge
+from ._procpool import ProcessJudge
+from ._worker import Worker
 from .judges import Judge
-from .sampling import Decision, RateLimitSampler, RatioSampler, Sampler, sampling_rate
+from .sampling import (
+    Decision,
+    RateLimitSampler,
+    RatioSampler,
+    Sampler,
+    inner_samplers,
+    sampling_rate,
+)
 from .telemetry import Stats, Telemetry
 from .telemetry import semconv as sc
 from .types import Evaluation, RagRecord
@@ -49,19 +60,6 @@ def default_sampler(config: _config.RuntimeConfig) -> Sampler:
     return sampler
 
 
-def _fork_reinit_sampler(sampler: Any, depth: int = 0) -> None:
-    """Give every lock inside a (composed) sampler a fresh state in a forked child."""
-    if sampler is None or depth > 8:
-        return
-    reinit = getattr(sampler, "_at_fork_reinit", None)
-    if reinit is not None:
-        reinit()
-    _fork_reinit_sampler(getattr(sampler, "inner", None), depth + 1)
-    _fork_reinit_sampler(getattr(sampler, "default", None), depth + 1)
-    for inner in (getattr(sampler, "routes", None) or {}).values():
-        _fork_reinit_sampler(inner, depth + 1)
-
-
 class Monitor:
     """Samples RAG interactions, scores them in the background, emits OpenTelemetry data.
 
@@ -84,12 +82,21 @@ class Monitor:
             (``GROUNDWATCH_MAX_CONCURRENCY``, default 8); sync judges run one at a time.
         evaluation_timeout_millis: deadline of one evaluation; past it the evaluation fails
             with ``error.type=timeout`` (``GROUNDWATCH_EVALUATION_TIMEOUT_MILLIS``, 60000).
-        executor: where a sync judge runs: ``"thread"`` (a thread of this interpreter) or
-            ``"process"`` (a worker process, so CPU-bound scoring never holds this
-            interpreter's GIL); ``GROUNDWATCH_EXECUTOR``, default ``"thread"``.
+        executor: where a sync (CPU-bound) judge runs: ``"process"``, a worker process
+            started on first use, so scoring never holds this interpreter's GIL (the judge
+            must be picklable); ``"thread"``, a thread of this interpreter (no extra process,
+            but it slows the host's requests: README "Overhead"); ``"auto"`` (the default,
+            ``GROUNDWATCH_EXECUTOR``), a process, falling back to a thread with a warning
+            when the judge cannot be pickled or no process can start. Async judges always run
+            on the worker's event loop.
         policy: thresholds that turn scores into a label.
         content_max_chars: cap per captured text attribute (``GROUNDWATCH_CONTENT_MAX_CHARS``).
         shutdown_on_exit: register an ``atexit`` hook that flushes the queue (default on).
+        processes: worker processes for ``executor="process"`` (started on first use).
+
+    Raises:
+        ValueError: a size, count or timeout below 1, or an unknown ``executor``. (Only the
+            constructor raises; ``record`` and the rest never do.)
     """
 
     def __init__(
@@ -111,12 +118,27 @@ class Monitor:
         policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
         content_max_chars: int | None = None,
         shutdown_on_exit: bool = True,
+        processes: int = 1,
     ) -> None:
+        for name, value in (
+            ("max_queue_size", max_queue_size),
+            ("max_concurrency", max_concurrency),
+            ("evaluation_timeout_millis", evaluation_timeout_millis),
+            ("content_max_chars", content_max_chars),
+            ("processes", processes),
+        ):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value!r}")
         config = _config.from_env()
         self.judge: Judge = judge if judge is not None else default_judge()
         self.sampler: Sampler = sampler if sampler is not None else default_sampler(config)
         self.route = route
         self._disabled = config.disabled
+        self._observers: list[Callable[[RagRecord, Evaluation], None]] = [
+            observe
+            for observe in (getattr(x, "observe", None) for x in inner_samplers(self.sampler))
+            if callable(observe)
+        ]
         if on_result is None:
             self._callbacks: list[ResultCallback] = []
         elif callable(on_result):
@@ -128,7 +150,6 @@ class Monitor:
             raise ValueError(f"executor must be one of {_config.EXECUTORS}, got {executor!r}")
         self._shut = False
         self._lock = threading.Lock()
-        self._worker = None
         self.stats = Stats(self._queue_size)
         self._telemetry = Telemetry(
             tracer_provider=tracer_provider,
@@ -141,14 +162,14 @@ class Monitor:
             content_max_chars=content_max_chars or config.content_max_chars,
             stats=self.stats,
         )
-        from ._worker import Worker
-
         runner = None
-        if self.executor == "process":
-            from ._procpool import ProcessJudge
-
-            runner = ProcessJudge.wrap(self.judge)
-        self._worker = Worker(
+        if self.executor != "thread" and not inspect.iscoroutinefunction(
+            getattr(self.judge, "judge", None)
+        ):
+            runner = ProcessJudge.wrap(
+                self.judge, processes, fallback=self.executor == _config.EXECUTOR_AUTO
+            )
+        self._worker: Worker = Worker(
             judge=self.judge,
             finish=self._finish,
             stats=self.stats,
@@ -176,12 +197,10 @@ class Monitor:
             if method is not None:
                 method()
 
-        import os
-
         os.register_at_fork(after_in_child=_after_fork)
 
     def _queue_size(self) -> int:
-        worker = self._worker
+        worker: Worker | None = getattr(self, "_worker", None)  # None while constructing
         return len(worker.queue) if worker is not None else 0
 
     # --- request path --------------------------------------------------------------------------
@@ -276,8 +295,7 @@ class Monitor:
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if attributes is not None:
             record.attributes = dict(attributes)
-        worker = self._worker
-        if worker is None or not worker.submit(record):
+        if not self._worker.submit(record):
             return Decision.QUEUE_FULL, None
         return _SAMPLED, None
 
@@ -298,11 +316,13 @@ class Monitor:
     def _finish(
         self, record: RagRecord, evaluation: Evaluation, start_ns: int, end_ns: int
     ) -> None:
+        rate: float | None = None
         try:
+            for observe in self._observers:
+                observe(record, evaluation)
             rate = 1.0 if record.always_score else sampling_rate(self.sampler, record)
         except Exception as exc:
             _guard.user_error("sampler", exc)
-            rate = None
         try:
             self._telemetry.emit(
                 record, evaluation, sampling_rate=rate, start_ns=start_ns, end_ns=end_ns
@@ -329,8 +349,7 @@ class Monitor:
             from an ``on_result`` callback, which would wait for itself). Never raises.
         """
         try:
-            worker = self._worker
-            return True if worker is None else worker.flush(timeout_millis / 1000)
+            return self._worker.flush(timeout_millis / 1000)
         except Exception as exc:
             _guard.internal_error("force_flush", exc)
             return False
@@ -352,9 +371,8 @@ class Monitor:
             if self._atexit is not None:
                 atexit.unregister(self._atexit)
                 self._atexit = None
-            worker = self._worker
-            ok = True if worker is None else worker.shutdown(timeout_millis / 1000)
-            closer = getattr(worker.runner if worker is not None else None, "close", None)
+            ok = self._worker.shutdown(timeout_millis / 1000)
+            closer = getattr(self._worker.runner, "close", None)
             if closer is not None:
                 closer()
             return ok
@@ -367,7 +385,10 @@ class Monitor:
 
     def _at_fork_reinit(self) -> None:
         self._lock = threading.Lock()
-        _fork_reinit_sampler(self.sampler)
+        for sampler in inner_samplers(self.sampler):
+            reinit = getattr(sampler, "_at_fork_reinit", None)
+            if reinit is not None:
+                reinit()
 
     def __enter__(self) -> Monitor:
         return self

@@ -9,6 +9,10 @@ Built-in samplers compose::
 
     RateLimitSampler(600, RouteSampler({"checkout": RatioSampler(1.0)}, default=RatioSampler(0.05)))
 
+``TokenBudgetSampler`` caps the judge's token spend (``over_budget``); samplers that want
+to see results define ``observe(record, evaluation)``, which the monitor calls on the worker
+for each finished evaluation (for every sampler composed inside, too).
+
 Records given ``always_score=True`` (a thumbs-down, a support escalation) skip the sampler:
 the :class:`~groundwatch.Monitor` scores them whatever it says (queue space permitting).
 """
@@ -22,7 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from .types import RagRecord
+from .types import Evaluation, RagRecord
 
 __all__ = [
     "Decision",
@@ -30,6 +34,8 @@ __all__ = [
     "RatioSampler",
     "RouteSampler",
     "Sampler",
+    "TokenBudgetSampler",
+    "inner_samplers",
     "sampling_rate",
 ]
 
@@ -156,6 +162,66 @@ class RateLimitSampler:
         return f"RateLimitSampler({self.per_minute}, inner={self.inner!r})"
 
 
+class TokenBudgetSampler:
+    """Caps the judge's token spend: ``over_budget`` once the budget is used up.
+
+    A bucket of ``tokens_per_hour`` tokens refills continuously; each scored record's
+    ``Evaluation.usage`` (input + output tokens) is taken out of it when its result arrives
+    (the monitor calls :meth:`observe`). While the bucket is empty, records are refused with
+    ``over_budget``. Evaluations already in flight when it empties still finish, so the spend
+    can overshoot by up to ``max_concurrency`` evaluations. Judges that report no usage (the
+    local judge) cost nothing here.
+
+    Args:
+        tokens_per_hour: the budget.
+        inner: the sampler asked first (everything, when ``None``).
+    """
+
+    def __init__(self, tokens_per_hour: float, inner: Sampler | None = None) -> None:
+        if tokens_per_hour <= 0:
+            raise ValueError(f"tokens_per_hour must be > 0, got {tokens_per_hour!r}")
+        self.tokens_per_hour = float(tokens_per_hour)
+        self.inner = inner
+        self._per_second = self.tokens_per_hour / 3600.0
+        self._tokens = self.tokens_per_hour
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self._tokens = min(
+            self.tokens_per_hour, self._tokens + (now - self._last) * self._per_second
+        )
+        self._last = now
+
+    def decide(self, record: RagRecord) -> Decision:
+        if self.inner is not None:
+            decision = self.inner.decide(record)
+            if decision is not Decision.SAMPLED:
+                return decision
+        with self._lock:
+            self._refill()
+            return Decision.SAMPLED if self._tokens > 0 else Decision.OVER_BUDGET
+
+    def observe(self, record: RagRecord, evaluation: Evaluation) -> None:
+        """Take a finished evaluation's tokens out of the budget (called on the worker)."""
+        usage = evaluation.usage
+        if usage is None:
+            return
+        with self._lock:
+            self._refill()
+            self._tokens -= usage.input_tokens + usage.output_tokens
+
+    def rate_for(self, record: RagRecord) -> float | None:
+        return sampling_rate(self.inner, record) if self.inner is not None else 1.0
+
+    def _at_fork_reinit(self) -> None:
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"TokenBudgetSampler({self.tokens_per_hour}, inner={self.inner!r})"
+
+
 class RouteSampler:
     """Picks a sampler by the record's route (``Monitor.record(route=...)``).
 
@@ -190,3 +256,15 @@ def sampling_rate(sampler: object, record: RagRecord) -> float | None:
         return None
     value = rate_for(record)
     return None if value is None else float(value)
+
+
+def inner_samplers(sampler: object, depth: int = 0) -> list[object]:
+    """``sampler`` and every sampler composed inside it (``inner``, ``default``, ``routes``)."""
+    if sampler is None or depth > 8:
+        return []
+    found = [sampler]
+    found += inner_samplers(getattr(sampler, "inner", None), depth + 1)
+    found += inner_samplers(getattr(sampler, "default", None), depth + 1)
+    for inner in (getattr(sampler, "routes", None) or {}).values():
+        found += inner_samplers(inner, depth + 1)
+    return found

@@ -72,11 +72,14 @@ class GroundwatchTelemetry:
         """A :class:`Monitor` on this fixture's providers, shut down when the test ends.
 
         ``on_result`` callbacks given here run after the fixture's own, which collects
-        :meth:`results`. Defaults differ from production in one way: no ``atexit`` hook.
+        :meth:`results`. Defaults differ from production in two ways: no ``atexit`` hook, and
+        ``executor="thread"`` (no worker process to start per test; pass
+        ``executor="process"`` to test that path).
         """
         callbacks = kwargs.pop("on_result", None)
         extra = [] if callbacks is None else [callbacks] if callable(callbacks) else callbacks
         kwargs.setdefault("shutdown_on_exit", False)
+        kwargs.setdefault("executor", "thread")
         monitor = Monitor(
             judge,
             sampler,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from groundwatch_langchain import GroundwatchCallbackHandler
+from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import RunnableLambda
 from opentelemetry.trace import Tracer
 
@@ -60,13 +61,36 @@ def test_one_record_per_top_level_run(
         # Parent of the evaluation = the span current when the run started, in every mode
         # (batch runs in a thread pool, async callbacks run inline on the loop).
         assert record["span_context"] == request.get_span_context()
-        assert record["attributes"]["langchain.run_id"]
-    assert len({r["attributes"]["langchain.run_id"] for r in monitor.records}) == len(QUESTIONS)
+        assert record["attributes"]["groundwatch.langchain.run_id"]
+    assert len({r["attributes"]["groundwatch.langchain.run_id"] for r in monitor.records}) == len(
+        QUESTIONS
+    )
     # Nothing is left behind, and nothing of ours failed.
     assert handler.active_runs == 0
     assert handler._owner == {}
     assert handler.counts["internal_errors"] == 0
     assert handler.counts["records"] == len(QUESTIONS)
+
+
+def test_retriever_inside_a_tool_counts(monitor: RecordingMonitor) -> None:
+    """Agents retrieve through tools: the documents still belong to the top-level run."""
+    from langchain_core.tools import create_retriever_tool
+
+    tool = create_retriever_tool(
+        vector_store().as_retriever(search_kwargs={"k": 2}), "policies", "Search the policies."
+    )
+    chain = (
+        RunnableLambda(lambda q: {"context": tool.invoke(q), "question": q})
+        | PROMPT_
+        | chat_model("list")
+        | StrOutputParser()
+    )
+    handler = GroundwatchCallbackHandler(monitor)
+    chain.invoke("What is the refund policy?", {"callbacks": [handler]})
+    (record,) = monitor.records
+    assert len(record["contexts"]) == 2
+    assert record["answer"] == ANSWER
+    assert handler.active_runs == 0 and handler._owner == {}
 
 
 def test_documents_carry_id_metadata_and_score(monitor: RecordingMonitor) -> None:
@@ -125,12 +149,28 @@ def test_extractor_hooks(monitor: RecordingMonitor) -> None:
 
 def test_unrecognised_answer_is_counted_not_recorded(monitor: RecordingMonitor) -> None:
     retriever = vector_store().as_retriever(search_kwargs={"k": 1})
-    chain = retriever | (lambda docs: {"n_docs": len(docs)})
+    chain = (
+        {"context": retriever | format_docs, "question": lambda q: q}
+        | PROMPT_
+        | chat_model("list")
+        | (lambda m: {"reply": m.content})  # not a key the default extractor knows
+    )
     handler = GroundwatchCallbackHandler(monitor, route="r")
-    assert chain.invoke("q", {"callbacks": [handler]}) == {"n_docs": 1}
+    assert chain.invoke("q", {"callbacks": [handler]}) == {"reply": ANSWER}
     assert monitor.records == []
+    # A model answered: the operator must hear that the answer could not be read.
     assert monitor.failures == [("no_answer", "r")]
     assert handler.counts["no_answer"] == 1
+
+
+def test_retrieval_only_run_is_ignored(monitor: RecordingMonitor) -> None:
+    """A search endpoint (retrieve, no model) is neither a record nor a failure."""
+    retriever = vector_store().as_retriever(search_kwargs={"k": 1})
+    chain = retriever | (lambda docs: {"n_docs": len(docs)})
+    handler = GroundwatchCallbackHandler(monitor)
+    assert chain.invoke("q", {"callbacks": [handler]}) == {"n_docs": 1}
+    assert monitor.records == [] and monitor.failures == []
+    assert handler.active_runs == 0
 
 
 def test_failing_extractor_never_reaches_the_host(monitor: RecordingMonitor) -> None:
@@ -301,6 +341,51 @@ def test_cancelled_run_is_counted_and_cleaned_up(monitor: RecordingMonitor) -> N
     assert monitor.records == []
     assert monitor.failures == [("cancelled", None)]
     assert handler.active_runs == 0 and handler._owner == {}
+
+
+@pytest.mark.parametrize("mode", ["stream", "astream"])
+def test_stream_stopped_early_is_not_recorded(mode: str, monitor: RecordingMonitor) -> None:
+    """A consumer that stops reading leaves a partial answer: counted, never scored."""
+    chain = build("lcel").chain
+    handler = GroundwatchCallbackHandler(monitor)
+    config: Any = {"callbacks": [handler]}
+    if mode == "stream":
+        stream = chain.stream("refund?", config)
+        for i, _ in enumerate(stream):
+            if i == 4:
+                break
+        stream.close()
+    else:
+
+        async def main() -> None:
+            stream = chain.astream("refund?", config)
+            i = 0
+            async for _ in stream:
+                i += 1
+                if i == 4:
+                    break
+            await stream.aclose()
+
+        asyncio.run(main())
+    assert monitor.records == []
+    assert monitor.failures == [("cancelled", None)]
+    assert handler.active_runs == 0 and handler._owner == {}
+
+
+def test_async_callbacks_run_inline_on_the_event_loop(monitor: RecordingMonitor) -> None:
+    """run_inline: no thread-pool hop per callback in async runs (LangChain's default for sync
+    handlers), so capture runs on the loop thread, in the caller's context."""
+    import threading
+
+    seen: list[int] = []
+
+    class ThreadSpy(RecordingMonitor):
+        def record(self, **kwargs: Any) -> None:  # type: ignore[override]
+            seen.append(threading.get_ident())
+
+    handler = GroundwatchCallbackHandler(ThreadSpy())
+    asyncio.run(build("lcel").chain.ainvoke("q?", {"callbacks": [handler]}))
+    assert seen == [threading.get_ident()]  # asyncio.run runs the loop on this thread
 
 
 # -- bounded state -------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -21,6 +22,13 @@ class EchoJudge:
         self.model = model
         self.calls = 0
         self.threads: list[str] = []
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
         self._lock = threading.Lock()
 
     def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
@@ -48,8 +56,6 @@ class EchoJudge:
                         evidence=[Evidence(passage=i, start=s, end=s + len(text), quote=text)],
                     )
                 )
-            elif " not " in f" {text} ":
-                claims.append(Claim(text=text, start=start, end=end, verdict="unsupported"))
             else:
                 claims.append(Claim(text=text, start=start, end=end, verdict="unsupported"))
         return Judgement(
@@ -97,4 +103,59 @@ class HangingJudge:
 
     def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
         self.release.wait(30)
+        return Judgement(claims=[])
+
+
+class PidJudge(EchoJudge):
+    """Reports the process it ran in as its model name (picklable: for executor="process")."""
+
+    name = "pid"
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        result = super().judge(answer, contexts, question)
+        return result.model_copy(update={"model": f"pid-{os.getpid()}"})
+
+
+class SuppressionProbe(EchoJudge):
+    """Records whether OpenTelemetry instrumentation was suppressed while it judged."""
+
+    name = "probe"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.suppressed: list[bool] = []
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        self.suppressed.append(_suppressed())
+        return super().judge(answer, contexts, question)
+
+
+class AsyncSuppressionProbe(SuppressionProbe):
+    async def judge(  # type: ignore[override]
+        self, answer: str, contexts: Sequence[Passage], question: str | None
+    ) -> Judgement:
+        await asyncio.sleep(0)
+        return SuppressionProbe.judge(self, answer, contexts, question)
+
+
+def _suppressed() -> bool:
+    from opentelemetry import context
+    from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
+    return bool(context.get_value(_SUPPRESS_INSTRUMENTATION_KEY)) and bool(
+        context.get_value("suppress_instrumentation")
+    )
+
+
+class SleepJudge:
+    """Sleeps ``seconds`` (picklable, unlike a judge holding an Event): a hanging judge for
+    the process executor."""
+
+    name = "sleep"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        time.sleep(self.seconds)
         return Judgement(claims=[])

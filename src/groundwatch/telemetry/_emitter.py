@@ -29,6 +29,12 @@ Redactor = Callable[[str], str]
 
 _VERSION = "0.1.0"
 
+MAX_CONTENT_CLAIMS = 50
+"""Claims listed in ``groundwatch.content.claims``; a final ``{"truncated_claims": n}`` entry
+marks the rest."""
+MAX_CONTENT_QUOTES = 3
+"""Evidence quotes listed per claim."""
+
 # Secrets that must never leave the process even when content capture is on: an error message
 # or a retrieved document may carry one.
 _SECRET = re.compile(
@@ -223,15 +229,18 @@ class Telemetry:
         if record.question is not None:
             yield sc.GROUNDWATCH_CONTENT_QUESTION, self._content(record.question)
         yield sc.GROUNDWATCH_CONTENT_ANSWER, self._content(record.answer)
-        claims = [
+        # Each text is capped, not the JSON (a cut JSON document is unreadable).
+        claims: list[dict[str, Any]] = [
             {
-                "text": claim.text,
+                "text": self._content(claim.text),
                 "verdict": claim.verdict,
-                "quotes": [e.quote for e in claim.evidence],
+                "quotes": [self._content(e.quote) for e in claim.evidence[:MAX_CONTENT_QUOTES]],
             }
-            for claim in evaluation.claims
+            for claim in evaluation.claims[:MAX_CONTENT_CLAIMS]
         ]
-        yield sc.GROUNDWATCH_CONTENT_CLAIMS, self._content(json.dumps(claims, ensure_ascii=False))
+        if len(evaluation.claims) > MAX_CONTENT_CLAIMS:
+            claims.append({"truncated_claims": len(evaluation.claims) - MAX_CONTENT_CLAIMS})
+        yield sc.GROUNDWATCH_CONTENT_CLAIMS, json.dumps(claims, ensure_ascii=False)
 
     # --- span ----------------------------------------------------------------------------------
 
@@ -310,12 +319,14 @@ class Telemetry:
         try:
             if evaluation.label == "error":
                 span.set_status(Status(StatusCode.ERROR, evaluation.error_type or "error"))
-            self._emit_events(record, evaluation, trace.set_span_in_context(span, Context()))
+            self._emit_events(
+                evaluation, trace.set_span_in_context(span, Context()), timestamp=end_ns
+            )
         finally:
             span.end(end_time=end_ns)
         self._record_metrics(record, evaluation, (end_ns - start_ns) / 1e9)
 
-    def _emit_events(self, record: RagRecord, evaluation: Evaluation, ctx: Context) -> None:
+    def _emit_events(self, evaluation: Evaluation, ctx: Context, *, timestamp: int) -> None:
         explanation = self._explanation(evaluation)
         for name, value in (
             (sc.EVALUATION_FAITHFULNESS, evaluation.faithfulness),
@@ -331,7 +342,12 @@ class Telemetry:
             if evaluation.label == "error":
                 attrs[sc.ERROR_TYPE] = evaluation.error_type or "error"
             self.event_logger.emit(
-                LogRecord(event_name=sc.EVENT_EVALUATION_RESULT, attributes=attrs, context=ctx)
+                LogRecord(
+                    timestamp=timestamp,
+                    event_name=sc.EVENT_EVALUATION_RESULT,
+                    attributes=attrs,
+                    context=ctx,
+                )
             )
 
     def _record_metrics(self, record: RagRecord, evaluation: Evaluation, seconds: float) -> None:

@@ -73,7 +73,7 @@ METRIC_ALERTS: Final = "groundwatch.alerts"
 
 # Additions of the runtime beyond DESIGN.md's table (see README "Accounting"):
 METRIC_DROPPED: Final = "groundwatch.evaluations.dropped"
-"""Sampled records never scored (``error.type``: ``shutdown``, ``fork``, ``worker_lost``)."""
+"""Sampled records never scored (``error.type``: ``shutdown``, ``fork``, ``internal``)."""
 METRIC_ERRORS: Final = "groundwatch.errors"
 """groundwatch's own failures, by ``groundwatch.component`` and ``error.type``."""
 
@@ -100,7 +100,6 @@ DURATION_BUCKETS: Final = (
 ERROR_TIMEOUT: Final = "timeout"
 ERROR_SHUTDOWN: Final = "shutdown"
 ERROR_FORK: Final = "fork"
-ERROR_WORKER_LOST: Final = "worker_lost"
 ERROR_INVALID_INPUT: Final = "invalid_input"
 ERROR_SAMPLER: Final = "sampler_error"
 ERROR_INTERNAL: Final = "internal"

@@ -50,15 +50,26 @@ def message_text(message: Any) -> str | None:
     return None
 
 
-def _is_human(message: Any) -> bool:
-    return getattr(message, "type", None) == "human"
+#: Key of the message list in LangGraph / agent state ({"messages": [...]}).
+MESSAGES_KEY = "messages"
+
+
+def _last_text(messages: Any, role: str) -> str | None:
+    """Text of the last message of ``role`` ("human", "ai") in a message list."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        return None
+    for message in reversed(messages):
+        if getattr(message, "type", None) == role:
+            return message_text(message)
+    return None
 
 
 def default_question(inputs: Any) -> str | None:
     """Extract the question from a root run's input.
 
     Understands a plain string, a mapping with one of :data:`QUESTION_KEYS` holding a string (or a
-    message), a message, and a list of messages (the last human message is the question).
+    message), a message, and a list of messages, also as agent state ``{"messages": [...]}``
+    (the last human message is the question).
     """
     if isinstance(inputs, str):
         return inputs
@@ -71,12 +82,9 @@ def default_question(inputs: Any) -> str | None:
                 text = message_text(value)
                 if text is not None:
                     return text
-        return None
+        return _last_text(inputs.get(MESSAGES_KEY), "human")
     if isinstance(inputs, Sequence):
-        for message in reversed(inputs):
-            if _is_human(message):
-                return message_text(message)
-        return None
+        return _last_text(inputs, "human")
     return message_text(inputs)
 
 
@@ -84,7 +92,8 @@ def default_answer(outputs: Any) -> str | None:
     """Extract the answer from a root run's final output.
 
     Understands a plain string, a message (``AIMessage`` or a merged ``AIMessageChunk`` from a
-    stream), and a mapping with one of :data:`ANSWER_KEYS` holding either of those.
+    stream), a mapping with one of :data:`ANSWER_KEYS` holding either of those, and agent state
+    ``{"messages": [...]}`` (the last AI message is the answer).
     """
     if isinstance(outputs, str):
         return outputs
@@ -97,7 +106,7 @@ def default_answer(outputs: Any) -> str | None:
                 text = message_text(value)
                 if text is not None:
                     return text
-        return None
+        return _last_text(outputs.get(MESSAGES_KEY), "ai")
     return message_text(outputs)
 
 

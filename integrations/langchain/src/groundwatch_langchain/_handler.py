@@ -18,8 +18,8 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
 from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry import trace
@@ -91,14 +91,17 @@ class _RootRun:
         "documents",
         "dropped",
         "error_type",
+        "generated",
         "inputs",
         "is_chain",
+        "key",
         "retrieved",
         "retrieving",
         "route",
         "run_id",
         "span_context",
         "started",
+        "unfinished",
     )
 
     def __init__(
@@ -110,17 +113,20 @@ class _RootRun:
         is_chain: bool,
     ) -> None:
         self.run_id = run_id
+        self.key = run_id.int
         self.inputs = inputs
         self.span_context = span_context
         self.route = route
         self.is_chain = is_chain
         self.started = time.monotonic()
-        self.children: set[UUID] = set()
+        self.children: set[int] = set()
         self.documents: list[Document] = []
         self.dropped = 0
         self.retrieving = False  # a retriever started under this root
         self.retrieved = False  # a retriever ended under this root (possibly with no documents)
         self.error_type: str | None = None  # first error seen under this root
+        self.generated = False  # a language model finished under this root
+        self.unfinished = 0  # nested runs still open when the root ended
 
 
 _F = TypeVar("_F", bound=Callable[..., None])
@@ -147,14 +153,16 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
     retriever and produced an answer, the handler calls ``monitor.record`` once with:
 
     - the question: the run's input when it is a string, a message or a list of messages (the
-      last human message), or a mapping with a string under ``"question"``, ``"input"``,
-      ``"query"`` or ``"q"`` (first found); ``question_extractor`` replaces this;
+      last human message), a mapping with a string under ``"question"``, ``"input"``,
+      ``"query"`` or ``"q"`` (first found), or agent state ``{"messages": [...]}``;
+      ``question_extractor`` replaces this;
     - the contexts: every document from every retriever that ran under the run, in the order
       the retrievers finished, each with its ``page_content``, ``id``, ``metadata`` and a score
       when the metadata has one under ``score_keys``;
     - the answer: the run's final output when it is a string or a message (an ``AIMessage``, or
-      the merged chunks of a stream), or a mapping with one of those under ``"answer"``,
-      ``"output"`` or ``"result"``; ``answer_extractor`` replaces this;
+      the merged chunks of a stream), a mapping with one of those under ``"answer"``,
+      ``"output"`` or ``"result"``, or the last AI message of ``{"messages": [...]}``;
+      ``answer_extractor`` replaces this;
     - the span context current when the run started, so the evaluation joins the request's trace.
 
     A run that failed (retriever, LLM or chain error, or cancellation) after starting a retriever
@@ -211,12 +219,14 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         self._max_active_runs = max_active_runs
         self._max_run_age = max_run_age_seconds
         self._lock = threading.Lock()
+        # Maps are keyed by ``run_id.int``: hashing a UUID runs Python code, an int does not,
+        # and these maps are touched several times per callback.
         # Root run id -> state, oldest first (for eviction).
-        self._roots: OrderedDict[UUID, _RootRun] = OrderedDict()
+        self._roots: OrderedDict[int, _RootRun] = OrderedDict()
         # Every live run id we track (roots and their chain / retriever / tool descendants) -> the
         # state of its root. LLM runs are not tracked: they have no children, and their errors
         # name their parent.
-        self._owner: dict[UUID, _RootRun] = {}
+        self._owner: dict[int, _RootRun] = {}
         self._counts: dict[str, int] = dict.fromkeys(
             (
                 "records",
@@ -239,7 +249,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
 
         Keys: ``records`` (``monitor.record`` calls), ``failures`` (``record_failure`` calls),
         ``no_retrieval`` (top-level chain runs that never retrieved: ignored), ``no_answer``
-        (retrieved but the output had no recognisable answer), ``evicted`` (runs dropped
+        (retrieved but the output had no recognisable answer; reported as a failure when a
+        model ran under the run, ignored for retrieval-only runs), ``evicted`` (runs dropped
         unfinished), ``documents_dropped`` (documents beyond ``max_documents``),
         ``extractor_errors`` (a user extractor raised), ``internal_errors`` (a bug of ours,
         logged and swallowed).
@@ -253,15 +264,11 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         with self._lock:
             return len(self._roots)
 
-    # Event families we never use: skipping them saves LangChain a call per event.
+    # Event families we never use: skipping them saves LangChain a call per event. (Not
+    # ``ignore_agent``: it also silences tool runs, and agents retrieve inside tools.)
     @property
     def ignore_chat_model(self) -> bool:
         """Chat model starts carry nothing we need (their errors still arrive)."""
-        return True
-
-    @property
-    def ignore_agent(self) -> bool:
-        """Agent actions carry nothing we need."""
         return True
 
     @property
@@ -289,7 +296,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Start tracking a top-level run, or link a nested run to its top-level run."""
-        if parent_run_id is None or not self._link(run_id, parent_run_id):
+        if parent_run_id is None or not self._link(run_id.int, parent_run_id.int):
             self._start_root(run_id, inputs, metadata, is_chain=True)
 
     @_guarded
@@ -302,11 +309,16 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Record the top-level run when it ends; forget a nested run."""
-        root = self._end(run_id)
+        root = self._end(run_id.int)
         if root is None or not root.is_chain:
             return
         if not root.retrieving:
             self._count("no_retrieval")
+            return
+        if root.unfinished:
+            # The root ended before its steps did: the consumer stopped a stream early (a sync
+            # stream reports the partial output as the root's output). Not an answer to score.
+            self._fail(root, CANCELLED)
             return
         if not root.retrieved:
             # Every retriever failed and a fallback answered without documents: say so rather
@@ -327,7 +339,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Count a failed top-level run that had started retrieving; forget a nested run."""
-        root = self._end(run_id)
+        root = self._end(run_id.int)
         if root is None or not root.retrieving:
             return
         if isinstance(error, (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit)):
@@ -351,7 +363,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Link a retriever run to its top-level run; a retriever used alone is never recorded."""
-        if parent_run_id is not None and self._link(run_id, parent_run_id, retriever=True):
+        if parent_run_id is not None and self._link(run_id.int, parent_run_id.int, retriever=True):
             return
         self._start_root(run_id, query, metadata, is_chain=False)
 
@@ -365,15 +377,16 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Keep references to the retrieved documents in the top-level run's state."""
+        key = run_id.int
         with self._lock:
-            root = self._owner.pop(run_id, None)
+            root = self._owner.pop(key, None)
             if root is None:
                 return
-            if root.run_id == run_id:
+            if root.key == key:
                 # The retriever was the top-level run: nothing answered.
                 self._forget(root)
                 return
-            root.children.discard(run_id)
+            root.children.discard(key)
             root.retrieved = True
             room = self._max_documents - len(root.documents)
             if len(documents) <= room:
@@ -394,14 +407,15 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Note the retriever error on the top-level run; the run's end decides what to report."""
+        key = run_id.int
         with self._lock:
-            root = self._owner.pop(run_id, None)
+            root = self._owner.pop(key, None)
             if root is None:
                 return
-            if root.run_id == run_id:
+            if root.key == key:
                 self._forget(root)
                 return
-            root.children.discard(run_id)
+            root.children.discard(key)
             if root.error_type is None:
                 root.error_type = RETRIEVER_ERROR
 
@@ -409,6 +423,23 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
 
     def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
         """Nothing to capture: the answer is taken from the top-level run's output."""
+
+    @_guarded
+    def on_llm_end(
+        self,
+        response: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Note that a model generated under the top-level run (its output is read at the end)."""
+        if parent_run_id is None:
+            return
+        with self._lock:
+            root = self._owner.get(parent_run_id.int)
+            if root is not None:
+                root.generated = True
 
     @_guarded
     def on_llm_error(
@@ -423,7 +454,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         if parent_run_id is None:
             return
         with self._lock:
-            root = self._owner.get(parent_run_id)
+            root = self._owner.get(parent_run_id.int)
             if root is not None and root.error_type is None:
                 root.error_type = LLM_ERROR
 
@@ -443,7 +474,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Link a tool run to its top-level run so that retrievers inside it count."""
-        if parent_run_id is None or not self._link(run_id, parent_run_id):
+        if parent_run_id is None or not self._link(run_id.int, parent_run_id.int):
             self._start_root(run_id, input_str, metadata, is_chain=False)
 
     @_guarded
@@ -456,7 +487,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Forget a tool run."""
-        self._end(run_id)
+        self._end(run_id.int)
 
     @_guarded
     def on_tool_error(
@@ -468,18 +499,18 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Forget a tool run (an agent may recover from a tool error)."""
-        self._end(run_id)
+        self._end(run_id.int)
 
     # -- state ------------------------------------------------------------------------------------
 
-    def _link(self, run_id: UUID, parent_run_id: UUID, retriever: bool = False) -> bool:
+    def _link(self, key: int, parent_key: int, retriever: bool = False) -> bool:
         """Map a nested run to its parent's root. False when the parent is unknown to us."""
         with self._lock:
-            root = self._owner.get(parent_run_id)
+            root = self._owner.get(parent_key)
             if root is None:
                 return False
-            self._owner[run_id] = root
-            root.children.add(run_id)
+            self._owner[key] = root
+            root.children.add(key)
             if retriever:
                 root.retrieving = True
             return True
@@ -508,28 +539,29 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 self._forget(old)
                 self._counts["evicted"] += 1
                 evicted.append(old)
-            roots[run_id] = root
-            self._owner[run_id] = root
+            roots[root.key] = root
+            self._owner[root.key] = root
         for old in evicted:
             if old.retrieving:
                 self._fail(old, EVICTED)
 
-    def _end(self, run_id: UUID) -> _RootRun | None:
+    def _end(self, key: int) -> _RootRun | None:
         """Forget a run. Returns its root state when the run was a top-level run we tracked."""
         with self._lock:
-            root = self._owner.pop(run_id, None)
+            root = self._owner.pop(key, None)
             if root is None:
                 return None
-            if root.run_id != run_id:
-                root.children.discard(run_id)
+            if root.key != key:
+                root.children.discard(key)
                 return None
             self._forget(root)
             return root
 
     def _forget(self, root: _RootRun) -> None:
         """Drop a root and every run still linked to it. Call with the lock held."""
-        self._roots.pop(root.run_id, None)
-        self._owner.pop(root.run_id, None)
+        self._roots.pop(root.key, None)
+        self._owner.pop(root.key, None)
+        root.unfinished = len(root.children)
         for child in root.children:
             self._owner.pop(child, None)
         root.children.clear()
@@ -546,14 +578,16 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             return
         if not isinstance(answer, str):
             self._count("no_answer")
-            self._fail(root, NO_ANSWER)
+            if root.generated:
+                # A model answered but we cannot read the answer from the output: tell the
+                # operator (an ``answer_extractor`` fixes it). A run that only retrieved (a
+                # search endpoint) is not a failure.
+                self._fail(root, NO_ANSWER)
             return
         question = plain(question) if isinstance(question, str) else None
         answer = plain(answer)
-        contexts = [
-            p for p in (passage_of(d, self._score_keys) for d in root.documents) if p is not None
-        ]
-        attributes: dict[str, Any] = {"langchain.run_id": str(root.run_id)}
+        contexts = _Passages(root.documents, self._score_keys)
+        attributes: dict[str, Any] = {"groundwatch.langchain.run_id": str(root.run_id)}
         if root.dropped:
             attributes["groundwatch.contexts.dropped"] = root.dropped
         self._monitor.record(
@@ -583,18 +617,57 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         _guard.internal_error(f"langchain.{where}", exc)
 
 
+class _Passages(Sequence[Any]):
+    """The documents of a run, turned into passages only when read.
+
+    The monitor reads the contexts only for records its sampler keeps, so at a low sampling
+    rate the request path never pays for the conversion.
+    """
+
+    __slots__ = ("_documents", "_score_keys")
+
+    def __init__(self, documents: list[Document], score_keys: tuple[str, ...]) -> None:
+        self._documents = documents
+        self._score_keys = score_keys
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._convert(d) for d in self._documents[index]]
+        return self._convert(self._documents[index])
+
+    def __iter__(self) -> Iterator[Any]:
+        for document in self._documents:
+            yield self._convert(document)
+
+    def _convert(self, document: Any) -> Any:
+        # Anything that is not document-shaped goes as is: the monitor validates its inputs.
+        return passage_of(document, self._score_keys) or document
+
+
 def _parent_span_context(root: _RootRun) -> SpanContext:
     """The span the evaluation should hang under.
 
     The span current when the root run started when there was one (an HTTP server span, the
-    app's own span, or an OpenLLMetry / OpenInference span around the call). Without one, the
-    span OpenInference's LangChain instrumentor opened for this very run, when it is active.
+    app's own span). Without one, the span a LangChain instrumentation opened for this very run:
+    OpenInference's (kept by run id, never made current), or the one current now, at the end of
+    the run, which callback-based instrumentations that do make their spans current (OpenLLMetry)
+    leave in place until their own end callback. INVALID_SPAN_CONTEXT, not None, when there is
+    none: None would let the monitor pick whatever is current later.
     """
     if root.span_context is not None:
         return root.span_context
-    # INVALID_SPAN_CONTEXT, not None: None would make the monitor use the span current at the
-    # end of the run, which is not the one the run started in.
-    return _openinference_span_context(root.run_id) or trace.INVALID_SPAN_CONTEXT
+    theirs = _openinference_span_context(root.run_id)
+    if theirs is not None:
+        return theirs
+    current = trace.get_current_span().get_span_context()
+    return current if current.is_valid else trace.INVALID_SPAN_CONTEXT
 
 
 def _openinference_span_context(run_id: UUID) -> SpanContext | None:

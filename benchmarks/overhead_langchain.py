@@ -1,0 +1,386 @@
+"""What watching a LangChain RAG chain costs the request: groundwatch vs a no-op callback vs
+OpenInference, measured side by side in one process on the same chain.
+
+The chain is the LangChain RAG tutorial's shape on an in-memory vector store (20 documents,
+k=4), a prompt, LangChain's fake chat model and an output parser: about 1.6 ms a call on an idle
+machine, so any per-run cost of a callback shows. Every variant runs in blocks of ``--block``
+calls; each round runs one block of every variant in a fresh random order, so drift in machine
+load hits all of them alike. A variant's figures are medians over rounds of its block divided by
+the no-callback block of the same round: of the blocks' median call (robust to the calls a busy
+machine deschedules), of their total time (the mean call), and of the CPU time of the calling
+thread (it leaves out time lost to other processes, and also the waits for the GIL held by a
+scoring thread, which the first two include).
+
+Variants:
+    none           no callback
+    noop           a callback handler that does nothing (LangChain's own dispatch cost)
+    gw s=0         groundwatch, sampling 0: capture + sampler decision only
+    gw s=1 thread  groundwatch, every run scored by LocalJudge on the monitor's worker thread
+    gw s=1 process the same, the judge in a worker process (when the runtime has it)
+    openinference  OpenInference's LangChain instrumentor, spans to a discarding exporter
+                   (instrumented before its block, uninstrumented after)
+
+After each scoring block the monitor is flushed (untimed), so scoring never leaks into another
+variant's block; at the end every sampled record must have been scored (queue_full drops and
+unscored records are reported).
+
+Run: python benchmarks/overhead_langchain.py [--rounds 100] [--block 10] [--think-ms 0]
+                                            [--breakdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import Runnable, RunnablePassthrough
+from langchain_core.vectorstores import InMemoryVectorStore
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+from opentelemetry.sdk._logs.export import LogRecordExportResult as LogResult
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+ROOT = Path(__file__).resolve().parents[1]
+for extra in (ROOT / "src", ROOT / "integrations" / "langchain" / "src"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+from groundwatch_langchain import GroundwatchCallbackHandler  # noqa: E402
+
+import groundwatch as gw  # noqa: E402
+
+TOPICS = [
+    "refunds", "shipping", "warranty", "returns", "support", "stores", "payments", "gift cards",
+    "loyalty points", "price matching", "repairs", "installation", "delivery slots", "recycling",
+    "student discounts", "business accounts", "order tracking", "cancellations", "exchanges",
+    "accessibility",
+]  # fmt: skip
+ANSWER = "Refunds are accepted within 30 days of purchase with a receipt."
+QUESTION = "How long do I have to return an item for a refund?"
+
+
+class DiscardSpans(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+class DiscardLogs(LogRecordExporter):
+    def export(self, batch: Sequence[Any]) -> LogResult:
+        return LogResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+class InstantJudge:
+    """Answers at once with no claims: what the worker costs the host without any judging."""
+
+    name = "instant"
+
+    def judge(self, answer: str, contexts: Sequence[Any], question: str | None = None) -> Any:
+        return gw.Judgement(claims=[], model=None, usage=gw.Usage())
+
+
+class NoOpHandler(BaseCallbackHandler):
+    """Does nothing: what LangChain's callback dispatch alone costs."""
+
+
+def build_chain() -> Runnable[str, str]:
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=64))
+    store.add_documents(
+        [
+            Document(
+                page_content=f"Policy on {topic}: customers may ask in store or online; "
+                f"our staff answer questions about {topic} within two business days.",
+                id=f"doc-{i}",
+                metadata={"topic": topic},
+            )
+            for i, topic in enumerate(TOPICS)
+        ]
+    )
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "Answer from the context only.\n\n{context}"), ("human", "{question}")]
+    )
+    return (
+        {
+            "context": store.as_retriever(search_kwargs={"k": 4})
+            | (lambda docs: "\n\n".join(d.page_content for d in docs)),
+            "question": RunnablePassthrough(),
+        }
+        | prompt
+        | FakeListChatModel(responses=[ANSWER])
+        | StrOutputParser()
+    )
+
+
+class Variant:
+    def __init__(
+        self,
+        name: str,
+        config: dict[str, Any],
+        before: Callable[[], None] | None = None,
+        after: Callable[[], None] | None = None,
+        monitor: gw.Monitor | None = None,
+        handler: GroundwatchCallbackHandler | None = None,
+    ) -> None:
+        self.name, self.config, self.before, self.after = name, config, before, after
+        self.monitor, self.handler = monitor, handler
+        self.ratios: list[float] = []  # block mean call / no-callback block mean call
+        self.median_ratios: list[float] = []  # block median call / no-callback block median
+        self.cpu_ratios: list[float] = []
+        self.block_calls: list[float] = []  # the calls of the current block
+        self.per_call: list[float] = []
+        self.scored = 0
+
+    def on_result(self, record: Any, evaluation: Any) -> None:
+        self.scored += 1
+
+
+class _StubMonitor:
+    def record(self, **kwargs: Any) -> None:
+        pass
+
+    def record_failure(self, error_type: str, *, route: str | None = None) -> None:
+        pass
+
+
+def handler_cost(chain: Runnable[str, str], repeats: int = 2000) -> tuple[int, float]:
+    """CPU microseconds the handler itself spends per run: one run's callbacks, recorded as
+    LangChain delivers them, replayed on a handler whose monitor does nothing."""
+    events: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    class Recorder(GroundwatchCallbackHandler):
+        pass
+
+    names = [n for n in dir(GroundwatchCallbackHandler) if n.startswith("on_")]
+    for name in names:
+        setattr(
+            Recorder,
+            name,
+            lambda self, *a, _n=name, **kw: events.append((_n, a, kw)),
+        )
+    chain.invoke(QUESTION, {"callbacks": [Recorder(_StubMonitor())]})
+    handler = GroundwatchCallbackHandler(_StubMonitor())
+    calls = [(getattr(handler, name), a, kw) for name, a, kw in events]
+    start = time.thread_time()
+    for _ in range(repeats):
+        for method, a, kw in calls:
+            method(*a, **kw)
+    assert handler.counts["records"] == repeats
+    return len(events), (time.thread_time() - start) / repeats * 1e6
+
+
+def run_block(
+    chain: Runnable[str, str], variant: Variant, n: int, think: float = 0.0
+) -> tuple[float, float]:
+    """Run ``n`` calls, ``think`` seconds apart (not timed); returns (wall seconds, CPU seconds
+    of this thread) spent in the calls."""
+    if variant.before:
+        variant.before()
+    invoke, config, calls = chain.invoke, variant.config, variant.block_calls
+    calls.clear()
+    clock = time.perf_counter
+    cpu = 0.0
+    for _ in range(n):
+        if think:
+            time.sleep(think)
+        c0 = time.thread_time()
+        t0 = clock()
+        invoke(QUESTION, config)
+        calls.append(clock() - t0)
+        cpu += time.thread_time() - c0
+    elapsed = sum(calls)
+    variant.per_call.extend(calls)
+    if variant.after:
+        variant.after()
+    if variant.monitor is not None:
+        variant.monitor.force_flush(60_000)  # untimed: no scoring leaks into the next block
+    return elapsed, cpu
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--block", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="add sampling-1 variants with a judge that does nothing, with and without an "
+        "OpenTelemetry SDK: what the worker's hand-off and telemetry cost without scoring",
+    )
+    parser.add_argument(
+        "--think-ms",
+        type=float,
+        default=0.0,
+        help="pause between calls (not timed), as a server between requests: background "
+        "scoring can then use the gaps instead of the next request's time",
+    )
+    args = parser.parse_args(argv)
+    # OpenInference calls a LangChain API that LangChain deprecated: not ours to fix, not news.
+    warnings.filterwarnings("ignore", module="openinference")
+    rng = random.Random(args.seed)
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(DiscardSpans()))
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(DiscardLogs()))
+    meter_provider = MeterProvider()
+    providers = {
+        "tracer_provider": tracer_provider,
+        "meter_provider": meter_provider,
+        "logger_provider": logger_provider,
+    }
+
+    def groundwatch(
+        name: str, rate: float, executor: str, judge: Any = None, sdk: bool = True
+    ) -> Variant | None:
+        variant = Variant(name, {})
+        try:
+            monitor = gw.Monitor(
+                judge,
+                sampler=gw.RatioSampler(rate),
+                executor=executor,
+                on_result=variant.on_result,
+                max_queue_size=4096,
+                shutdown_on_exit=False,
+                **(providers if sdk else {}),
+            )
+        except (NotImplementedError, ValueError, TypeError) as exc:
+            print(f"({name}: not available: {exc})")
+            return None
+        handler = GroundwatchCallbackHandler(monitor)
+        variant.config = {"callbacks": [handler]}
+        variant.monitor, variant.handler = monitor, handler
+        return variant
+
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    oi = LangChainInstrumentor()
+    variants = [
+        v
+        for v in (
+            Variant("none", {}),
+            Variant("noop callback", {"callbacks": [NoOpHandler()]}),
+            groundwatch("groundwatch s=0", 0.0, "thread"),
+            groundwatch("groundwatch s=1 thread", 1.0, "thread"),
+            groundwatch("groundwatch s=1 process", 1.0, "process"),
+            *(
+                (
+                    groundwatch("s=1 thread, judge does nothing", 1.0, "thread", InstantJudge()),
+                    groundwatch(
+                        "s=1 thread, judge does nothing, no SDK",
+                        1.0,
+                        "thread",
+                        InstantJudge(),
+                        sdk=False,
+                    ),
+                )
+                if args.breakdown
+                else ()
+            ),
+            Variant(
+                "openinference",
+                {},
+                before=lambda: oi.instrument(tracer_provider=tracer_provider),
+                after=oi.uninstrument,
+            ),
+        )
+        if v is not None
+    ]
+    chain = build_chain()
+
+    # Warm up every variant (imports, caches, worker start), untimed.
+    for variant in variants:
+        run_block(chain, variant, args.block)
+        variant.per_call.clear()
+
+    started = time.perf_counter()
+    for _ in range(args.rounds):
+        order = variants[:]
+        rng.shuffle(order)
+        times = {v.name: run_block(chain, v, args.block, args.think_ms / 1e3) for v in order}
+        base_median = statistics.median(variants[0].block_calls)
+        for v in variants:
+            v.ratios.append(times[v.name][0] / times["none"][0])
+            v.median_ratios.append(statistics.median(v.block_calls) / base_median)
+            v.cpu_ratios.append(times[v.name][1] / times["none"][1])
+    wall = time.perf_counter() - started
+
+    n_events, handler_us = handler_cost(chain)
+    base = variants[0]
+    base_call = statistics.median(base.per_call)
+    base_p99 = _p99(base.per_call)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"\n{args.rounds} rounds x {args.block} calls per variant, {args.think_ms:g} ms "
+        f"between calls, {wall:.0f} s; "
+        f"no-callback call: median {base_call * 1e3:.2f} ms; {os.cpu_count()} CPUs, "
+        f"load average {load:.1f}; the handler alone: {handler_us:.0f} us of CPU per run "
+        f"({n_events} callbacks replayed)\n"
+    )
+    print(
+        "| variant | median call | mean call | request-thread CPU | median call (ms) "
+        "| p99 call (ms) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for v in variants:
+        print(
+            f"| {v.name} | {statistics.median(v.median_ratios):.3f}x "
+            f"| {statistics.median(v.ratios):.3f}x "
+            f"| {statistics.median(v.cpu_ratios):.3f}x "
+            f"| {statistics.median(v.per_call) * 1e3:.2f} "
+            f"| {_p99(v.per_call) * 1e3:.2f} ({_p99(v.per_call) / base_p99:.2f}x) |"
+        )
+    print(
+        "\n(ratios to no callback: medians over rounds of paired blocks; 'median call' compares"
+        "\nthe blocks' median calls, 'mean call' their total times, 'request-thread CPU' the CPU"
+        "\ntime of the calling thread, which leaves out waits for other processes and the GIL)"
+    )
+    print()
+    ok = True
+    for v in variants:
+        if v.monitor is None or v.handler is None:
+            continue
+        v.monitor.force_flush(60_000)
+        decisions, dropped = v.monitor.stats.snapshot()
+        sampled = decisions.get(("sampled", None), 0)
+        queue_full = decisions.get(("queue_full", None), 0)
+        recorded = v.handler.counts["records"]
+        print(
+            f"{v.name}: {recorded} runs recorded, {sampled} sampled, {v.scored} scored, "
+            f"queue_full={queue_full}, dropped={sum(dropped.values())}"
+        )
+        ok &= v.scored == sampled and queue_full == 0
+        v.monitor.shutdown(30_000)
+    tracer_provider.shutdown()
+    logger_provider.shutdown()
+    return 0 if ok else 1
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

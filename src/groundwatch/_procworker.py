@@ -1,0 +1,63 @@
+"""The worker process of ``Monitor(executor="process")``: ``python -m groundwatch._procworker``.
+
+Reads ``(op, payload)`` messages on stdin, answers on a private copy of stdout (see
+:mod:`groundwatch._procpool` for the protocol), exits on EOF.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from typing import IO, Any
+
+from ._evaluate import evaluate
+from ._procpool import read_message, write_message
+
+
+def _error(exc: BaseException) -> tuple[str, tuple[str, str]]:
+    return "error", (type(exc).__qualname__, str(exc)[:500])
+
+
+def serve(inp: IO[bytes], out: IO[bytes]) -> None:
+    judge: Any = None
+    while True:
+        try:
+            op, payload = read_message(inp)
+        except (EOFError, OSError):
+            return
+        try:
+            if op == "init":
+                judge = pickle.loads(payload)
+                reply: Any = ("ok", None)
+            elif op == "ping":
+                reply = ("ok", None)
+            elif op == "judge":
+                answer, contexts, question = payload
+                reply = ("ok", judge.judge(answer, contexts, question))
+            elif op == "evaluate":
+                answer, contexts, question, policy = payload
+                reply = ("ok", evaluate(answer, contexts, question, judge, policy=policy))
+            else:
+                reply = ("error", ("protocol", f"unknown op {op!r}"))
+        except Exception as exc:
+            reply = _error(exc)
+        try:
+            try:
+                write_message(out, reply)
+            except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                write_message(out, _error(exc))
+        except OSError:
+            return  # the host closed its end (shutdown, or it gave up on this call)
+
+
+def main() -> None:
+    # Keep fd 1 for the protocol only: anything the judge prints goes to stderr.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(sys.stdin.buffer, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""Spans, log events and metrics of evaluations, on the real SDK with in-memory exporters."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
+
+from groundwatch.telemetry import semconv as sc
+from groundwatch.testing import GroundwatchTelemetry
+
+from .judges import AsyncSuppressionProbe, EchoJudge, RaisingJudge, SuppressionProbe
+
+PASSAGE = "The Eiffel Tower stands 330 metres tall. It was finished in 1889."
+GOOD = "The Eiffel Tower stands 330 metres tall."
+MIXED = "The Eiffel Tower stands 330 metres tall. It is painted gold."
+
+
+def _attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def test_span_attributes_are_exactly_the_documented_ones(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge(model="echo-1"), route="faq")
+    with capgw.tracer.start_as_current_span("request"):
+        monitor.record(question="How tall?", contexts=[PASSAGE], answer=MIXED)
+    [span] = capgw.spans()
+    assert span.kind is SpanKind.INTERNAL
+    assert span.status.status_code is StatusCode.UNSET
+    attrs = _attrs(span)
+    assert attrs.pop(sc.GROUNDWATCH_LABEL) == "hallucinated"
+    assert attrs.pop(sc.GROUNDWATCH_FAITHFULNESS) == 1.0
+    assert attrs.pop(sc.GROUNDWATCH_GROUNDEDNESS) == 0.5
+    assert attrs.pop(sc.GROUNDWATCH_CLAIMS_SUPPORTED) == 1
+    assert attrs.pop(sc.GROUNDWATCH_CLAIMS_INFERRED) == 0
+    assert attrs.pop(sc.GROUNDWATCH_CLAIMS_UNSUPPORTED) == 1
+    assert attrs.pop(sc.GROUNDWATCH_CLAIMS_CONTRADICTED) == 0
+    assert attrs.pop(sc.GROUNDWATCH_JUDGE) == "echo"
+    assert attrs.pop(sc.GEN_AI_REQUEST_MODEL) == "echo-1"
+    assert attrs.pop(sc.GROUNDWATCH_ROUTE) == "faq"
+    assert attrs.pop(sc.GROUNDWATCH_SAMPLING_RATE) == 1.0
+    assert len(attrs.pop(sc.GROUNDWATCH_RECORD_ID)) == 16
+    assert attrs == {}, "no content, nothing undocumented, without capture_content"
+
+
+def test_events_one_per_score_in_the_evaluation_spans_context(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge())
+    monitor.record(question=None, contexts=[PASSAGE], answer=MIXED)
+    [span] = capgw.spans()
+    events = capgw.events()
+    assert [e.log_record.attributes[sc.GEN_AI_EVALUATION_NAME] for e in events] == [  # type: ignore[index]
+        "faithfulness",
+        "groundedness",
+    ]
+    for event, value in zip(events, (1.0, 0.5), strict=True):
+        record = event.log_record
+        assert record.event_name == "gen_ai.evaluation.result"
+        assert record.trace_id == span.context.trace_id
+        assert record.span_id == span.context.span_id
+        attrs = dict(record.attributes or {})
+        attrs.pop(sc.GEN_AI_EVALUATION_NAME)
+        assert attrs.pop(sc.GEN_AI_EVALUATION_SCORE_VALUE) == value
+        assert attrs.pop(sc.GEN_AI_EVALUATION_SCORE_LABEL) == "hallucinated"
+        assert "1 supported" in attrs.pop(sc.GEN_AI_EVALUATION_EXPLANATION)
+        assert attrs == {}
+
+
+def test_metrics_of_an_evaluation(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge(), route="faq")
+    monitor.record(question="q", contexts=[PASSAGE], answer=MIXED)
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    scores = capgw.metric_points(sc.METRIC_EVALUATION_SCORE)
+    by_name = {attrs[sc.GEN_AI_EVALUATION_NAME]: (attrs, point) for attrs, point in scores}
+    attrs, point = by_name["groundedness"]
+    assert attrs == {
+        sc.GEN_AI_EVALUATION_NAME: "groundedness",
+        sc.GROUNDWATCH_ROUTE: "faq",
+        sc.GROUNDWATCH_JUDGE: "echo",
+    }
+    assert tuple(point.explicit_bounds) == sc.SCORE_BUCKETS
+    assert point.count == 2 and point.sum == 1.5
+    assert sorted(
+        (a[sc.GROUNDWATCH_LABEL], v) for a, v in capgw.metric_points(sc.METRIC_EVALUATIONS)
+    ) == [("grounded", 1), ("hallucinated", 1)]
+    assert sorted(
+        (a[sc.GROUNDWATCH_VERDICT], a[sc.GROUNDWATCH_ROUTE], v)
+        for a, v in capgw.metric_points(sc.METRIC_CLAIMS)
+    ) == [("supported", "faq", 2), ("unsupported", "faq", 1)]
+    [(attrs, duration)] = capgw.metric_points(sc.METRIC_JUDGE_DURATION)
+    assert attrs == {sc.GROUNDWATCH_JUDGE: "echo"} and duration.count == 2
+    tokens = {a[sc.GEN_AI_TOKEN_TYPE]: v for a, v in capgw.metric_points(sc.METRIC_JUDGE_TOKENS)}
+    assert tokens == {"input": len(MIXED) + len(GOOD), "output": 3}
+    assert capgw.metric_points(sc.METRIC_QUEUE_SIZE) == [({}, 0)]
+    assert capgw.metric_points(sc.METRIC_RECORDS) == [({sc.GROUNDWATCH_DECISION: "sampled"}, 2)]
+
+
+def test_new_trace_when_there_is_no_caller_span(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge())
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    [span] = capgw.spans()
+    assert span.parent is None and list(span.links) == []
+
+
+def test_unsampled_caller_trace_gets_a_new_trace_with_a_link(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge())
+    caller = SpanContext(0xABC, 0xDEF, is_remote=False, trace_flags=TraceFlags(0))
+    with trace.use_span(NonRecordingSpan(caller)):
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    [span] = capgw.spans()
+    assert span.parent is None
+    assert span.context.trace_id != 0xABC
+    [link] = span.links
+    assert (link.context.trace_id, link.context.span_id) == (0xABC, 0xDEF)
+
+
+def test_explicit_span_context_after_that_span_ended(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge())
+    with capgw.tracer.start_as_current_span("chain") as chain:
+        pass
+    monitor.record(
+        question="q", contexts=[PASSAGE], answer=GOOD, span_context=chain.get_span_context()
+    )
+    [span] = capgw.spans()
+    assert span.parent is not None and span.parent.span_id == chain.get_span_context().span_id
+    assert span.context.trace_id == chain.get_span_context().trace_id
+
+
+def test_parentage_across_threads_and_asyncio_tasks(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge(), max_queue_size=100)
+    expected: dict[str, tuple[int, int]] = {}
+    lock = threading.Lock()
+
+    def one(name: str) -> None:
+        with capgw.tracer.start_as_current_span(name) as span:
+            with lock:
+                ctx = span.get_span_context()
+                expected[name] = (ctx.trace_id, ctx.span_id)
+            monitor.record(question=name, contexts=[PASSAGE], answer=GOOD)
+
+    threads = [threading.Thread(target=one, args=(f"thread-{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    async def task(name: str) -> None:
+        with capgw.tracer.start_as_current_span(name) as span:
+            ctx = span.get_span_context()
+            expected[name] = (ctx.trace_id, ctx.span_id)
+            await asyncio.sleep(0.001)  # interleave the tasks
+            monitor.record(question=name, contexts=[PASSAGE], answer=GOOD)
+
+    async def main() -> None:
+        await asyncio.gather(*(task(f"task-{i}") for i in range(8)))
+
+    asyncio.run(main())
+    results = capgw.results()
+    spans = {s.context.span_id: s for s in capgw.spans()}
+    assert len(results) == 16
+    by_record = {s.attributes[sc.GROUNDWATCH_RECORD_ID]: s for s in spans.values()}  # type: ignore[index]
+    for record, _ in results:
+        span = by_record[record.record_id]
+        assert record.question is not None
+        assert span.parent is not None
+        assert (span.context.trace_id, span.parent.span_id) == expected[record.question]
+
+
+def test_failed_evaluation_is_an_error_span_and_error_events(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=RaisingJudge())
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    [(_, evaluation)] = capgw.results()
+    assert evaluation.label == "error" and evaluation.error_type == "RuntimeError"
+    [span] = capgw.spans()
+    assert span.status.status_code is StatusCode.ERROR
+    attrs = _attrs(span)
+    assert attrs[sc.ERROR_TYPE] == "RuntimeError"
+    assert sc.GROUNDWATCH_FAITHFULNESS not in attrs and sc.GROUNDWATCH_CLAIMS_SUPPORTED not in attrs
+    for event in capgw.events():
+        ev_attrs = dict(event.log_record.attributes or {})
+        assert ev_attrs[sc.ERROR_TYPE] == "RuntimeError"
+        assert sc.GEN_AI_EVALUATION_SCORE_VALUE not in ev_attrs
+        # The judge's message ("judge exploded") could quote content: not without capture.
+        assert "exploded" not in ev_attrs[sc.GEN_AI_EVALUATION_EXPLANATION]
+    assert capgw.metric_points(sc.METRIC_EVALUATIONS) == [
+        ({sc.GROUNDWATCH_LABEL: "error", sc.ERROR_TYPE: "RuntimeError"}, 1)
+    ]
+    [(attrs, _)] = capgw.metric_points(sc.METRIC_JUDGE_DURATION)
+    assert attrs == {sc.GROUNDWATCH_JUDGE: "raising", sc.ERROR_TYPE: "RuntimeError"}
+
+
+def test_content_only_with_capture_after_redact_truncated(capgw: GroundwatchTelemetry) -> None:
+    long_answer = GOOD + " " + "x" * 300 + "."
+    monitor = capgw.monitor(
+        judge=EchoJudge(),
+        capture_content=True,
+        redact=lambda text: text.replace("Eiffel", "[NAME]"),
+        content_max_chars=120,
+    )
+    monitor.record(
+        question="Eiffel height? my key is sk-abcdefghijklmnop", contexts=[PASSAGE], answer=GOOD
+    )
+    monitor.record(question=None, contexts=[PASSAGE], answer=long_answer)
+    first, second = sorted(capgw.spans(), key=lambda s: s.start_time or 0)
+    attrs = _attrs(first)
+    question = attrs[sc.GROUNDWATCH_CONTENT_QUESTION]
+    assert question == "[NAME] height? my key is [REDACTED]"
+    assert attrs[sc.GROUNDWATCH_CONTENT_ANSWER] == "The [NAME] Tower stands 330 metres tall."
+    claims = json.loads(attrs[sc.GROUNDWATCH_CONTENT_CLAIMS])
+    assert claims == [
+        {
+            "text": "The [NAME] Tower stands 330 metres tall.",
+            "verdict": "supported",
+            "quotes": ["The [NAME] Tower stands 330 metres tall."],
+        }
+    ]
+    answer = _attrs(second)[sc.GROUNDWATCH_CONTENT_ANSWER]
+    assert answer.startswith("The [NAME] Tower") and answer.endswith("[truncated 222 chars]")
+    assert sc.GROUNDWATCH_CONTENT_QUESTION not in _attrs(second)
+
+
+def test_judge_runs_with_instrumentation_suppressed(capgw: GroundwatchTelemetry) -> None:
+    sync_probe, async_probe = SuppressionProbe(), AsyncSuppressionProbe()
+    for probe in (sync_probe, async_probe):
+        capgw.monitor(judge=probe).record(question="q", contexts=[PASSAGE], answer=GOOD)
+    capgw.flush()
+    assert sync_probe.suppressed == [True] and async_probe.suppressed == [True]
+    # ... and none of it leaked into the host's context.
+    assert otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY) is None
+    # Our own span is still emitted (the SDK tracer does not look at the key).
+    assert len(capgw.spans()) == 2
+
+
+def test_user_attributes_go_on_the_span(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge())
+    user = {"app.tenant": "acme", "app.tier": 2, "app.bad": object()}
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD, attributes=user)
+    user["app.tenant"] = "changed after record()"
+    attrs = _attrs(capgw.spans()[0])
+    assert attrs["app.tenant"] == "acme" and attrs["app.tier"] == 2
+    assert "app.bad" not in attrs
+
+
+def test_no_claims_has_a_label_and_no_fake_numbers(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge())
+    monitor.record(question="q", contexts=[PASSAGE], answer="")
+    [span] = capgw.spans()
+    attrs = _attrs(span)
+    assert attrs[sc.GROUNDWATCH_LABEL] == "no_claims"
+    assert sc.GROUNDWATCH_FAITHFULNESS not in attrs and sc.GROUNDWATCH_GROUNDEDNESS not in attrs
+    assert attrs[sc.GROUNDWATCH_CLAIMS_SUPPORTED] == 0
+    for event in capgw.events():
+        ev_attrs = dict(event.log_record.attributes or {})
+        assert ev_attrs[sc.GEN_AI_EVALUATION_SCORE_LABEL] == "no_claims"
+        assert sc.GEN_AI_EVALUATION_SCORE_VALUE not in ev_attrs and sc.ERROR_TYPE not in ev_attrs
+    assert capgw.metric_points(sc.METRIC_EVALUATION_SCORE) == []
+    assert capgw.metric_points(sc.METRIC_EVALUATIONS) == [({sc.GROUNDWATCH_LABEL: "no_claims"}, 1)]

@@ -3,6 +3,7 @@
 import logging
 
 from ._evaluate import aevaluate, evaluate
+from .alerts import Alert, AlertingHook, DropDetector
 from .judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge
 from .monitor import Monitor
 from .sampling import (
@@ -21,9 +22,12 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
+    "Alert",
+    "AlertingHook",
     "CascadeJudge",
     "Claim",
     "Decision",
+    "DropDetector",
     "Evaluation",
     "Evidence",
     "Judge",

@@ -12,7 +12,10 @@ import sys
 from collections.abc import Sequence
 
 # (subcommand, module): each module defines add_parser(subparsers) and run(args) -> int.
-_SUBCOMMANDS: tuple[tuple[str, str], ...] = (("check", "groundwatch._cli_check"),)
+_SUBCOMMANDS: tuple[tuple[str, str], ...] = (
+    ("check", "groundwatch._cli_check"),
+    ("demo", "groundwatch._cli_demo"),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,872 @@
+"""Alerting on score drops: a drop detector per (score, route), and where its alerts go.
+
+:class:`DropDetector` watches three series per route:
+
+* ``hallucination_rate`` -- the share of scored answers labelled ``hallucinated``; alerts on a rise;
+* ``groundedness`` and ``faithfulness`` -- per-answer scores; alerts on a drop of the mean.
+
+Each series has two triggers:
+
+1. **A one-sided CUSUM against a learned baseline.** The first ``warmup`` evaluations of a series
+   are its baseline. For the rate it is a Bernoulli CUSUM (Reynolds & Stoumbos, 1999): every answer
+   adds the log-likelihood ratio of "rate ``p1``" against "rate ``p0``" (``ln(p1/p0)`` for a
+   hallucination, ``ln((1-p1)/(1-p0))`` otherwise) and the sum, floored at zero, alarms when it
+   reaches ``h``. For a mean it is the classic lower CUSUM (Page, 1954) on the standardised score,
+   ``S = max(0, S + (mu0 - x) / sigma0 - k)``, with reference value ``k`` = half the shift to
+   detect. Both sums move in integer steps (the increments are rounded to a grid), so the
+   statistic is a finite Markov chain and its average run length (ARL) is computed exactly by
+   solving the chain (Brook & Evans, 1972) -- no tables, no asymptotics. The threshold ``h`` is the
+   smallest one whose in-control ARL reaches ``target_arl`` evaluations for the rate (default
+   20,000) and ``mean_target_arl`` for each mean (default 50,000). The rate CUSUM is tuned for a
+   rise to ``p1 = max(3 p0, p0 + 0.05)``. The in-control law is the baseline: the rate at the
+   upper end of its one-standard-error interval (an unlucky, low warm-up would otherwise turn
+   into false alarms; cf. Gandy & Kvaloy, 2013, on guaranteed conditional performance), the
+   scores as the bootstrap (empirical) law of the warm-up shifted down one standard error, plus
+   0.4 % mass at score 0 because a warm-up of a few hundred answers under-samples the rare very
+   bad answer that the run length is most sensitive to.
+2. **An absolute floor** (a ceiling for the rate) on the mean of the last ``floor_window``
+   evaluations, so that an application that is bad from the start -- and so learns a bad baseline
+   -- or that degrades slowly still alerts.
+
+Hysteresis: a series fires once per episode and resolves once. While firing, the CUSUM is capped
+at ``2h`` and the episode resolves when it has drained back to zero (evidence has swung back to the
+baseline by twice the alarm threshold: at the baseline rate about 150 evaluations with the
+defaults) *and* the windowed mean is back inside its floor by ``floor_margin``.
+
+The baseline is frozen after warm-up by default. With ``adapt_halflife`` set, it keeps learning
+slowly (an exponentially weighted mean with that half-life, in evaluations) from every evaluation
+seen while the series is not firing, and the design is recomputed when the baseline has moved by
+more than 10 %. Keep the half-life well above the detection delay (thousands of evaluations), or
+a step is learned before it is detected. Adapting follows seasonal drift, but a slow enough decay
+is learned as normal: only the floors catch that.
+
+The false-alarm / detection-delay trade-off, measured by ``python benchmarks/alerts.py --sweep``
+(warm-up estimation included) next to the exact figures for a known baseline, is tabulated in
+the README's alerts section: with the defaults, 0.57 false alarms per 10,000 evaluations over all
+three series and a median delay of 53 evaluations after a step from 5 % to 20 % hallucinated.
+
+:class:`DropDetector.update` is pure computation: thread-safe, no I/O, no telemetry. Alerts leave
+through sinks, plain callables ``(Alert) -> None``: :class:`OTelAlertEmitter` (a
+``groundwatch.alert`` log event and the ``groundwatch.alerts`` counter), :func:`log_alert`,
+:class:`WebhookAlert`. :class:`AlertingHook` joins a detector to its sinks and is what
+``Monitor(on_result=...)`` takes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from . import _guard
+from .telemetry import semconv as sc
+
+if TYPE_CHECKING:
+    from opentelemetry._logs import LoggerProvider
+    from opentelemetry.metrics import MeterProvider
+
+    from .types import Evaluation
+
+_logger = logging.getLogger(__name__)
+
+# Telemetry names of alerting. The shared ones come from telemetry/semconv.py; the alert event's
+# own attributes are defined here (candidates for semconv.py when it is consolidated).
+ALERT_EVENT_NAME = "groundwatch.alert"
+ALERTS_METRIC = sc.METRIC_ALERTS
+ATTR_EVALUATION_NAME = sc.GEN_AI_EVALUATION_NAME
+ATTR_ROUTE = sc.GROUNDWATCH_ROUTE
+ATTR_ALERT_KIND = "groundwatch.alert.kind"
+ATTR_ALERT_METHOD = "groundwatch.alert.method"
+ATTR_ALERT_BASELINE = "groundwatch.alert.baseline"
+ATTR_ALERT_CURRENT = "groundwatch.alert.current"
+ATTR_ALERT_EVALUATIONS = "groundwatch.alert.evaluations"
+ATTR_ALERT_THRESHOLD = "groundwatch.alert.threshold"
+
+ScoreName = Literal["faithfulness", "groundedness", "hallucination_rate"]
+SCORE_NAMES: tuple[ScoreName, ...] = ("hallucination_rate", "groundedness", "faithfulness")
+
+# Labels whose answer counts towards the hallucination rate. ``no_claims`` and ``error`` carry no
+# verdict on the answer; ``insufficient_context`` is a retrieval failure, not a hallucination, so
+# it counts as "not hallucinated" (its scores still feed the means).
+_RATE_LABELS = frozenset({"grounded", "hallucinated", "insufficient_context"})
+
+DEFAULT_WARMUP = 500
+DEFAULT_TARGET_ARL = 20_000.0
+DEFAULT_MEAN_TARGET_ARL = 50_000.0
+DEFAULT_RATE_RISE = 3.0
+DEFAULT_MIN_RATE_RISE = 0.05
+DEFAULT_MEAN_SHIFT_SIGMAS = 1.0
+DEFAULT_FLOOR_WINDOW = 50
+DEFAULT_FLOOR_MARGIN = 0.05
+DEFAULT_MAX_ROUTES = 256
+DEFAULT_FLOORS: Mapping[ScoreName, float] = {
+    "hallucination_rate": 0.30,
+    "groundedness": 0.50,
+    "faithfulness": 0.70,
+}
+# Grid of the integer CUSUM: the larger step of the rate CUSUM spans this many units, the mean
+# CUSUM moves in steps of this fraction of a standard deviation. Finer grids change run lengths by
+# well under a percent and cost quadratically more to solve.
+_RATE_GRID = 20
+_MEAN_GRID = 0.25
+_MEAN_CLAMP_SIGMAS = 6.0
+_MIN_SIGMA = 0.05
+# An episode resolves when the evidence has swung back by this many thresholds: at the baseline
+# that takes about twice the in-control drift time from h, and it keeps a rate that hovers near
+# the detector's indifference point from flapping.
+_RESOLVE_FACTOR = 2
+
+
+class Alert(BaseModel):
+    """One alert event: a series started (``fired``) or stopped (``resolved``) being degraded.
+
+    Attributes:
+        kind: ``fired`` or ``resolved``.
+        score: ``hallucination_rate``, ``groundedness`` or ``faithfulness``.
+        route: the route the series belongs to (``None``: records without a route).
+        baseline: the learned baseline (the floor, for a floor alert before warm-up ended).
+        current: the series' value now: for a CUSUM firing, the mean since the statistic last
+            left zero (the change-point estimate); otherwise the mean of the last evaluations.
+        evaluations: how many evaluations ``current`` is computed over.
+        method: ``cusum`` (drop against the baseline) or ``floor`` (absolute floor crossed).
+        threshold: the CUSUM decision threshold ``h`` in LLR / sigma units, or the floor.
+        time: Unix time in seconds.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["fired", "resolved"]
+    score: ScoreName
+    route: str | None
+    baseline: float | None
+    current: float
+    evaluations: int
+    method: Literal["cusum", "floor"]
+    threshold: float
+    time: float
+
+    @property
+    def message(self) -> str:
+        """One line for humans, e.g. for a log line or a chat message."""
+        where = f"route {self.route!r}" if self.route is not None else "all traffic"
+        base = "n/a" if self.baseline is None else f"{self.baseline:.3f}"
+        verb = "rose" if self.score == "hallucination_rate" else "dropped"
+        if self.kind == "resolved":
+            return (
+                f"groundwatch alert resolved: {self.score} on {where} back at "
+                f"{self.current:.3f} (baseline {base}, last {self.evaluations} evaluations)"
+            )
+        return (
+            f"groundwatch alert: {self.score} on {where} {verb} from {base} to "
+            f"{self.current:.3f} over {self.evaluations} evaluations ({self.method})"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Exact run lengths of an integer CUSUM
+
+
+def cusum_arl(increments: Mapping[int, float], threshold: int) -> float:
+    """Average run length of the integer CUSUM ``S = max(0, S + X)`` started at 0.
+
+    ``X`` takes the integer value ``i`` with probability ``increments[i]`` (independently each
+    step); the run ends at the first ``S >= threshold``. Exact for the chain: it solves
+    ``(I - P) L = 1`` over the transient states ``0 .. threshold-1`` (Brook & Evans, 1972) with a
+    banded elimination, ``O(threshold * max|X|^2)``.
+
+    Returns ``math.inf`` when the threshold can never be reached.
+    """
+    h = int(threshold)
+    if h <= 0:
+        return 1.0
+    probs = {int(i): float(p) for i, p in increments.items() if p > 0.0}
+    if not probs or max(probs) <= 0:
+        return math.inf
+    lo = max(0, -min(probs))
+    hi = max(0, max(probs))
+    width = lo + hi + 1
+    # Row s of (I - P) holds the columns s-lo .. s+hi at offsets 0 .. width-1.
+    rows = [[0.0] * width for _ in range(h)]
+    rhs = [1.0] * h
+    for s in range(h):
+        row = rows[s]
+        row[lo] += 1.0
+        for step, p in probs.items():
+            nxt = s + step
+            if nxt >= h:
+                continue  # absorbed: the alarm
+            nxt = max(nxt, 0)
+            row[nxt - s + lo] -= p
+    # (I - P) is a non-singular M-matrix when the alarm is reachable, so elimination without
+    # pivoting is stable and fill-in stays inside the band.
+    for i in range(h):
+        pivot_row = rows[i]
+        pivot = pivot_row[lo]
+        if pivot <= 1e-300:
+            return math.inf
+        last_col = min(h - 1, i + hi)
+        for r in range(i + 1, min(h, i + lo + 1)):
+            row = rows[r]
+            factor = row[i - r + lo]
+            if factor == 0.0:
+                continue
+            factor /= pivot
+            for c in range(i, last_col + 1):
+                row[c - r + lo] -= factor * pivot_row[c - i + lo]
+            rhs[r] -= factor * rhs[i]
+    arl = [0.0] * h
+    for i in range(h - 1, -1, -1):
+        row = rows[i]
+        acc = rhs[i]
+        for c in range(i + 1, min(h - 1, i + hi) + 1):
+            acc -= row[c - i + lo] * arl[c]
+        arl[i] = acc / row[lo]
+    return arl[0] if arl[0] > 0 else math.inf
+
+
+def threshold_for_arl(increments: Mapping[int, float], target_arl: float) -> int:
+    """Smallest integer threshold whose in-control run length is at least ``target_arl``."""
+    key = tuple(sorted((int(i), float(p)) for i, p in increments.items() if p > 0.0))
+    return _threshold_for_arl(key, float(target_arl))
+
+
+@lru_cache(maxsize=256)
+def _threshold_for_arl(key: tuple[tuple[int, float], ...], target: float) -> int:
+    incs = dict(key)
+    lo_h, hi_h = 1, max(1, max(incs))
+    while cusum_arl(incs, hi_h) < target:
+        lo_h, hi_h = hi_h, hi_h * 2
+        if hi_h > 1_000_000:  # pragma: no cover - only for a degenerate law
+            return hi_h
+    while lo_h < hi_h:
+        mid = (lo_h + hi_h) // 2
+        if cusum_arl(incs, mid) >= target:
+            hi_h = mid
+        else:
+            lo_h = mid + 1
+    return hi_h
+
+
+# --------------------------------------------------------------------------------------------
+# Designs: how one series turns an observation into an integer CUSUM step
+
+
+@dataclass(frozen=True)
+class RateDesign:
+    """Bernoulli CUSUM for a rise of a rate from ``p0`` to ``p1``, in integer steps.
+
+    A hallucination adds ``up``, any other answer subtracts ``down``; ``up / down`` approximates
+    ``ln(p1/p0) / -ln((1-p1)/(1-p0))`` and ``scale`` converts back to log-likelihood units.
+    """
+
+    p0: float
+    p1: float
+    up: int
+    down: int
+    scale: float
+    h: int
+
+    @classmethod
+    def build(cls, p0: float, p1: float, target_arl: float) -> RateDesign:
+        a = math.log(p1 / p0)
+        b = -math.log((1.0 - p1) / (1.0 - p0))
+        scale = max(_RATE_GRID / max(a, b), 2.0 / min(a, b))
+        scale = min(scale, 10 * _RATE_GRID / min(a, b))
+        up = max(1, round(a * scale))
+        down = max(1, round(b * scale))
+        h = threshold_for_arl({up: p0, -down: 1.0 - p0}, target_arl)
+        return cls(p0=p0, p1=p1, up=up, down=down, scale=scale, h=h)
+
+    def step(self, x: float) -> int:
+        return self.up if x >= 0.5 else -self.down
+
+    def arl(self, p: float) -> float:
+        """Run length from zero when the true rate is ``p``."""
+        return cusum_arl({self.up: p, -self.down: 1.0 - p}, self.h)
+
+
+@dataclass(frozen=True)
+class MeanDesign:
+    """Lower CUSUM on a standardised score, ``S = max(0, S + (mu0 - x)/sigma0 - k)``, on a grid."""
+
+    mu0: float
+    sigma0: float
+    k: float
+    h: int
+
+    @classmethod
+    def build(
+        cls,
+        sample: Sequence[float],
+        shift_sigmas: float,
+        target_arl: float,
+        se_shift: float = 1.0,
+        tail_mass: float = 0.004,
+    ) -> MeanDesign:
+        n = len(sample)
+        mu0 = sum(sample) / n
+        var = sum((x - mu0) ** 2 for x in sample) / max(1, n - 1)
+        sigma0 = max(math.sqrt(var), _MIN_SIGMA)
+        design = cls(mu0=mu0, sigma0=sigma0, k=shift_sigmas / 2.0, h=1)
+        # In-control law: the bootstrap law of the warm-up, shifted down by one standard error so
+        # that an optimistic warm-up mean does not turn into false alarms, plus ``tail_mass`` at
+        # the worst score (0): a few hundred answers under-sample the rare very bad answer, and
+        # the run length is most sensitive to exactly that tail.
+        se = se_shift * sigma0 / math.sqrt(n)
+        law: dict[int, float] = {}
+        for x in sample:
+            step = design.step(x - se)
+            law[step] = law.get(step, 0.0) + (1.0 - tail_mass) / n
+        worst = design.step(0.0)
+        law[worst] = law.get(worst, 0.0) + tail_mass
+        h = threshold_for_arl(law, target_arl)
+        return cls(mu0=mu0, sigma0=sigma0, k=design.k, h=h)
+
+    def step(self, x: float) -> int:
+        z = (self.mu0 - x) / self.sigma0
+        z = min(max(z, -_MEAN_CLAMP_SIGMAS), _MEAN_CLAMP_SIGMAS)
+        return round((z - self.k) / _MEAN_GRID)
+
+
+# --------------------------------------------------------------------------------------------
+# The detector
+
+
+@dataclass
+class _Series:
+    score: ScoreName
+    route: str | None
+    warmup_values: list[float] = field(default_factory=list)
+    design: RateDesign | MeanDesign | None = None
+    baseline: float | None = None
+    stat: int = 0
+    run_sum: float = 0.0  # values since the statistic last left zero
+    run_n: int = 0
+    recovery_sum: float = 0.0  # values since the capped statistic last sat at the threshold
+    recovery_n: int = 0
+    window: deque[float] = field(default_factory=deque)
+    window_sum: float = 0.0
+    firing: bool = False
+    fired_method: Literal["cusum", "floor"] = "cusum"
+    cusum_hot: bool = False
+    floor_hot: bool = False
+    seen: int = 0
+    adapt_value: float | None = None
+    design_value: float | None = None
+
+
+class DropDetector:
+    """Detects a rise of the hallucination rate and drops of mean groundedness / faithfulness.
+
+    One independent series per (score, route); see the module docstring for the method.
+
+    Args:
+        warmup: evaluations per series that form its baseline before the CUSUM runs; also the
+            minimum sample size. Floors apply once ``floor_window`` evaluations are in.
+        target_arl: in-control average run length of the hallucination-rate CUSUM, in
+            evaluations (default 20,000). Larger: fewer false alarms, longer detection delays
+            (see the README's trade-off table).
+        mean_target_arl: the same for each of the two mean CUSUMs (default 50,000).
+        rate_rise: the rate CUSUM is tuned for a rise to ``max(p0 * rate_rise, p0 +
+            min_rate_rise)``; larger rises are detected faster, smaller ones later.
+        min_rate_rise: see ``rate_rise``.
+        mean_shift_sigmas: the mean CUSUMs are tuned for a drop of this many baseline standard
+            deviations (reference value ``k`` = half of it).
+        floors: absolute floors per score (a ceiling for ``hallucination_rate``); ``None`` or a
+            missing key turns that floor off. Default: rate 0.30, groundedness 0.50,
+            faithfulness 0.70.
+        floor_window: the floors compare the mean of this many most recent evaluations.
+        floor_margin: a floor alert resolves once the windowed mean is this far back inside.
+        adapt_halflife: if set, the baseline keeps adapting with this half-life (evaluations)
+            from quiet periods; ``None`` (default) freezes it after warm-up.
+        scores: which series to watch; default all three.
+        max_routes: routes watched at most (memory stays bounded); evaluations of further routes
+            are skipped and counted in :attr:`routes_dropped`.
+        clock: returns the alert time (seconds); ``time.time`` by default.
+    """
+
+    def __init__(
+        self,
+        *,
+        warmup: int = DEFAULT_WARMUP,
+        target_arl: float = DEFAULT_TARGET_ARL,
+        mean_target_arl: float = DEFAULT_MEAN_TARGET_ARL,
+        rate_rise: float = DEFAULT_RATE_RISE,
+        min_rate_rise: float = DEFAULT_MIN_RATE_RISE,
+        mean_shift_sigmas: float = DEFAULT_MEAN_SHIFT_SIGMAS,
+        floors: Mapping[ScoreName, float | None] | None = DEFAULT_FLOORS,
+        floor_window: int = DEFAULT_FLOOR_WINDOW,
+        floor_margin: float = DEFAULT_FLOOR_MARGIN,
+        adapt_halflife: float | None = None,
+        scores: Iterable[ScoreName] = SCORE_NAMES,
+        max_routes: int = DEFAULT_MAX_ROUTES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if warmup < 2:
+            raise ValueError("warmup must be at least 2 evaluations")
+        if target_arl <= 1 or mean_target_arl <= 1:
+            raise ValueError("target_arl and mean_target_arl must be greater than 1")
+        if rate_rise <= 1 and min_rate_rise <= 0:
+            raise ValueError("rate_rise must be > 1 or min_rate_rise > 0")
+        if floor_window < 1:
+            raise ValueError("floor_window must be at least 1")
+        self.warmup = int(warmup)
+        self.target_arl = float(target_arl)
+        self.mean_target_arl = float(mean_target_arl)
+        self.rate_rise = float(rate_rise)
+        self.min_rate_rise = float(min_rate_rise)
+        self.mean_shift_sigmas = float(mean_shift_sigmas)
+        self.floors: dict[ScoreName, float] = {
+            k: float(v) for k, v in (floors or {}).items() if v is not None
+        }
+        self.floor_window = int(floor_window)
+        self.floor_margin = float(floor_margin)
+        self.adapt_halflife = adapt_halflife
+        self.scores: tuple[ScoreName, ...] = tuple(scores)
+        for s in self.scores:
+            if s not in SCORE_NAMES:
+                raise ValueError(f"unknown score {s!r}; expected one of {SCORE_NAMES}")
+        self.max_routes = int(max_routes)
+        self.routes_dropped = 0
+        """Evaluations not watched because ``max_routes`` routes were already watched."""
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._series: dict[tuple[ScoreName, str | None], _Series] = {}
+        self._routes: set[str | None] = set()
+
+    # -- public ------------------------------------------------------------------------------
+
+    def update(self, evaluation: Evaluation, route: str | None = None) -> list[Alert]:
+        """Feed one scored answer; returns the alerts it caused (usually none).
+
+        Evaluations without a verdict on the answer (``error``, ``no_claims``) are ignored.
+        """
+        values = self._values(evaluation)
+        if not values:
+            return []
+        alerts: list[Alert] = []
+        with self._lock:
+            now: float | None = None
+            for score, value in values:
+                series = self._get_series(score, route)
+                if series is None:
+                    continue
+                alert = self._observe(series, value)
+                if alert is not None:
+                    if now is None:
+                        now = self._clock()
+                    alerts.append(alert(now))
+        return alerts
+
+    def observe(self, score: ScoreName, value: float, route: str | None = None) -> Alert | None:
+        """Feed one raw value of one series (1.0/0.0 for the rate); for simulations and tests."""
+        with self._lock:
+            series = self._get_series(score, route)
+            if series is None:
+                return None
+            alert = self._observe(series, float(value))
+            return None if alert is None else alert(self._clock())
+
+    def state(self) -> list[dict[str, Any]]:
+        """A snapshot of every series (baseline, design, statistic, firing), for dashboards."""
+        with self._lock:
+            out = []
+            for s in self._series.values():
+                out.append(
+                    {
+                        "score": s.score,
+                        "route": s.route,
+                        "evaluations": s.seen,
+                        "baseline": s.baseline,
+                        "firing": s.firing,
+                        "statistic": s.stat,
+                        "threshold": None if s.design is None else s.design.h,
+                        "window_mean": (s.window_sum / len(s.window)) if s.window else None,
+                    }
+                )
+            return out
+
+    def design(self, score: ScoreName, route: str | None = None) -> RateDesign | MeanDesign | None:
+        """The CUSUM design of a series once its warm-up is over, else ``None``."""
+        with self._lock:
+            series = self._series.get((score, route))
+            return None if series is None else series.design
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _get_series(self, score: ScoreName, route: str | None) -> _Series | None:
+        series = self._series.get((score, route))
+        if series is None:
+            if route not in self._routes and len(self._routes) >= self.max_routes:
+                # Bounded memory: a high-cardinality route (a user id by mistake) must not grow
+                # the detector without limit. Count and skip.
+                self.routes_dropped += 1
+                if self.routes_dropped == 1:
+                    _logger.warning(
+                        "groundwatch drop detector: more than %d routes; new routes are not "
+                        "watched (DropDetector(max_routes=...))",
+                        self.max_routes,
+                    )
+                return None
+            self._routes.add(route)
+            series = _Series(score=score, route=route)
+            self._series[(score, route)] = series
+        return series
+
+    def _values(self, ev: Evaluation) -> list[tuple[ScoreName, float]]:
+        out: list[tuple[ScoreName, float]] = []
+        for score in self.scores:
+            if score == "hallucination_rate":
+                if ev.label in _RATE_LABELS:
+                    out.append((score, 1.0 if ev.label == "hallucinated" else 0.0))
+            else:
+                v = ev.faithfulness if score == "faithfulness" else ev.groundedness
+                if v is not None and math.isfinite(v):
+                    out.append((score, min(1.0, max(0.0, float(v)))))
+        return out
+
+    def _build_design(self, score: ScoreName, sample: Sequence[float]) -> RateDesign | MeanDesign:
+        if score == "hallucination_rate":
+            n = len(sample)
+            hits = sum(1 for x in sample if x >= 0.5)
+            # Upper end of a one-standard-error Wilson interval, smoothed away from 0 and 1.
+            p_hat = (hits + 0.5) / (n + 1.0)
+            z = 1.0
+            centre = (p_hat + z * z / (2 * n)) / (1 + z * z / n)
+            half = z * math.sqrt(p_hat * (1 - p_hat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+            p0 = min(max(centre + half, 0.002), 0.9)
+            p1 = min(max(p0 * self.rate_rise, p0 + self.min_rate_rise), 0.99)
+            return RateDesign.build(p0, p1, self.target_arl)
+        return MeanDesign.build(sample, self.mean_shift_sigmas, self.mean_target_arl)
+
+    def _observe(self, s: _Series, x: float) -> Callable[[float], Alert] | None:
+        s.seen += 1
+        s.window.append(x)
+        s.window_sum += x
+        if len(s.window) > self.floor_window:
+            s.window_sum -= s.window.popleft()
+        if s.seen % 65_536 == 0:
+            s.window_sum = math.fsum(s.window)  # no drift of the running sum on long runs
+        if s.design is None:
+            s.warmup_values.append(x)
+            if len(s.warmup_values) >= self.warmup:
+                s.design = self._build_design(s.score, s.warmup_values)
+                s.baseline = sum(s.warmup_values) / len(s.warmup_values)
+                s.adapt_value = s.baseline
+                s.design_value = s.baseline
+                s.warmup_values = []
+        else:
+            self._cusum_step(s, x)
+        self._floor_check(s)
+        return self._transition(s)
+
+    def _cusum_step(self, s: _Series, x: float) -> None:
+        design = s.design
+        assert design is not None
+        was_zero = s.stat == 0
+        s.stat = max(0, s.stat + design.step(x))
+        if s.stat == 0:
+            s.run_sum, s.run_n = 0.0, 0
+        else:
+            if was_zero:
+                s.run_sum, s.run_n = 0.0, 0
+            s.run_sum += x
+            s.run_n += 1
+        if s.stat >= design.h:
+            s.cusum_hot = True
+        if s.firing:
+            # Cap while firing so that recovery takes a bounded time, whatever the episode's length;
+            # draining from the cap to zero is a reverse CUSUM (evidence for p0 over p1) with
+            # threshold ``_RESOLVE_FACTOR * h``.
+            cap = _RESOLVE_FACTOR * design.h
+            s.stat = min(s.stat, cap)
+            if s.stat == cap:
+                s.recovery_sum, s.recovery_n = 0.0, 0
+            else:
+                s.recovery_sum += x
+                s.recovery_n += 1
+        if s.cusum_hot and s.stat == 0:
+            s.cusum_hot = False
+        if self.adapt_halflife and not s.firing:
+            self._adapt(s, x)
+
+    def _adapt(self, s: _Series, x: float) -> None:
+        assert self.adapt_halflife is not None and s.adapt_value is not None
+        alpha = 1.0 - 0.5 ** (1.0 / self.adapt_halflife)
+        s.adapt_value += alpha * (x - s.adapt_value)
+        ref = s.design_value or 0.0
+        if abs(s.adapt_value - ref) > 0.1 * max(abs(ref), 0.01):
+            # Rebuild the design around the adapted baseline, with the same sample size and spread.
+            design = s.design
+            if isinstance(design, RateDesign):
+                n = self.warmup
+                hits = round(s.adapt_value * n)
+                sample = [1.0] * hits + [0.0] * (n - hits)
+                new = self._build_design(s.score, sample)
+                assert isinstance(new, RateDesign)
+                # Keep the evidence gathered so far, in the new design's units.
+                s.stat = min(new.h - 1, round(s.stat * new.scale / design.scale))
+                s.design = new
+            elif isinstance(design, MeanDesign):
+                shift = s.adapt_value - design.mu0
+                s.design = MeanDesign(
+                    mu0=design.mu0 + shift, sigma0=design.sigma0, k=design.k, h=design.h
+                )
+            s.baseline = s.adapt_value
+            s.design_value = s.adapt_value
+
+    def _floor_check(self, s: _Series) -> None:
+        floor = self.floors.get(s.score)
+        if floor is None or len(s.window) < self.floor_window:
+            s.floor_hot = False if floor is None else s.floor_hot
+            return
+        mean = s.window_sum / len(s.window)
+        if s.score == "hallucination_rate":
+            if mean > floor:
+                s.floor_hot = True
+            elif mean <= floor - self.floor_margin:
+                s.floor_hot = False
+        else:
+            if mean < floor:
+                s.floor_hot = True
+            elif mean >= floor + self.floor_margin:
+                s.floor_hot = False
+
+    def _transition(self, s: _Series) -> Callable[[float], Alert] | None:
+        hot = s.cusum_hot or s.floor_hot
+        if hot and not s.firing:
+            s.firing = True
+            method: Literal["cusum", "floor"] = "cusum" if s.cusum_hot else "floor"
+            s.fired_method = method
+            if method == "cusum" and s.run_n > 0:
+                current, n = s.run_sum / s.run_n, s.run_n
+            else:
+                n = len(s.window)
+                current = s.window_sum / n
+            s.recovery_sum, s.recovery_n = 0.0, 0
+            return self._make(s, "fired", method, current, n)
+        if s.firing and not hot:
+            s.firing = False
+            if s.fired_method == "cusum" and s.recovery_n > 0:
+                # The evaluations that drained the statistic: how the series looks now.
+                current, n = s.recovery_sum / s.recovery_n, s.recovery_n
+            else:
+                n = len(s.window)
+                current = s.window_sum / n
+            return self._make(s, "resolved", s.fired_method, current, n)
+        return None
+
+    def _make(
+        self,
+        s: _Series,
+        kind: Literal["fired", "resolved"],
+        method: Literal["cusum", "floor"],
+        current: float,
+        n: int,
+    ) -> Callable[[float], Alert]:
+        if method == "cusum" and s.design is not None:
+            d = s.design
+            threshold = d.h / d.scale if isinstance(d, RateDesign) else d.h * _MEAN_GRID
+        else:
+            threshold = self.floors.get(s.score, float("nan"))
+        baseline = s.baseline
+        score, route = s.score, s.route
+
+        def build(now: float) -> Alert:
+            return Alert(
+                kind=kind,
+                score=score,
+                route=route,
+                baseline=baseline,
+                current=current,
+                evaluations=n,
+                method=method,
+                threshold=threshold,
+                time=now,
+            )
+
+        return build
+
+
+# --------------------------------------------------------------------------------------------
+# Sinks
+
+
+AlertSink = Callable[[Alert], object]
+"""Where alerts go: any callable taking an :class:`Alert`. Its return value is ignored."""
+
+
+class OTelAlertEmitter:
+    """Emits each alert as a ``groundwatch.alert`` log event and counts it (``groundwatch.alerts``).
+
+    Fired and resolved alerts both become log events (``groundwatch.alert.kind`` tells them
+    apart, WARN for fired, INFO for resolved); only fired alerts increment the counter, so its
+    rate is the number of new episodes.
+
+    Args:
+        logger_provider: defaults to the global one (``opentelemetry._logs``).
+        meter_provider: defaults to the global one.
+    """
+
+    def __init__(
+        self,
+        logger_provider: LoggerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        from opentelemetry import metrics
+        from opentelemetry._logs import get_logger
+
+        from . import __version__
+
+        self._otel_logger = get_logger(
+            "groundwatch.alerts", __version__, logger_provider=logger_provider
+        )
+        meter = metrics.get_meter("groundwatch.alerts", __version__, meter_provider=meter_provider)
+        self._counter = meter.create_counter(
+            ALERTS_METRIC, unit="{alert}", description="Score-drop alerts fired by groundwatch."
+        )
+
+    def __call__(self, alert: Alert) -> None:
+        from opentelemetry._logs import SeverityNumber
+
+        attributes: dict[str, Any] = {
+            ATTR_EVALUATION_NAME: alert.score,
+            ATTR_ALERT_KIND: alert.kind,
+            ATTR_ALERT_METHOD: alert.method,
+            ATTR_ALERT_CURRENT: alert.current,
+            ATTR_ALERT_EVALUATIONS: alert.evaluations,
+            ATTR_ALERT_THRESHOLD: alert.threshold,
+        }
+        if alert.route is not None:
+            attributes[ATTR_ROUTE] = alert.route
+        if alert.baseline is not None:
+            attributes[ATTR_ALERT_BASELINE] = alert.baseline
+        fired = alert.kind == "fired"
+        self._otel_logger.emit(
+            timestamp=int(alert.time * 1e9),
+            severity_number=SeverityNumber.WARN if fired else SeverityNumber.INFO,
+            severity_text="WARN" if fired else "INFO",
+            body=alert.message,
+            attributes=attributes,
+            event_name=ALERT_EVENT_NAME,
+        )
+        if fired:
+            metric_attrs: dict[str, str] = {ATTR_EVALUATION_NAME: alert.score}
+            if alert.route is not None:
+                metric_attrs[ATTR_ROUTE] = alert.route
+            self._counter.add(1, metric_attrs)
+
+
+def log_alert(alert: Alert, logger: logging.Logger | None = None) -> None:
+    """An ``on_alert`` hook that writes one log line (WARNING when fired, INFO when resolved)."""
+    (logger or _logger).log(
+        logging.WARNING if alert.kind == "fired" else logging.INFO, "%s", alert.message
+    )
+
+
+class WebhookAlert:
+    """An ``on_alert`` hook that POSTs each alert as JSON to a URL (a chat or paging webhook).
+
+    Synchronous with a short timeout, and it never raises: a failed POST is logged and counted
+    in :attr:`failures`. Alerts are rare (one per episode), so a blocked worker is bounded by
+    ``timeout_s`` per alert.
+
+    Args:
+        url: the endpoint; ``http`` or ``https`` only.
+        timeout_s: seconds to wait for the server.
+        headers: extra headers (e.g. an authorization token; never logged).
+        payload: turns an alert into the JSON body; default ``alert.model_dump()`` plus
+            ``text`` (the one-line message, which Slack-style webhooks display).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 2.0,
+        headers: Mapping[str, str] | None = None,
+        payload: Callable[[Alert], Mapping[str, Any]] | None = None,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("webhook url must start with http:// or https://")
+        self.url = url
+        self.timeout_s = float(timeout_s)
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        self._payload = payload
+        self.sent = 0
+        self.failures = 0
+
+    def __call__(self, alert: Alert) -> None:
+        try:
+            body = (
+                dict(self._payload(alert))
+                if self._payload is not None
+                else {**alert.model_dump(), "text": alert.message}
+            )
+            data = json.dumps(body).encode("utf-8")
+            req = urllib.request.Request(self.url, data=data, headers=self._headers, method="POST")
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                resp.read(1024)
+            self.sent += 1
+        except Exception as exc:  # never raise into the worker
+            self.failures += 1
+            # The URL may carry a token in its query; log only the scheme and host.
+            host = urllib.parse.urlparse(self.url).netloc
+            _logger.warning("groundwatch alert webhook to %s failed: %s", host, type(exc).__name__)
+
+
+class AlertingHook:
+    """Joins a :class:`DropDetector` to alert sinks; pass it as ``Monitor(on_result=...)``.
+
+    Called as ``hook(record, evaluation)`` on the worker for each scored record; it feeds the
+    detector with ``record.route`` and hands every alert to each sink in turn. A failing sink is
+    logged (rate-limited) and counted in ``groundwatch.errors{groundwatch.component="on_alert"}``,
+    and the other sinks still run; the hook never raises.
+
+    Args:
+        detector: the detector; default ``DropDetector()``.
+        on_alert: sinks, called in order; default ``[OTelAlertEmitter(), log_alert]``.
+    """
+
+    def __init__(
+        self,
+        detector: DropDetector | None = None,
+        on_alert: Sequence[AlertSink] | None = None,
+    ) -> None:
+        self.detector = detector if detector is not None else DropDetector()
+        self.sinks: list[AlertSink] = (
+            list(on_alert) if on_alert is not None else [OTelAlertEmitter(), log_alert]
+        )
+        self.alerts: deque[Alert] = deque(maxlen=100)
+        """The most recent alerts (at most 100), newest last."""
+
+    def __call__(self, record: Any, evaluation: Evaluation) -> None:
+        try:
+            route = getattr(record, "route", None)
+            alerts = self.detector.update(evaluation, route=route)
+        except Exception as exc:
+            # On the worker there is nobody to raise to: count (groundwatch.errors) and log.
+            _guard.internal_error("alerts", exc, reraise=False)
+            return
+        for alert in alerts:
+            self.alerts.append(alert)
+            self.dispatch(alert)
+
+    def dispatch(self, alert: Alert) -> None:
+        """Hand one alert to every sink, isolating their failures."""
+        for sink in self.sinks:
+            try:
+                sink(alert)
+            except Exception as exc:
+                _guard.user_error("on_alert", exc)

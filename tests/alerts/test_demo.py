@@ -1,0 +1,182 @@
+"""``groundwatch demo``: the main job, run as a user runs it (a subprocess), plus its exporters."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from groundwatch import _cli_demo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    paths = [str(ROOT / "src"), str(ROOT / "integrations" / "langchain" / "src")]
+    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
+    env.update(extra)
+    return env
+
+
+def test_demo_runs_and_alerts() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "groundwatch", "demo", "--requests", "60", "--seed", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "60/60 requests" in text
+    # The alert fires, after the drift began, and is printed as it fires (before the summary).
+    drift = int(text.split("starts drifting after request ")[1].split(".")[0])
+    alert_lines = [line for line in text.splitlines() if ">> ALERT at request" in line]
+    assert alert_lines, text
+    first = int(alert_lines[0].split("at request ")[1].split(":")[0])
+    assert drift < first <= 60
+    assert text.index(">> ALERT") < text.index("labels / verdicts")
+    # The summary: overall and per phase, the hallucination rate going up, the worst answers.
+    rows = {
+        line.split()[0]: line for line in text.splitlines() if line.startswith(("all ", "before"))
+    }
+    assert "grounded" in rows["all"]
+    after = next(line for line in text.splitlines() if line.startswith("after drift"))
+    before = rows["before"]
+    rate = lambda row: float(row.split("%")[0].split()[-1])  # noqa: E731
+    assert rate(after) > rate(before) + 20
+    assert "Worst answers:" in text and "- unsupported:" in text
+    assert "sampled " in text and " of 60 requests, scored " in text
+    assert "the first alert fired at request" in text
+    assert "went to: this console" in text and "OTEL_EXPORTER_OTLP_ENDPOINT" in text
+    # Seeded: the same run again gives the same output (timings aside).
+    again = subprocess.run(
+        [sys.executable, "-m", "groundwatch", "demo", "--requests", "60", "--seed", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        cwd=ROOT,
+    )
+    strip = lambda s: [x for x in s.splitlines() if not x.startswith("Done in")]  # noqa: E731
+    assert strip(again.stdout) == strip(text)
+
+
+class _OTLPSink(BaseHTTPRequestHandler):
+    paths: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).paths.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def otlp_server() -> Iterator[tuple[str, list[str]]]:
+    handler = type("Sink", (_OTLPSink,), {"paths": []})
+    httpd = HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", handler.paths
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_demo_exports_otlp_and_prometheus(otlp_server: tuple[str, list[str]]) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    endpoint, paths = otlp_server
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "groundwatch",
+            "demo",
+            "--requests",
+            "30",
+            "--seed",
+            "2",
+            "--prometheus-port",
+            str(port),
+            "--linger",
+            "3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint),
+        cwd=ROOT,
+    )
+    # Scrape while it runs and lingers; keep the last full page.
+    scraped = ""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                page = r.read().decode()
+            if "groundwatch_" in page:
+                scraped = page
+        except OSError:
+            pass
+        time.sleep(0.3)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert "groundwatch_evaluations_total" in scraped, stdout + stderr
+    assert "groundwatch_records_total" in scraped
+    assert "groundwatch_evaluation_score_bucket" in scraped
+    assert f"OTLP/HTTP at {endpoint}" in stdout
+    assert f"Prometheus at http://127.0.0.1:{port}/metrics" in stdout
+    # Shutdown flushed every signal to the OTLP endpoint.
+    assert {"/v1/traces", "/v1/logs", "/v1/metrics"} <= set(paths), paths
+
+
+def test_demo_without_langchain(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "langchain_core", None)
+    args = argparse.Namespace(
+        requests=10, sample_rate=0.5, seed=1, prometheus_port=None, linger=0.0
+    )
+    assert _cli_demo.run(args) == 2
+    assert "pip install 'groundwatch[langchain]'" in capsys.readouterr().err
+
+
+def test_core_does_not_import_langchain() -> None:
+    code = (
+        "import sys, groundwatch, groundwatch.cli; groundwatch.cli.build_parser(); "
+        "assert 'langchain_core' not in sys.modules, 'langchain imported'"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env()
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_demo_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
+    bad = argparse.Namespace(requests=10, sample_rate=0.0, seed=1, prometheus_port=None, linger=0)
+    assert _cli_demo.run(bad) == 2
+    assert "--sample-rate" in capsys.readouterr().err

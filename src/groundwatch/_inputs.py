@@ -57,7 +57,7 @@ def to_passage(item: Any, index: int) -> Passage:
             text=text,
             id=None if item.get("id") is None else str(item.get("id")),
             score=_as_float(item.get("score")),
-            metadata=dict(item.get("metadata") or {}),
+            metadata=_metadata(item.get("metadata"), index),
         )
     # LangChain Document (page_content), LlamaIndex node (text / get_content()).
     text = getattr(item, "page_content", None)
@@ -68,11 +68,19 @@ def to_passage(item: Any, index: int) -> Passage:
             text=text,
             id=None if getattr(item, "id", None) is None else str(item.id),
             score=_as_float(getattr(item, "score", None)),
-            metadata=dict(getattr(item, "metadata", None) or {}),
+            metadata=_metadata(getattr(item, "metadata", None), index),
         )
     raise TypeError(
         f"contexts[{index}] must be a string or a passage with text, got {type(item).__name__}"
     )
+
+
+def _metadata(value: Any, index: int) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"contexts[{index}].metadata must be a mapping, got {type(value).__name__}")
+    return dict(value)
 
 
 def _as_float(value: Any) -> float | None:
@@ -101,7 +109,8 @@ def prepare(
         raise TypeError(f"question must be a string or None, got {type(question).__name__}")
     if contexts is None:
         raise TypeError("contexts must be a list of strings or passages, got None")
-    if isinstance(contexts, (str, bytes)) or not isinstance(contexts, Iterable):
+    # A single mapping is iterable (over its keys) but is one passage given without its list.
+    if isinstance(contexts, (str, bytes, Mapping)) or not isinstance(contexts, Iterable):
         raise TypeError(
             f"contexts must be a list of strings or passages, got {type(contexts).__name__}"
         )

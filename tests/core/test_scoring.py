@@ -153,11 +153,21 @@ def test_raising_and_wrong_type_judges_give_error_evaluations() -> None:
         ("a", "just a string", None),
         ("a", [1, 2], None),
         ("a", ["x"], 3),
+        ("a", {"text": "one passage without its list"}, None),
+        ("a", [{"text": "x", "metadata": ["not", "a", "mapping"]}], None),
+        ("a", [Passage(text="x"), {"text": "x", "metadata": "source.pdf"}], None),
     ],
 )
 def test_bad_input_raises_type_error(answer, contexts, question) -> None:
     with pytest.raises(TypeError):
         gw.evaluate(answer, contexts, question=question)
+
+
+def test_bad_input_errors_name_the_culprit() -> None:
+    with pytest.raises(TypeError, match="got dict"):
+        gw.evaluate("a", {"text": "one passage"})
+    with pytest.raises(TypeError, match=r"contexts\[1\]\.metadata must be a mapping, got str"):
+        gw.evaluate("a", ["x", {"text": "x", "metadata": "source.pdf"}])
 
 
 def test_evaluate_runs_async_judges_inside_a_running_loop() -> None:

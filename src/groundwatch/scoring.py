@@ -86,6 +86,8 @@ def locate_quote(passage: str, quote: str, hint: int | None = None) -> tuple[int
     """
     if not quote or not quote.strip():
         return None
+    if hint is not None and hint < 0:
+        hint = None  # a negative slice start would count from the end and give negative offsets
     if hint is not None and passage[hint : hint + len(quote)] == quote:
         return hint, hint + len(quote)
     norm_passage, index = _normalise_with_map(passage)
@@ -130,6 +132,7 @@ def _fix_claim_span(claim: Claim, answer: str) -> tuple[int | None, int | None]:
     if (
         claim.start is not None
         and claim.end is not None
+        and 0 <= claim.start <= claim.end <= len(answer)
         and answer[claim.start : claim.end] == claim.text
     ):
         return claim.start, claim.end

@@ -195,3 +195,25 @@ def test_huge_inputs_are_capped_and_marked() -> None:
     ev = gw.evaluate("Paris is big. " * 2_000, ["Paris is big. " * 4_000] * 100)
     assert ev.truncated
     assert ev.label in ("grounded", "hallucinated")
+
+
+def test_negative_offsets_from_a_judge_are_replaced_by_real_ones() -> None:
+    # Python slicing accepts negative indices, so answer[-5:11] == "world" in an 11-character
+    # answer; offsets on an Evaluation must still count from the start.
+    answer = "hello world"
+    claim = Claim(
+        text="world",
+        start=-5,
+        end=11,
+        verdict="supported",
+        evidence=[Evidence(passage=0, start=-11, end=-6, quote="hello")],
+    )
+    ev = score(Judgement(claims=[claim]), answer, [Passage(text="hello world")])
+    (checked,) = ev.claims
+    assert (checked.start, checked.end) == (6, 11)
+    assert answer[checked.start : checked.end] == checked.text
+    (evidence,) = checked.evidence
+    assert (evidence.start, evidence.end, evidence.quote) == (0, 5, "hello")
+    rephrased = Claim(text="world", start=-11, end=None, verdict="unsupported")
+    assert score(Judgement(claims=[rephrased]), answer, []).claims[0].start == 6
+    assert locate_quote("hello world", "hello", hint=-11) == (0, 5)

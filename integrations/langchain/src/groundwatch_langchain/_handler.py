@@ -19,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry import trace
@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanContext
 from groundwatch import _guard
 from groundwatch._config import raise_internal_errors
 from groundwatch._inputs import MAX_PASSAGES
+from groundwatch._protocols import MonitorLike
 
 from ._extract import (
     SCORE_KEYS,
@@ -63,24 +64,6 @@ EVICTED = "evicted"
 #: Run metadata key that overrides the handler's route for one run:
 #: ``chain.invoke(q, config={"metadata": {"groundwatch_route": "faq"}})``.
 ROUTE_METADATA_KEY = "groundwatch_route"
-
-
-class MonitorLike(Protocol):
-    """What the handler needs from a ``groundwatch.Monitor``."""
-
-    def record(
-        self,
-        *,
-        question: str | None,
-        contexts: Sequence[Any],
-        answer: str,
-        span_context: SpanContext | None = None,
-        route: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        always_score: bool = False,
-    ) -> None: ...
-
-    def record_failure(self, error_type: str, *, route: str | None = None) -> None: ...
 
 
 class _RootRun:

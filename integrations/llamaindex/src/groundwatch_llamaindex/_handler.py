@@ -29,10 +29,8 @@ from collections.abc import (
     Callable,
     Generator,
     Iterator,
-    Mapping,
-    Sequence,
 )
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import (
@@ -58,9 +56,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace as trace_api
 
 from groundwatch import _guard
-
-if TYPE_CHECKING:
-    from groundwatch import Monitor
+from groundwatch._protocols import MonitorLike
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -103,30 +99,6 @@ def _kind(instance: Any) -> int:
         if len(_kinds) < 4096:
             _kinds[cls] = kind
     return kind
-
-
-class MonitorLike(Protocol):
-    """What the handlers need from a ``groundwatch.Monitor``."""
-
-    def record(
-        self,
-        *,
-        question: str | None,
-        contexts: Sequence[Any],
-        answer: str,
-        span_context: trace_api.SpanContext | None = None,
-        route: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        always_score: bool = False,
-    ) -> None: ...
-
-    def record_failure(self, error_type: str, *, route: str | None = None) -> None: ...
-
-
-if TYPE_CHECKING:
-
-    def _monitor_is_monitor_like(monitor: Monitor) -> MonitorLike:
-        return monitor  # mypy checks that the real Monitor fits the protocol
 
 
 class _Binding:

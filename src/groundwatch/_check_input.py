@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ._inputs import clean_text
+
 ExpectedLabel = Literal["faithful", "hallucinated"]
 
 # Human labels accepted in the optional ``label`` column, mapped onto the two classes the gate
@@ -200,7 +202,7 @@ def _kind(value: Any) -> str:
 def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -> Row | InvalidRow:
     """Validate one row's fields; ``contexts_are_json``: the contexts cell holds JSON (CSV)."""
     raw_id = obj.get("id")
-    row_id = None if raw_id in (None, "") else str(raw_id)
+    row_id = None if raw_id in (None, "") else clean_text(str(raw_id))
 
     def bad(field: str, message: str) -> InvalidRow:
         return InvalidRow(number, field, message, row_id)
@@ -245,6 +247,13 @@ def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -
 
     raw_label = obj.get("label")
     expected: ExpectedLabel | None = None
+    # JSON escapes can spell lone surrogates, which no output file could encode.
+    answer = clean_text(answer)
+    question = None if question is None else clean_text(question)
+    contexts = [
+        clean_text(c) if isinstance(c, str) else {**c, "text": clean_text(c["text"])}
+        for c in contexts
+    ]
     if raw_label not in (None, ""):
         if not isinstance(raw_label, str) or raw_label.strip().lower() not in LABEL_ALIASES:
             return bad(

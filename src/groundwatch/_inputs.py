@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -31,6 +32,20 @@ MAX_ANSWER_CHARS = _env_int("GROUNDWATCH_MAX_ANSWER_CHARS", DEFAULT_MAX_ANSWER_C
 MAX_PASSAGE_CHARS = _env_int("GROUNDWATCH_MAX_PASSAGE_CHARS", DEFAULT_MAX_PASSAGE_CHARS)
 MAX_PASSAGES = _env_int("GROUNDWATCH_MAX_PASSAGES", DEFAULT_MAX_PASSAGES)
 MAX_QUESTION_CHARS = DEFAULT_MAX_QUESTION_CHARS
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Replace lone surrogates (``"\\ud800"`` in JSON input) with U+FFFD.
+
+    They are not Unicode text: no UTF-8 encoder accepts them, so a result quoting one could not
+    be serialised to JSON or exported. One character for one keeps every offset valid.
+    """
+    if _LONE_SURROGATE.search(text) is None:
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def cap_text(text: str, limit: int) -> tuple[str, bool]:
@@ -95,7 +110,7 @@ def _as_float(value: Any) -> float | None:
 def prepare(
     answer: Any, contexts: Any, question: Any
 ) -> tuple[str, list[Passage], str | None, bool]:
-    """Validate and cap the inputs of one evaluation.
+    """Validate and cap the inputs of one evaluation (lone surrogates become U+FFFD).
 
     Returns ``(answer, passages, question, truncated)``.
 
@@ -116,17 +131,17 @@ def prepare(
         )
     passages = [to_passage(item, i) for i, item in enumerate(contexts)]
     truncated = False
-    answer, cut = cap_text(answer, MAX_ANSWER_CHARS)
+    answer, cut = cap_text(clean_text(answer), MAX_ANSWER_CHARS)
     truncated |= cut
     if len(passages) > MAX_PASSAGES:
         passages = passages[:MAX_PASSAGES]
         truncated = True
     capped: list[Passage] = []
     for p in passages:
-        text, cut = cap_text(p.text, MAX_PASSAGE_CHARS)
+        text, cut = cap_text(clean_text(p.text), MAX_PASSAGE_CHARS)
         truncated |= cut
-        capped.append(p if not cut else p.model_copy(update={"text": text}))
+        capped.append(p if text is p.text else p.model_copy(update={"text": text}))
     if question is not None:
-        question, cut = cap_text(question, MAX_QUESTION_CHARS)
+        question, cut = cap_text(clean_text(question), MAX_QUESTION_CHARS)
         truncated |= cut
     return answer, capped, question, truncated

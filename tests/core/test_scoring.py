@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import groundwatch as gw
@@ -217,3 +219,15 @@ def test_negative_offsets_from_a_judge_are_replaced_by_real_ones() -> None:
     rephrased = Claim(text="world", start=-11, end=None, verdict="unsupported")
     assert score(Judgement(claims=[rephrased]), answer, []).claims[0].start == 6
     assert locate_quote("hello world", "hello", hint=-11) == (0, 5)
+
+
+def test_lone_surrogates_are_replaced_so_the_evaluation_is_json() -> None:
+    context = "Paris is a big city in France, with many people living there."
+    answer = "Paris is a big city \ud800 in France."
+    ev = gw.evaluate(answer, [context + " \udfff"], question="where?\ud83d")
+    assert ev.label == "grounded"
+    data = json.loads(ev.model_dump_json())
+    (claim,) = data["claims"]
+    assert claim["text"] == answer.replace("\ud800", "\ufffd")
+    assert len(claim["text"]) == len(answer)  # one for one: offsets into the answer hold
+    assert (claim["start"], claim["end"]) == (0, len(answer))

@@ -95,7 +95,8 @@ def _metadata(value: Any, index: int) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise TypeError(f"contexts[{index}].metadata must be a mapping, got {type(value).__name__}")
-    return dict(value)
+    # Passage.metadata is keyed by strings; a document's metadata may not be (``{1: ...}``).
+    return {k if isinstance(k, str) else str(k): v for k, v in value.items()}
 
 
 def _as_float(value: Any) -> float | None:

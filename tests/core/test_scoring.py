@@ -231,3 +231,10 @@ def test_lone_surrogates_are_replaced_so_the_evaluation_is_json() -> None:
     assert claim["text"] == answer.replace("\ud800", "\ufffd")
     assert len(claim["text"]) == len(answer)  # one for one: offsets into the answer hold
     assert (claim["start"], claim["end"]) == (0, len(answer))
+
+
+def test_passage_metadata_with_non_string_keys_is_kept_with_string_keys() -> None:
+    ev = gw.evaluate("Paris is big.", [{"text": "Paris is big.", "metadata": {1: "x", "a": 2}}])
+    assert ev.label == "grounded"
+    (passage,) = gw.RagRecord(contexts=[{"text": "t", "metadata": {1: "x", "a": 2}}]).passages
+    assert passage.metadata == {"1": "x", "a": 2}

@@ -360,16 +360,10 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Keep references to the retrieved documents in the top-level run's state."""
-        key = run_id.int
         with self._lock:
-            root = self._owner.pop(key, None)
+            root = self._retriever_finished(run_id.int)
             if root is None:
                 return
-            if root.key == key:
-                # The retriever was the top-level run: nothing answered.
-                self._forget(root)
-                return
-            root.children.discard(key)
             root.retrieved = True
             room = self._max_documents - len(root.documents)
             if len(documents) <= room:
@@ -390,16 +384,9 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Note the retriever error on the top-level run; the run's end decides what to report."""
-        key = run_id.int
         with self._lock:
-            root = self._owner.pop(key, None)
-            if root is None:
-                return
-            if root.key == key:
-                self._forget(root)
-                return
-            root.children.discard(key)
-            if root.error_type is None:
+            root = self._retriever_finished(run_id.int)
+            if root is not None and root.error_type is None:
                 root.error_type = RETRIEVER_ERROR
 
     # -- language models --------------------------------------------------------------------------
@@ -539,6 +526,19 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 return None
             self._forget(root)
             return root
+
+    def _retriever_finished(self, key: int) -> _RootRun | None:
+        """Unlink a retriever run that ended or failed. Returns its top-level run's state, or
+        None when the run is unknown or was itself the top-level run (a retriever used alone:
+        forgotten, nothing answered). Call with the lock held."""
+        root = self._owner.pop(key, None)
+        if root is None:
+            return None
+        if root.key == key:
+            self._forget(root)
+            return None
+        root.children.discard(key)
+        return root
 
     def _forget(self, root: _RootRun) -> None:
         """Drop a root and every run still linked to it. Call with the lock held."""

@@ -16,6 +16,7 @@ The label rule (defaults chosen on the dev data, see README "How the label is de
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -168,10 +169,17 @@ def check_claims(
                 verdict=verdict,
                 evidence=evidence,
                 reason=reason,
-                confidence=claim.confidence,
+                confidence=_unit_or_none(claim.confidence),
             )
         )
     return checked, rejected
+
+
+def _unit_or_none(value: float | None) -> float | None:
+    """A judge's confidence kept within [0, 1]; NaN (which JSON cannot carry) becomes None."""
+    if value is None or math.isnan(value):
+        return None
+    return min(1.0, max(0.0, value))
 
 
 # --- context substance ------------------------------------------------------------------------

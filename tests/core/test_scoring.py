@@ -238,3 +238,13 @@ def test_passage_metadata_with_non_string_keys_is_kept_with_string_keys() -> Non
     assert ev.label == "grounded"
     (passage,) = gw.RagRecord(contexts=[{"text": "t", "metadata": {1: "x", "a": 2}}]).passages
     assert passage.metadata == {"1": "x", "a": 2}
+
+
+def test_a_judges_confidence_is_kept_within_0_and_1() -> None:
+    claims = [
+        Claim(text=t, verdict="unsupported", confidence=c)
+        for t, c in (("Paris", float("nan")), ("is", 1.7), ("big", -0.2), ("city", 0.4))
+    ]
+    ev = score(Judgement(claims=claims), "Paris is a big city", [Passage(text="Rome.")])
+    assert [c.confidence for c in ev.claims] == [None, 1.0, 0.0, 0.4]
+    assert json.loads(ev.model_dump_json())["claims"][1]["confidence"] == 1.0

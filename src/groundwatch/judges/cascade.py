@@ -20,6 +20,7 @@ Every decision is counted: ``escalated`` / ``total`` on the judge, and the
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
@@ -116,7 +117,7 @@ class CascadeJudge:
         for claim in judgement.claims:
             if claim.verdict in self.escalate_verdicts:
                 return True
-            if claim.confidence is None:
+            if claim.confidence is None or math.isnan(claim.confidence):
                 if self.escalate_unknown:
                     return True
             elif claim.confidence < self.min_confidence:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -130,7 +131,11 @@ def prepare(
         raise TypeError(
             f"contexts must be a list of strings or passages, got {type(contexts).__name__}"
         )
-    passages = [to_passage(item, i) for i, item in enumerate(contexts)]
+    # Only what is kept is converted (one more to tell whether any were cut): a million
+    # passages, or an endless iterator, must cost no more than MAX_PASSAGES of them.
+    passages = [
+        to_passage(item, i) for i, item in enumerate(itertools.islice(contexts, MAX_PASSAGES + 1))
+    ]
     truncated = False
     answer, cut = cap_text(clean_text(answer), MAX_ANSWER_CHARS)
     truncated |= cut

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Iterator
 
 import pytest
 
@@ -248,3 +250,23 @@ def test_a_judges_confidence_is_kept_within_0_and_1() -> None:
     ev = score(Judgement(claims=claims), "Paris is a big city", [Passage(text="Rome.")])
     assert [c.confidence for c in ev.claims] == [None, 1.0, 0.0, 0.4]
     assert json.loads(ev.model_dump_json())["claims"][1]["confidence"] == 1.0
+
+
+def test_passages_beyond_the_cap_are_not_even_read() -> None:
+    from groundwatch._inputs import MAX_PASSAGES
+
+    pulled = 0
+
+    def endless() -> Iterator[str]:
+        nonlocal pulled
+        while True:
+            pulled += 1
+            yield "Paris is the capital of France."
+
+    def stop_after_a_while() -> Iterator[str]:
+        yield from itertools.islice(endless(), 10 * MAX_PASSAGES)
+        raise AssertionError("read every passage")
+
+    ev = gw.evaluate("Paris is the capital of France.", stop_after_a_while())
+    assert ev.truncated and ev.label == "grounded"
+    assert pulled == MAX_PASSAGES + 1

@@ -80,9 +80,13 @@ def to_passage(item: Any, index: int) -> Passage:
     if text is None:
         text = getattr(item, "text", None)
     if isinstance(text, str):
+        # LangChain documents have ``id``; LlamaIndex nodes (and NodeWithScore) ``node_id``.
+        item_id = getattr(item, "id", None)
+        if item_id is None:
+            item_id = getattr(item, "node_id", None)
         return Passage(
             text=text,
-            id=None if getattr(item, "id", None) is None else str(item.id),
+            id=None if item_id is None else str(item_id),
             score=_as_float(getattr(item, "score", None)),
             metadata=_metadata(getattr(item, "metadata", None), index),
         )

@@ -20,7 +20,7 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine, SubQuestionQueryEngine
 from llama_index.core.question_gen import LLMQuestionGenerator
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.tools import QueryEngineTool, ToolMetadata
 from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
@@ -429,3 +429,15 @@ def test_turn_without_retrieval_makes_no_record(
     assert monitor.records == [] and monitor.failures == [("LookupError", None)]
     assert capture.no_retrieval == 1
     assert_clean()
+
+
+def test_evaluate_takes_nodes_with_their_ids_and_scores() -> None:
+    import groundwatch as gw
+    from groundwatch._inputs import to_passage
+
+    node = TextNode(text="The Eiffel Tower is 330 metres tall.", id_="eiffel-1", metadata={"a": 1})
+    assert to_passage(node, 0).id == "eiffel-1"
+    scored = to_passage(NodeWithScore(node=node, score=0.5), 0)
+    assert (scored.id, scored.score, scored.metadata) == ("eiffel-1", 0.5, {"a": 1})
+    ev = gw.evaluate("The Eiffel Tower is 330 metres tall.", [NodeWithScore(node=node, score=0.5)])
+    assert ev.label == "grounded"

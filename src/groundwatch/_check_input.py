@@ -240,6 +240,9 @@ def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -
         if isinstance(item, str):
             continue
         if isinstance(item, dict) and isinstance(item.get("text"), str):
+            metadata = item.get("metadata")
+            if metadata is not None and not isinstance(metadata, dict):
+                return bad(f"{field}[{i}].metadata", f"expected an object, got {_kind(metadata)}")
             continue
         return bad(
             f"{field}[{i}]", f"expected a string or an object with a 'text', got {_kind(item)}"

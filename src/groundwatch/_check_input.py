@@ -96,11 +96,9 @@ def read_rows(path: Path, fmt: str | None = None) -> Iterator[Row | InvalidRow]:
     kind = detect_format(path, fmt)
     if not path.is_file():
         raise InputFileError(f"no such file: {path}")
-    if kind == "jsonl":
-        return _read_jsonl(path)
-    rows = _read_csv(path)
-    # Run the generator up to its header check now, so that a CSV file that cannot be read as
-    # a whole fails here, before any output file is created.
+    rows = _read_jsonl(path) if kind == "jsonl" else _read_csv(path)
+    # Run the generator up to its first row now, so that a file that cannot be opened (or a CSV
+    # file without a usable header) fails here as bad input, before any output file is created.
     first = next(rows, None)
     return itertools.chain(() if first is None else (first,), rows)
 
@@ -120,7 +118,11 @@ def count_rows(path: Path, fmt: str | None = None) -> int | None:
 
 def _read_jsonl(path: Path) -> Iterator[Row | InvalidRow]:
     # Bytes in, decoded line by line: one line that is not UTF-8 is one bad row, not a crash.
-    with path.open("rb") as f:
+    try:
+        f = path.open("rb")
+    except OSError as exc:
+        raise InputFileError(f"cannot read {path}: {exc}") from exc
+    with f:
         for number, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue

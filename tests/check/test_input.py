@@ -123,3 +123,19 @@ def test_unknown_extension_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="no such file"):
         read_rows(tmp_path / "missing.csv")
 
+
+def test_a_jsonl_file_that_cannot_be_opened_is_an_input_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was raised lazily as a bare OSError, which the CLI reported as "cannot write an output".
+    data = write_jsonl(tmp_path / "locked.jsonl", [GROUNDED])
+    real_open = Path.open
+
+    def deny(self: Path, *args: object, **kwargs: object) -> object:
+        if self == data:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(Path, "open", deny)
+    with pytest.raises(InputFileError, match=r"cannot read .*Permission denied"):
+        read_rows(data)

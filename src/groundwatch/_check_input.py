@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ._inputs import clean_text
+
 ExpectedLabel = Literal["faithful", "hallucinated"]
 
 # Human labels accepted in the optional ``label`` column, mapped onto the two classes the gate
@@ -94,11 +96,9 @@ def read_rows(path: Path, fmt: str | None = None) -> Iterator[Row | InvalidRow]:
     kind = detect_format(path, fmt)
     if not path.is_file():
         raise InputFileError(f"no such file: {path}")
-    if kind == "jsonl":
-        return _read_jsonl(path)
-    rows = _read_csv(path)
-    # Run the generator up to its header check now, so that a CSV file that cannot be read as
-    # a whole fails here, before any output file is created.
+    rows = _read_jsonl(path) if kind == "jsonl" else _read_csv(path)
+    # Run the generator up to its first row now, so that a file that cannot be opened (or a CSV
+    # file without a usable header) fails here as bad input, before any output file is created.
     first = next(rows, None)
     return itertools.chain(() if first is None else (first,), rows)
 
@@ -118,7 +118,11 @@ def count_rows(path: Path, fmt: str | None = None) -> int | None:
 
 def _read_jsonl(path: Path) -> Iterator[Row | InvalidRow]:
     # Bytes in, decoded line by line: one line that is not UTF-8 is one bad row, not a crash.
-    with path.open("rb") as f:
+    try:
+        f = path.open("rb")
+    except OSError as exc:
+        raise InputFileError(f"cannot read {path}: {exc}") from exc
+    with f:
         for number, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue
@@ -200,7 +204,7 @@ def _kind(value: Any) -> str:
 def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -> Row | InvalidRow:
     """Validate one row's fields; ``contexts_are_json``: the contexts cell holds JSON (CSV)."""
     raw_id = obj.get("id")
-    row_id = None if raw_id in (None, "") else str(raw_id)
+    row_id = None if raw_id in (None, "") else clean_text(str(raw_id))
 
     def bad(field: str, message: str) -> InvalidRow:
         return InvalidRow(number, field, message, row_id)
@@ -238,6 +242,9 @@ def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -
         if isinstance(item, str):
             continue
         if isinstance(item, dict) and isinstance(item.get("text"), str):
+            metadata = item.get("metadata")
+            if metadata is not None and not isinstance(metadata, dict):
+                return bad(f"{field}[{i}].metadata", f"expected an object, got {_kind(metadata)}")
             continue
         return bad(
             f"{field}[{i}]", f"expected a string or an object with a 'text', got {_kind(item)}"
@@ -245,6 +252,13 @@ def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -
 
     raw_label = obj.get("label")
     expected: ExpectedLabel | None = None
+    # JSON escapes can spell lone surrogates, which no output file could encode.
+    answer = clean_text(answer)
+    question = None if question is None else clean_text(question)
+    contexts = [
+        clean_text(c) if isinstance(c, str) else {**c, "text": clean_text(c["text"])}
+        for c in contexts
+    ]
     if raw_label not in (None, ""):
         if not isinstance(raw_label, str) or raw_label.strip().lower() not in LABEL_ALIASES:
             return bad(

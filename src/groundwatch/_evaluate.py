@@ -12,6 +12,7 @@ from typing import Any
 from . import scoring
 from ._inputs import prepare
 from .judges import Judge, LocalJudge
+from .judges._base import call_judge
 from .types import Evaluation, Judgement, Passage
 
 _logger = logging.getLogger(__name__)
@@ -141,12 +142,7 @@ async def aevaluate(
     answer, passages, question, truncated = prepare(answer, contexts, question)
     judge = judge if judge is not None else default_judge()
     try:
-        if inspect.iscoroutinefunction(judge.judge):
-            judgement: Any = await judge.judge(answer, passages, question)
-        else:
-            judgement = await asyncio.to_thread(judge.judge, answer, passages, question)
-            if inspect.isawaitable(judgement):
-                judgement = await judgement
+        judgement: Any = await call_judge(judge, answer, passages, question)
     except Exception as exc:
         _logger.debug("judge %s failed", judge_name(judge), exc_info=True)
         judgement = _error_judgement(exc)

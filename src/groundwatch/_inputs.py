@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -33,6 +35,20 @@ MAX_PASSAGES = _env_int("GROUNDWATCH_MAX_PASSAGES", DEFAULT_MAX_PASSAGES)
 MAX_QUESTION_CHARS = DEFAULT_MAX_QUESTION_CHARS
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Replace lone surrogates (``"\\ud800"`` in JSON input) with U+FFFD.
+
+    They are not Unicode text: no UTF-8 encoder accepts them, so a result quoting one could not
+    be serialised to JSON or exported. One character for one keeps every offset valid.
+    """
+    if _LONE_SURROGATE.search(text) is None:
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def cap_text(text: str, limit: int) -> tuple[str, bool]:
     """Cut ``text`` to ``limit`` characters. Returns the text and whether it was cut.
 
@@ -57,22 +73,35 @@ def to_passage(item: Any, index: int) -> Passage:
             text=text,
             id=None if item.get("id") is None else str(item.get("id")),
             score=_as_float(item.get("score")),
-            metadata=dict(item.get("metadata") or {}),
+            metadata=_metadata(item.get("metadata"), index),
         )
     # LangChain Document (page_content), LlamaIndex node (text / get_content()).
     text = getattr(item, "page_content", None)
     if text is None:
         text = getattr(item, "text", None)
     if isinstance(text, str):
+        # LangChain documents have ``id``; LlamaIndex nodes (and NodeWithScore) ``node_id``.
+        item_id = getattr(item, "id", None)
+        if item_id is None:
+            item_id = getattr(item, "node_id", None)
         return Passage(
             text=text,
-            id=None if getattr(item, "id", None) is None else str(item.id),
+            id=None if item_id is None else str(item_id),
             score=_as_float(getattr(item, "score", None)),
-            metadata=dict(getattr(item, "metadata", None) or {}),
+            metadata=_metadata(getattr(item, "metadata", None), index),
         )
     raise TypeError(
         f"contexts[{index}] must be a string or a passage with text, got {type(item).__name__}"
     )
+
+
+def _metadata(value: Any, index: int) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"contexts[{index}].metadata must be a mapping, got {type(value).__name__}")
+    # Passage.metadata is keyed by strings; a document's metadata may not be (``{1: ...}``).
+    return {k if isinstance(k, str) else str(k): v for k, v in value.items()}
 
 
 def _as_float(value: Any) -> float | None:
@@ -87,7 +116,7 @@ def _as_float(value: Any) -> float | None:
 def prepare(
     answer: Any, contexts: Any, question: Any
 ) -> tuple[str, list[Passage], str | None, bool]:
-    """Validate and cap the inputs of one evaluation.
+    """Validate and cap the inputs of one evaluation (lone surrogates become U+FFFD).
 
     Returns ``(answer, passages, question, truncated)``.
 
@@ -101,23 +130,28 @@ def prepare(
         raise TypeError(f"question must be a string or None, got {type(question).__name__}")
     if contexts is None:
         raise TypeError("contexts must be a list of strings or passages, got None")
-    if isinstance(contexts, (str, bytes)) or not isinstance(contexts, Iterable):
+    # A single mapping is iterable (over its keys) but is one passage given without its list.
+    if isinstance(contexts, (str, bytes, Mapping)) or not isinstance(contexts, Iterable):
         raise TypeError(
             f"contexts must be a list of strings or passages, got {type(contexts).__name__}"
         )
-    passages = [to_passage(item, i) for i, item in enumerate(contexts)]
+    # Only what is kept is converted (one more to tell whether any were cut): a million
+    # passages, or an endless iterator, must cost no more than MAX_PASSAGES of them.
+    passages = [
+        to_passage(item, i) for i, item in enumerate(itertools.islice(contexts, MAX_PASSAGES + 1))
+    ]
     truncated = False
-    answer, cut = cap_text(answer, MAX_ANSWER_CHARS)
+    answer, cut = cap_text(clean_text(answer), MAX_ANSWER_CHARS)
     truncated |= cut
     if len(passages) > MAX_PASSAGES:
         passages = passages[:MAX_PASSAGES]
         truncated = True
     capped: list[Passage] = []
     for p in passages:
-        text, cut = cap_text(p.text, MAX_PASSAGE_CHARS)
+        text, cut = cap_text(clean_text(p.text), MAX_PASSAGE_CHARS)
         truncated |= cut
-        capped.append(p if not cut else p.model_copy(update={"text": text}))
+        capped.append(p if text is p.text else p.model_copy(update={"text": text}))
     if question is not None:
-        question, cut = cap_text(question, MAX_QUESTION_CHARS)
+        question, cut = cap_text(clean_text(question), MAX_QUESTION_CHARS)
         truncated |= cut
     return answer, capped, question, truncated

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import math
 import threading
 import time
 from collections.abc import Mapping
@@ -128,8 +129,11 @@ class RateLimitSampler:
     def __init__(
         self, per_minute: float, inner: Sampler | None = None, *, burst: float | None = None
     ) -> None:
-        if per_minute <= 0:
-            raise ValueError(f"per_minute must be > 0, got {per_minute!r}")
+        # ``not x > 0`` also refuses NaN, which would otherwise throttle every record silently.
+        if not 0 < per_minute < math.inf:
+            raise ValueError(f"per_minute must be a finite number > 0, got {per_minute!r}")
+        if burst is not None and not 1 <= burst < math.inf:
+            raise ValueError(f"burst must be a finite number >= 1, got {burst!r}")
         self.per_minute = float(per_minute)
         self.inner = inner
         self.burst = float(burst) if burst is not None else max(1.0, self.per_minute)
@@ -178,8 +182,10 @@ class TokenBudgetSampler:
     """
 
     def __init__(self, tokens_per_hour: float, inner: Sampler | None = None) -> None:
-        if tokens_per_hour <= 0:
-            raise ValueError(f"tokens_per_hour must be > 0, got {tokens_per_hour!r}")
+        if not 0 < tokens_per_hour < math.inf:
+            raise ValueError(
+                f"tokens_per_hour must be a finite number > 0, got {tokens_per_hour!r}"
+            )
         self.tokens_per_hour = float(tokens_per_hour)
         self.inner = inner
         self._per_second = self.tokens_per_hour / 3600.0

@@ -16,6 +16,7 @@ The label rule (defaults chosen on the dev data, see README "How the label is de
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -86,6 +87,8 @@ def locate_quote(passage: str, quote: str, hint: int | None = None) -> tuple[int
     """
     if not quote or not quote.strip():
         return None
+    if hint is not None and hint < 0:
+        hint = None  # a negative slice start would count from the end and give negative offsets
     if hint is not None and passage[hint : hint + len(quote)] == quote:
         return hint, hint + len(quote)
     norm_passage, index = _normalise_with_map(passage)
@@ -130,6 +133,7 @@ def _fix_claim_span(claim: Claim, answer: str) -> tuple[int | None, int | None]:
     if (
         claim.start is not None
         and claim.end is not None
+        and 0 <= claim.start <= claim.end <= len(answer)
         and answer[claim.start : claim.end] == claim.text
     ):
         return claim.start, claim.end
@@ -165,10 +169,17 @@ def check_claims(
                 verdict=verdict,
                 evidence=evidence,
                 reason=reason,
-                confidence=claim.confidence,
+                confidence=_unit_or_none(claim.confidence),
             )
         )
     return checked, rejected
+
+
+def _unit_or_none(value: float | None) -> float | None:
+    """A judge's confidence kept within [0, 1]; NaN (which JSON cannot carry) becomes None."""
+    if value is None or math.isnan(value):
+        return None
+    return min(1.0, max(0.0, value))
 
 
 # --- context substance ------------------------------------------------------------------------

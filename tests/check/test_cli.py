@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .conftest import GROUNDED, INVENTED, run_cli, write_jsonl
+from .conftest import CONTEXT, GROUNDED, INVENTED, run_cli, write_jsonl
 
 
 def test_exit_0_when_every_threshold_is_met(tmp_path: Path) -> None:
@@ -212,3 +212,24 @@ def test_golden_set_gate_from_the_readme(golden_set: Path, tmp_path: Path) -> No
     assert (tmp_path / "g.html").read_text("utf-8").count('<article class="case"') == 12
     # With loose thresholds the same set passes.
     assert run_cli(golden_set, "--max-hallucination-rate", "1").returncode == 0
+
+
+def test_lone_surrogate_escapes_in_json_input_do_not_break_the_outputs(tmp_path: Path) -> None:
+    # json.loads turns "\ud800" into a lone surrogate, which no UTF-8 writer accepts.
+    row = {
+        "id": "odd\\ud800id",
+        "question": "How tall is the Eiffel Tower?\\udfff",
+        "contexts": [f"{CONTEXT} \\ud83d", {"text": "\\udc00 The tower is in Paris."}],
+        "answer": "The Eiffel Tower \\ud800 stands 330 metres tall.",
+    }
+    line = json.dumps(row, ensure_ascii=False).replace("\\\\u", "\\u")
+    data = write_jsonl(tmp_path / "surrogates.jsonl", [line])
+    out = tmp_path / "out.jsonl"
+    proc = run_cli(
+        data, "--json", out, "--junit", tmp_path / "j.xml", "--html", tmp_path / "r.html"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
+    assert first["answer"] == "The Eiffel Tower \ufffd stands 330 metres tall."
+    assert first["evaluation"]["label"] == "grounded"
+    ET.parse(tmp_path / "j.xml")

@@ -32,6 +32,11 @@ def test_jsonl_row_numbers_are_line_numbers_and_blank_lines_are_skipped(tmp_path
         ({"answer": "a", "contexts": {"text": "x"}}, "contexts", "expected a list of passages"),
         ({"answer": "a", "contexts": ["x", 3]}, "contexts[1]", "got a number"),
         ({"answer": "a", "contexts": [{"txt": "x"}]}, "contexts[0]", "an object with a 'text'"),
+        (
+            {"answer": "a", "contexts": ["y", {"text": "x", "metadata": "doc.pdf"}]},
+            "contexts[1].metadata",
+            "expected an object, got a string",
+        ),
         ({"answer": "a", "contexts": ["x"], "question": 5}, "question", "got a number"),
         ({"answer": "a", "contexts": ["x"], "label": "maybe"}, "label", "unknown label 'maybe'"),
         ({"answer": "a", "contexts": ["x"], "id": {"a": 1}}, "id", "got an object"),
@@ -117,3 +122,20 @@ def test_unknown_extension_and_missing_file(tmp_path: Path) -> None:
     assert [r.number for r in read_rows(tmp_path / "a.txt", "jsonl")] == [1]
     with pytest.raises(InputFileError, match="no such file"):
         read_rows(tmp_path / "missing.csv")
+
+
+def test_a_jsonl_file_that_cannot_be_opened_is_an_input_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was raised lazily as a bare OSError, which the CLI reported as "cannot write an output".
+    data = write_jsonl(tmp_path / "locked.jsonl", [GROUNDED])
+    real_open = Path.open
+
+    def deny(self: Path, *args: object, **kwargs: object) -> object:
+        if self == data:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(Path, "open", deny)
+    with pytest.raises(InputFileError, match=r"cannot read .*Permission denied"):
+        read_rows(data)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+from collections.abc import Iterator
+
 import pytest
 
 import groundwatch as gw
@@ -153,11 +157,21 @@ def test_raising_and_wrong_type_judges_give_error_evaluations() -> None:
         ("a", "just a string", None),
         ("a", [1, 2], None),
         ("a", ["x"], 3),
+        ("a", {"text": "one passage without its list"}, None),
+        ("a", [{"text": "x", "metadata": ["not", "a", "mapping"]}], None),
+        ("a", [Passage(text="x"), {"text": "x", "metadata": "source.pdf"}], None),
     ],
 )
 def test_bad_input_raises_type_error(answer, contexts, question) -> None:
     with pytest.raises(TypeError):
         gw.evaluate(answer, contexts, question=question)
+
+
+def test_bad_input_errors_name_the_culprit() -> None:
+    with pytest.raises(TypeError, match="got dict"):
+        gw.evaluate("a", {"text": "one passage"})
+    with pytest.raises(TypeError, match=r"contexts\[1\]\.metadata must be a mapping, got str"):
+        gw.evaluate("a", ["x", {"text": "x", "metadata": "source.pdf"}])
 
 
 def test_evaluate_runs_async_judges_inside_a_running_loop() -> None:
@@ -185,3 +199,74 @@ def test_huge_inputs_are_capped_and_marked() -> None:
     ev = gw.evaluate("Paris is big. " * 2_000, ["Paris is big. " * 4_000] * 100)
     assert ev.truncated
     assert ev.label in ("grounded", "hallucinated")
+
+
+def test_negative_offsets_from_a_judge_are_replaced_by_real_ones() -> None:
+    # Python slicing accepts negative indices, so answer[-5:11] == "world" in an 11-character
+    # answer; offsets on an Evaluation must still count from the start.
+    answer = "hello world"
+    claim = Claim(
+        text="world",
+        start=-5,
+        end=11,
+        verdict="supported",
+        evidence=[Evidence(passage=0, start=-11, end=-6, quote="hello")],
+    )
+    ev = score(Judgement(claims=[claim]), answer, [Passage(text="hello world")])
+    (checked,) = ev.claims
+    assert (checked.start, checked.end) == (6, 11)
+    assert answer[checked.start : checked.end] == checked.text
+    (evidence,) = checked.evidence
+    assert (evidence.start, evidence.end, evidence.quote) == (0, 5, "hello")
+    rephrased = Claim(text="world", start=-11, end=None, verdict="unsupported")
+    assert score(Judgement(claims=[rephrased]), answer, []).claims[0].start == 6
+    assert locate_quote("hello world", "hello", hint=-11) == (0, 5)
+
+
+def test_lone_surrogates_are_replaced_so_the_evaluation_is_json() -> None:
+    context = "Paris is a big city in France, with many people living there."
+    answer = "Paris is a big city \ud800 in France."
+    ev = gw.evaluate(answer, [context + " \udfff"], question="where?\ud83d")
+    assert ev.label == "grounded"
+    data = json.loads(ev.model_dump_json())
+    (claim,) = data["claims"]
+    assert claim["text"] == answer.replace("\ud800", "\ufffd")
+    assert len(claim["text"]) == len(answer)  # one for one: offsets into the answer hold
+    assert (claim["start"], claim["end"]) == (0, len(answer))
+
+
+def test_passage_metadata_with_non_string_keys_is_kept_with_string_keys() -> None:
+    ev = gw.evaluate("Paris is big.", [{"text": "Paris is big.", "metadata": {1: "x", "a": 2}}])
+    assert ev.label == "grounded"
+    (passage,) = gw.RagRecord(contexts=[{"text": "t", "metadata": {1: "x", "a": 2}}]).passages
+    assert passage.metadata == {"1": "x", "a": 2}
+
+
+def test_a_judges_confidence_is_kept_within_0_and_1() -> None:
+    claims = [
+        Claim(text=t, verdict="unsupported", confidence=c)
+        for t, c in (("Paris", float("nan")), ("is", 1.7), ("big", -0.2), ("city", 0.4))
+    ]
+    ev = score(Judgement(claims=claims), "Paris is a big city", [Passage(text="Rome.")])
+    assert [c.confidence for c in ev.claims] == [None, 1.0, 0.0, 0.4]
+    assert json.loads(ev.model_dump_json())["claims"][1]["confidence"] == 1.0
+
+
+def test_passages_beyond_the_cap_are_not_even_read() -> None:
+    from groundwatch._inputs import MAX_PASSAGES
+
+    pulled = 0
+
+    def endless() -> Iterator[str]:
+        nonlocal pulled
+        while True:
+            pulled += 1
+            yield "Paris is the capital of France."
+
+    def stop_after_a_while() -> Iterator[str]:
+        yield from itertools.islice(endless(), 10 * MAX_PASSAGES)
+        raise AssertionError("read every passage")
+
+    ev = gw.evaluate("Paris is the capital of France.", stop_after_a_while())
+    assert ev.truncated and ev.label == "grounded"
+    assert pulled == MAX_PASSAGES + 1

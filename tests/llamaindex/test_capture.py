@@ -11,14 +11,16 @@ from typing import Any
 import groundwatch_llamaindex
 import pytest
 from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen
+from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.llms import MockLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.query_engine import SubQuestionQueryEngine
+from llama_index.core.query_engine import RetrieverQueryEngine, SubQuestionQueryEngine
 from llama_index.core.question_gen import LLMQuestionGenerator
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.tools import QueryEngineTool, ToolMetadata
 from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
@@ -402,3 +404,40 @@ async def test_async_stream_closed_early_records_what_was_shown(
     await unread.response_gen.aclose()
     assert len(monitor.records) == 1 and monitor.failures == []
     assert_clean()
+
+
+class FailingRetriever(BaseRetriever):
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        raise LookupError("index offline")
+
+
+def test_turn_without_retrieval_makes_no_record(
+    llm: ContextAnswerLLM, monitor: RecordingMonitor
+) -> None:
+    """A plain chat turn has no context to be grounded in: not recorded, not a failure."""
+    engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=3))
+    assert str(engine.chat(QUESTIONS["eiffel"])) == "text text text"
+    capture = groundwatch_llamaindex._capture
+    assert capture is not None
+    assert monitor.records == [] and monitor.failures == []
+    assert capture.no_retrieval == 1
+    assert_clean()
+    # A retriever that fails has still started retrieving: that query is a counted failure.
+    failing = RetrieverQueryEngine.from_args(FailingRetriever(), llm=llm)
+    with pytest.raises(LookupError):
+        failing.query(QUESTIONS["fuji"])
+    assert monitor.records == [] and monitor.failures == [("LookupError", None)]
+    assert capture.no_retrieval == 1
+    assert_clean()
+
+
+def test_evaluate_takes_nodes_with_their_ids_and_scores() -> None:
+    import groundwatch as gw
+    from groundwatch._inputs import to_passage
+
+    node = TextNode(text="The Eiffel Tower is 330 metres tall.", id_="eiffel-1", metadata={"a": 1})
+    assert to_passage(node, 0).id == "eiffel-1"
+    scored = to_passage(NodeWithScore(node=node, score=0.5), 0)
+    assert (scored.id, scored.score, scored.metadata) == ("eiffel-1", 0.5, {"a": 1})
+    ev = gw.evaluate("The Eiffel Tower is 330 metres tall.", [NodeWithScore(node=node, score=0.5)])
+    assert ev.label == "grounded"

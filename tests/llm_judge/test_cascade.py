@@ -122,6 +122,7 @@ def test_unsure_local_answer_goes_to_the_llm_in_one_call(
         (0.7, 0.7, True, False),
         (None, 0.7, True, True),
         (None, 0.7, False, False),
+        (float("nan"), 0.7, True, True),  # NaN is no confidence at all, not a high one
         (0.99, 1.01, True, True),  # min_confidence above 1: always escalate
         (0.01, 0.0, True, False),  # 0: never on confidence
     ],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -152,3 +153,20 @@ def test_token_budget_refuses_once_spent_and_refills(
     assert budget._tokens == 100 - 3 * 46
     now[0] += 3600 * 46 / 100  # an hour's refill rate: 46 tokens back
     assert budget.decide(rec()) is Decision.SAMPLED
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RateLimitSampler(float("nan")),
+        lambda: RateLimitSampler(float("inf")),
+        lambda: RateLimitSampler(60, burst=0.5),
+        lambda: RateLimitSampler(60, burst=float("nan")),
+        lambda: TokenBudgetSampler(float("nan")),
+        lambda: TokenBudgetSampler(float("inf")),
+    ],
+)
+def test_limits_that_would_refuse_every_record_are_rejected(make: Any) -> None:
+    # NaN passed the old "<= 0" checks and then throttled every record, silently.
+    with pytest.raises(ValueError):
+        make()

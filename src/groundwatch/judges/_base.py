@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Awaitable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..types import Judgement, Passage
 
@@ -22,3 +24,20 @@ class Judge(Protocol):
     def judge(
         self, answer: str, contexts: Sequence[Passage], question: str | None
     ) -> Judgement | Awaitable[Judgement]: ...
+
+
+async def call_judge(
+    judge: Judge, answer: str, contexts: Sequence[Passage], question: str | None
+) -> Any:
+    """Await ``judge.judge`` from async code, whether it is a coroutine function or not.
+
+    A synchronous judge (the CPU-bound LocalJudge) runs in a thread so that it does not block
+    the event loop; an awaitable it returns is awaited. The result is what the judge returned,
+    unchecked; exceptions propagate.
+    """
+    if inspect.iscoroutinefunction(judge.judge):
+        return await judge.judge(answer, contexts, question)
+    result = await asyncio.to_thread(judge.judge, answer, contexts, question)
+    if inspect.isawaitable(result):
+        result = await result
+    return result

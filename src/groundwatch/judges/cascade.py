@@ -19,18 +19,17 @@ Every decision is counted: ``escalated`` / ``total`` on the judge, and the
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
+import math
 import threading
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from opentelemetry import metrics
 
 from ..telemetry import semconv
 from ..types import Judgement, Passage, Usage, Verdict
-from ._base import Judge
+from ._base import Judge, call_judge
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -44,16 +43,6 @@ ATTR_JUDGE = semconv.GROUNDWATCH_JUDGE
 
 DEFAULT_MIN_CONFIDENCE = 0.7
 """Claims the first judge is less sure of than this are sent to the second judge."""
-
-
-async def _call(judge: Judge, answer: str, contexts: Sequence[Passage], q: str | None) -> Any:
-    if inspect.iscoroutinefunction(judge.judge):
-        return await judge.judge(answer, contexts, q)
-    # A synchronous judge (the CPU-bound LocalJudge) must not block the event loop.
-    result = await asyncio.to_thread(judge.judge, answer, contexts, q)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
 
 
 class CascadeJudge:
@@ -128,7 +117,7 @@ class CascadeJudge:
         for claim in judgement.claims:
             if claim.verdict in self.escalate_verdicts:
                 return True
-            if claim.confidence is None:
+            if claim.confidence is None or math.isnan(claim.confidence):
                 if self.escalate_unknown:
                     return True
             elif claim.confidence < self.min_confidence:
@@ -148,27 +137,29 @@ class CascadeJudge:
         self, answer: str, contexts: Sequence[Passage], question: str | None = None
     ) -> Judgement:
         """``first``'s judgement, or ``then``'s when the escalation rule says so; never raises."""
-        try:
-            first = await _call(self.first, answer, contexts, question)
-            if not isinstance(first, Judgement):
-                raise TypeError(f"first judge returned {type(first).__name__}")
-        except Exception as exc:
-            _logger.debug("cascade first judge failed", exc_info=True)
-            first = Judgement(error=f"{type(exc).__name__}: {exc}"[:300], error_type="judge_error")
+        first = await _checked(self.first, "first", answer, contexts, question)
         if not self.should_escalate(first):
             self._count(False)
             return first
         self._count(True)
-        try:
-            second = await _call(self.then, answer, contexts, question)
-            if not isinstance(second, Judgement):
-                raise TypeError(f"second judge returned {type(second).__name__}")
-        except Exception as exc:
-            _logger.debug("cascade second judge failed", exc_info=True)
-            second = Judgement(error=f"{type(exc).__name__}: {exc}"[:300], error_type="judge_error")
+        second = await _checked(self.then, "second", answer, contexts, question)
         if second.error is not None and self.fallback_to_first and first.error is None:
             return first.model_copy(update={"usage": _sum(first.usage, second.usage)})
         return second.model_copy(update={"usage": _sum(first.usage, second.usage)})
+
+
+async def _checked(
+    judge: Judge, role: str, answer: str, contexts: Sequence[Passage], question: str | None
+) -> Judgement:
+    """One judge's judgement; a raising judge or one returning something else is an error."""
+    try:
+        judgement = await call_judge(judge, answer, contexts, question)
+        if not isinstance(judgement, Judgement):
+            raise TypeError(f"{role} judge returned {type(judgement).__name__}")
+        return judgement
+    except Exception as exc:
+        _logger.debug("cascade %s judge failed", role, exc_info=True)
+        return Judgement(error=f"{type(exc).__name__}: {exc}"[:300], error_type="judge_error")
 
 
 def _sum(a: Usage | None, b: Usage | None) -> Usage | None:

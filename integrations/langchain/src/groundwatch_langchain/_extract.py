@@ -64,6 +64,19 @@ def _last_text(messages: Any, role: str) -> str | None:
     return None
 
 
+def _first_text(mapping: Mapping[str, Any], keys: Sequence[str]) -> str | None:
+    """The first string or message text found under ``keys``, in order."""
+    for key in keys:
+        value = mapping.get(key)
+        if isinstance(value, str):
+            return value
+        if value is not None:
+            text = message_text(value)
+            if text is not None:
+                return text
+    return None
+
+
 def default_question(inputs: Any) -> str | None:
     """Extract the question from a root run's input.
 
@@ -74,15 +87,8 @@ def default_question(inputs: Any) -> str | None:
     if isinstance(inputs, str):
         return inputs
     if isinstance(inputs, Mapping):
-        for key in QUESTION_KEYS:
-            value = inputs.get(key)
-            if isinstance(value, str):
-                return value
-            if value is not None:
-                text = message_text(value)
-                if text is not None:
-                    return text
-        return _last_text(inputs.get(MESSAGES_KEY), "human")
+        text = _first_text(inputs, QUESTION_KEYS)
+        return text if text is not None else _last_text(inputs.get(MESSAGES_KEY), "human")
     if isinstance(inputs, Sequence):
         return _last_text(inputs, "human")
     return message_text(inputs)
@@ -98,15 +104,8 @@ def default_answer(outputs: Any) -> str | None:
     if isinstance(outputs, str):
         return outputs
     if isinstance(outputs, Mapping):
-        for key in ANSWER_KEYS:
-            value = outputs.get(key)
-            if isinstance(value, str):
-                return value
-            if value is not None:
-                text = message_text(value)
-                if text is not None:
-                    return text
-        return _last_text(outputs.get(MESSAGES_KEY), "ai")
+        text = _first_text(outputs, ANSWER_KEYS)
+        return text if text is not None else _last_text(outputs.get(MESSAGES_KEY), "ai")
     return message_text(outputs)
 
 

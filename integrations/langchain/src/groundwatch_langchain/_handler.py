@@ -19,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry import trace
@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanContext
 from groundwatch import _guard
 from groundwatch._config import raise_internal_errors
 from groundwatch._inputs import MAX_PASSAGES
+from groundwatch._protocols import MonitorLike
 
 from ._extract import (
     SCORE_KEYS,
@@ -63,24 +64,6 @@ EVICTED = "evicted"
 #: Run metadata key that overrides the handler's route for one run:
 #: ``chain.invoke(q, config={"metadata": {"groundwatch_route": "faq"}})``.
 ROUTE_METADATA_KEY = "groundwatch_route"
-
-
-class MonitorLike(Protocol):
-    """What the handler needs from a ``groundwatch.Monitor``."""
-
-    def record(
-        self,
-        *,
-        question: str | None,
-        contexts: Sequence[Any],
-        answer: str,
-        span_context: SpanContext | None = None,
-        route: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        always_score: bool = False,
-    ) -> None: ...
-
-    def record_failure(self, error_type: str, *, route: str | None = None) -> None: ...
 
 
 class _RootRun:
@@ -377,16 +360,10 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Keep references to the retrieved documents in the top-level run's state."""
-        key = run_id.int
         with self._lock:
-            root = self._owner.pop(key, None)
+            root = self._retriever_finished(run_id.int)
             if root is None:
                 return
-            if root.key == key:
-                # The retriever was the top-level run: nothing answered.
-                self._forget(root)
-                return
-            root.children.discard(key)
             root.retrieved = True
             room = self._max_documents - len(root.documents)
             if len(documents) <= room:
@@ -407,16 +384,9 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Note the retriever error on the top-level run; the run's end decides what to report."""
-        key = run_id.int
         with self._lock:
-            root = self._owner.pop(key, None)
-            if root is None:
-                return
-            if root.key == key:
-                self._forget(root)
-                return
-            root.children.discard(key)
-            if root.error_type is None:
+            root = self._retriever_finished(run_id.int)
+            if root is not None and root.error_type is None:
                 root.error_type = RETRIEVER_ERROR
 
     # -- language models --------------------------------------------------------------------------
@@ -556,6 +526,19 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 return None
             self._forget(root)
             return root
+
+    def _retriever_finished(self, key: int) -> _RootRun | None:
+        """Unlink a retriever run that ended or failed. Returns its top-level run's state, or
+        None when the run is unknown or was itself the top-level run (a retriever used alone:
+        forgotten, nothing answered). Call with the lock held."""
+        root = self._owner.pop(key, None)
+        if root is None:
+            return None
+        if root.key == key:
+            self._forget(root)
+            return None
+        root.children.discard(key)
+        return root
 
     def _forget(self, root: _RootRun) -> None:
         """Drop a root and every run still linked to it. Call with the lock held."""

@@ -22,7 +22,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._handler import GroundwatchCallbackHandler, MonitorLike
+from groundwatch._protocols import MonitorLike
+
+from ._handler import GroundwatchCallbackHandler
 
 if TYPE_CHECKING:
     from langchain_core.callbacks import BaseCallbackManager

@@ -23,7 +23,9 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._handler import Capture, MonitorLike
+    from groundwatch._protocols import MonitorLike
+
+    from ._handler import Capture
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 

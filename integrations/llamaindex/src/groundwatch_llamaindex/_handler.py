@@ -29,10 +29,8 @@ from collections.abc import (
     Callable,
     Generator,
     Iterator,
-    Mapping,
-    Sequence,
 )
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import (
@@ -47,7 +45,10 @@ from llama_index.core.chat_engine.types import (
 )
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
-from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent
+from llama_index.core.instrumentation.events.retrieval import (
+    RetrievalEndEvent,
+    RetrievalStartEvent,
+)
 from llama_index.core.instrumentation.span import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -55,9 +56,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace as trace_api
 
 from groundwatch import _guard
-
-if TYPE_CHECKING:
-    from groundwatch import Monitor
+from groundwatch._protocols import MonitorLike
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -78,7 +77,8 @@ MAX_NODES_PER_ROOT = 1_000
 
 _OTHER, _ENGINE, _CHAT_STREAM = 0, 1, 2
 _kinds: dict[type, int] = {}
-_retrieval_types: dict[type, bool] = {}
+_NOT_RETRIEVAL, _RETRIEVAL_START, _RETRIEVAL_END = 0, 1, 2
+_retrieval_kinds: dict[type, int] = {}
 
 
 def _kind(instance: Any) -> int:
@@ -99,30 +99,6 @@ def _kind(instance: Any) -> int:
         if len(_kinds) < 4096:
             _kinds[cls] = kind
     return kind
-
-
-class MonitorLike(Protocol):
-    """What the handlers need from a ``groundwatch.Monitor``."""
-
-    def record(
-        self,
-        *,
-        question: str | None,
-        contexts: Sequence[Any],
-        answer: str,
-        span_context: trace_api.SpanContext | None = None,
-        route: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        always_score: bool = False,
-    ) -> None: ...
-
-    def record_failure(self, error_type: str, *, route: str | None = None) -> None: ...
-
-
-if TYPE_CHECKING:
-
-    def _monitor_is_monitor_like(monitor: Monitor) -> MonitorLike:
-        return monitor  # mypy checks that the real Monitor fits the protocol
 
 
 class _Binding:
@@ -153,6 +129,7 @@ class _Root:
         "pending",
         "question",
         "retrieved",
+        "retrieving",
         "source_nodes",
         "span_context",
         "span_ids",
@@ -175,6 +152,7 @@ class _Root:
         self.span_context = span_context
         self.span_ids: list[str] = [id_]
         self.retrieved: list[NodeWithScore] = []
+        self.retrieving = False  # a retrieval started in this query (even if it found nothing)
         self.source_nodes: list[NodeWithScore] | None = None
         self.answer: str | None = None
         self.error: str | None = None
@@ -305,6 +283,8 @@ class Capture:
         self.errors = 0
         """Internal failures caught by the guards (tests assert it stays 0)."""
         self.evicted = 0
+        self.no_retrieval = 0
+        """Top-level turns that never retrieved (a plain chat engine): not recorded."""
         reinit = weakref.WeakMethod(self._after_fork)  # weak: a fork hook cannot be removed
 
         def after_fork_in_child() -> None:
@@ -544,6 +524,12 @@ class Capture:
         if binding not in self._bindings:
             return  # uninstrumented meanwhile
         monitor = binding.monitor
+        if not root.retrieving and not root.source_nodes:
+            # Nothing was retrieved (a plain chat turn): there is nothing to ground the answer
+            # in, and scoring it would report a retrieval failure that did not happen. Ignored,
+            # as the LangChain integration ignores runs that never ran a retriever.
+            self.no_retrieval += 1
+            return
         if root.error is not None:
             monitor.record_failure(root.error, route=binding.route)
             return
@@ -567,12 +553,15 @@ class Capture:
 
     # --- events -----------------------------------------------------------------------------
 
-    def retrieval(self, event: Any) -> None:
-        """Keeps the nodes of a ``RetrievalEndEvent`` for the query it happened in."""
+    def retrieval(self, event: Any, end: bool = True) -> None:
+        """Notes that the query retrieves; keeps the nodes of a ``RetrievalEndEvent``."""
         span_id = event.span_id
         root = self._spans.get(span_id) if span_id is not None else None
         if root is None:
             return  # a retriever used on its own, or a query not tracked
+        root.retrieving = True
+        if not end:
+            return
         with self._lock:
             room = MAX_NODES_PER_ROOT - len(root.retrieved)
             if room > 0:
@@ -747,14 +736,19 @@ class GroundwatchEventHandler(BaseEventHandler):
         # (isinstance goes through pydantic's ABCMeta-based metaclass: a cached type check is
         # several times cheaper.)
         cls = type(event)
-        is_retrieval = _retrieval_types.get(cls)
-        if is_retrieval is None:
-            is_retrieval = issubclass(cls, RetrievalEndEvent)
-            if len(_retrieval_types) < 4096:
-                _retrieval_types[cls] = is_retrieval
-        if is_retrieval:
+        kind = _retrieval_kinds.get(cls)
+        if kind is None:
+            if issubclass(cls, RetrievalEndEvent):
+                kind = _RETRIEVAL_END
+            elif issubclass(cls, RetrievalStartEvent):
+                kind = _RETRIEVAL_START
+            else:
+                kind = _NOT_RETRIEVAL
+            if len(_retrieval_kinds) < 4096:
+                _retrieval_kinds[cls] = kind
+        if kind:
             try:
-                self._capture.retrieval(event)
+                self._capture.retrieval(event, end=kind == _RETRIEVAL_END)
             except Exception as exc:
                 self._capture.internal_error("event", exc)
         return None

@@ -54,7 +54,14 @@ MAX_STUCK_JUDGE_THREADS = 4
 """Sync judge calls that timed out but never returned: past this many, fail fast instead of
 starting yet another thread that may hang too."""
 
-Finish = Callable[[RagRecord, Evaluation, int, int], None]
+BATCH_DELAY_S = 0.02
+"""With a batching runner (the worker process), how long the worker lets records gather before
+sending a batch smaller than the runner asks for (OpenTelemetry's BatchSpanProcessor has the
+same schedule delay); a flush or shutdown cuts it short."""
+
+Finished = tuple[RagRecord, "Evaluation | Any", int, int]
+"""``(record, evaluation, start_ns, end_ns)``; the evaluation may be a ``LazyEvaluation``."""
+Finish = Callable[[list[Finished]], None]
 
 
 def suppressed_context() -> otel_context.Context:
@@ -188,6 +195,7 @@ class Worker:
         self._next_seq = 0
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._flush_waiters: list[tuple[int, threading.Event]] = []
+        self._hurry: asyncio.Event | None = None
 
     # --- request path --------------------------------------------------------------------------
 
@@ -262,6 +270,7 @@ class Worker:
 
     async def _main(self) -> None:
         self._wakeup = asyncio.Event()
+        self._hurry = asyncio.Event()
         semaphore = asyncio.Semaphore(self.concurrency)
         while not self._stopping:
             try:
@@ -276,6 +285,7 @@ class Worker:
         assert self._wakeup is not None
         loop = asyncio.get_running_loop()
         queue = self.queue
+        batch_size = getattr(self.runner, "batch_size", None)
         while True:
             # Order matters (see submit): mark idle and clear the event *before* looking at the
             # queue, so a record appended after the look always finds us idle and wakes us.
@@ -291,6 +301,9 @@ class Worker:
                 if self._stopping:
                     semaphore.release()
                     break
+                if batch_size is not None:
+                    await self._start_batch(loop, batch_size(), semaphore)
+                    continue
                 try:
                     record = queue.popleft()
                 except IndexError:
@@ -300,6 +313,91 @@ class Worker:
                 self._next_seq += 1
                 self._inflight[seq] = loop.create_task(self._run(record, seq, semaphore))
 
+    async def _start_batch(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        size: int,
+        semaphore: asyncio.Semaphore,
+    ) -> None:
+        """Take up to ``size`` records (waiting up to ``BATCH_DELAY_S`` for more to arrive,
+        unless a flush is waiting) and start one task evaluating them together."""
+        assert self._hurry is not None
+        queue = self.queue
+        if len(queue) < size and not self._flush_waiters and not self._stopping:
+            # _awake stays True meanwhile: submit() does not wake the loop per record.
+            self._hurry.clear()
+            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                await asyncio.wait_for(self._hurry.wait(), BATCH_DELAY_S)
+        records: list[RagRecord] = []
+        while len(records) < size and not self._stopping:
+            try:
+                records.append(queue.popleft())
+            except IndexError:
+                break
+        if not records:
+            semaphore.release()
+            return
+        seqs = range(self._next_seq, self._next_seq + len(records))
+        self._next_seq += len(records)
+        task = loop.create_task(self._run_batch(records, seqs, semaphore))
+        for seq in seqs:
+            self._inflight[seq] = task
+
+    async def _run_batch(
+        self, records: list[RagRecord], seqs: range, semaphore: asyncio.Semaphore
+    ) -> None:
+        finished = False
+        try:
+            results = await self._evaluate_batch(records)
+            finished = True
+            # Synchronous from here: a cancellation (shutdown) cannot split the accounting.
+            self.finish(
+                [(r, ev, start, end) for r, (ev, start, end) in zip(records, results, strict=True)]
+            )
+        except asyncio.CancelledError:
+            if not finished:
+                self.stats.count_dropped(sc.ERROR_SHUTDOWN, len(records))
+            raise
+        except Exception as exc:
+            if not finished:
+                self.stats.count_dropped(sc.ERROR_INTERNAL, len(records))
+            _guard.internal_error("worker", exc, reraise=False)
+        finally:
+            for seq in seqs:
+                self._inflight.pop(seq, None)
+            semaphore.release()
+            self._check_flush()
+
+    async def _evaluate_batch(self, records: list[RagRecord]) -> list[tuple[Any, int, int]]:
+        results: list[tuple[Any, int, int] | None] = [None] * len(records)
+        items = []
+        where = []
+        for i, record in enumerate(records):
+            try:
+                answer, passages, question, truncated = prepare(
+                    record.answer, record.contexts, record.question
+                )
+            except TypeError as exc:
+                record.contexts = []
+                now = time.time_ns()
+                error = _error_evaluation(sc.ERROR_INVALID_INPUT, str(exc), "", [], self.judge_name)
+                results[i] = (error, now, now)
+                continue
+            record.answer, record.contexts, record.question = answer, passages, question
+            record.truncated = truncated
+            items.append((answer, passages, question, truncated))
+            where.append(i)
+        if items:
+            token = otel_context.attach(suppressed_context())
+            try:
+                await self.runner.astart()
+                done = await self.runner.aevaluate_batch(items, self.policy, self.timeout_s)
+            finally:
+                otel_context.detach(token)
+            for i, result in zip(where, done, strict=True):
+                results[i] = result
+        return [r for r in results if r is not None]
+
     async def _run(self, record: RagRecord, seq: int, semaphore: asyncio.Semaphore) -> None:
         finished = False
         try:
@@ -308,7 +406,7 @@ class Worker:
             end_ns = time.time_ns()
             finished = True
             # Synchronous from here: a cancellation (shutdown) cannot split the accounting.
-            self.finish(record, evaluation, start_ns, end_ns)
+            self.finish([(record, evaluation, start_ns, end_ns)])
         except asyncio.CancelledError:
             if not finished:
                 self.stats.count_dropped(sc.ERROR_SHUTDOWN)
@@ -385,6 +483,8 @@ class Worker:
         # Everything queued or in flight now gets a sequence number below target.
         self._flush_waiters.append((self._next_seq + len(self.queue), event))
         self._set_wakeup()
+        if self._hurry is not None:
+            self._hurry.set()
         self._check_flush()
 
     def in_worker_thread(self) -> bool:
@@ -418,6 +518,8 @@ class Worker:
 
     def _stop_on_loop(self) -> None:
         self._stopping = True
+        if self._hurry is not None:
+            self._hurry.set()
         self._drain_dropped()
         for task in list(self._inflight.values()):
             task.cancel()  # _run counts each as dropped

@@ -6,6 +6,7 @@ Reads ``(op, payload)`` messages on stdin, answers on a private copy of stdout (
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import sys
@@ -78,7 +79,15 @@ def _evaluate_batch(judge: Any, payload: Any, out: IO[bytes]) -> None:
             write_message(out, _error(exc))
 
 
+WORKER_NICE = 10
+"""Added to the worker process's nice value: scoring is background work, so when CPU cores are
+short (a busy host, a small container) the host's request threads get them first. A backlog
+then shows as ``queue_full`` on the request path, not as slower requests."""
+
+
 def main() -> None:
+    with contextlib.suppress(OSError, AttributeError):  # not permitted / not on this platform
+        os.nice(WORKER_NICE)
     # Keep fd 1 for the protocol only: anything the judge prints goes to stderr.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

@@ -12,7 +12,12 @@ groundwatch._procworker`` imports only groundwatch and the judge's own module.
 
 Protocol over the child's stdin/stdout: 8-byte big-endian length, then a pickle of
 ``(op, payload)``; replies are ``("ok", value)`` or ``("error", (type name, message))``. The
-judge is pickled once (``init``); each call sends ``(answer, passages, question)``. The child
+judge is pickled once (``init``). The monitor's worker sends ``evaluate_batch``: a list of
+records, each pickled on its own as plain ``(answer, [(text, id, score, metadata)], question)``
+(one record that cannot be pickled fails alone), and the child answers with one reply per
+record as each is done, ``(compact evaluation fields, judge ns)``: the host's CPU per record is
+what its request threads compete with, so it pays one message, one thread hop and no pydantic
+validation per batch rather than per record (see :class:`LazyEvaluation`). The child
 writes its replies to a private copy of fd 1 and points fd 1 at stderr, so a judge that prints
 cannot corrupt the protocol. It exits when its stdin closes (the host exited or shut down).
 """

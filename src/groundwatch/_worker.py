@@ -9,7 +9,8 @@ Worker thread (``groundwatch-worker``): an asyncio loop takes records off the qu
 concurrency limit allows (what waits stays in the bounded queue, so overload shows up as
 ``queue_full`` on the request path, not as unbounded memory), runs each evaluation under a
 deadline with OpenTelemetry instrumentation suppressed, then emits telemetry and calls the
-``on_result`` callbacks.
+``on_result`` callbacks. A runner with ``aevaluate_batch`` (the worker process) gets records in
+batches instead (``_start_batch``): fewer hops through this loop and the pipe per record.
 
 Accounting: every record handed to :meth:`submit` ends in exactly one of
 ``groundwatch.evaluations`` (label != error: evaluated; label == error: failed) or

@@ -40,7 +40,7 @@ from typing import IO, Any
 
 from . import scoring
 from ._evaluate import aevaluate, judge_name
-from ._worker import _ThreadJudge
+from ._worker import BatchItem, _ewma, _ThreadJudge, batch_size_for
 from .telemetry.semconv import ERROR_TIMEOUT
 from .types import VERDICTS, Evaluation, Judgement, Passage, Usage, Verdict
 
@@ -56,13 +56,6 @@ START_FAILED = "worker_process_start_failed"
 START_RETRY_S = 30.0
 """After a failed start, calls fail fast for this long instead of starting (and paying for)
 another interpreter per record."""
-
-
-MAX_BATCH = 32
-"""Records per ``evaluate_batch`` message (see :meth:`ProcessJudge.aevaluate_batch`)."""
-BATCH_TARGET_S = 0.1
-"""A batch is cut so that it should take about this long in the child (from the judge's recent
-speed): a slow judge gets small batches, so shutdown deadlines still bite per record."""
 
 
 class LazyEvaluation:
@@ -162,8 +155,6 @@ def compact(evaluation: Evaluation) -> tuple[Any, ...]:
     )
 
 
-BatchItem = tuple[str, Sequence[Passage], "str | None", bool]
-"""``(answer, passages, question, truncated)``, already prepared."""
 Outcome = tuple[str, Any, int, int]
 """Per batch item: ``(kind, value, start_ns, end_ns)`` with kind ``"ok"`` (value: compact
 fields), ``"timeout"`` or ``"fail"`` (value: a :class:`WorkerProcessError`)."""
@@ -601,13 +592,11 @@ class ProcessJudge:
         return evaluation, start, time.time_ns()
 
     def _observe_speed(self, ns: int) -> None:
-        self._speed_ns = ns if self._speed_ns is None else 0.8 * self._speed_ns + 0.2 * ns
+        self._speed_ns = _ewma(self._speed_ns, ns)
 
     def batch_size(self) -> int:
         """Records for the next batch: ~``BATCH_TARGET_S`` of judge time, 1..``MAX_BATCH``."""
-        if self._speed_ns is None:
-            return 1  # first call: the judge's speed is unknown
-        return max(1, min(MAX_BATCH, int(BATCH_TARGET_S * 1e9 / max(self._speed_ns, 1.0))))
+        return batch_size_for(self._speed_ns)
 
     async def astart(self) -> None:
         """Start a worker process if none is ready; the worker awaits this *outside* the

@@ -35,7 +35,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from . import _guard, scoring
-from ._evaluate import aevaluate, judge_name
+from ._evaluate import aevaluate, evaluate, judge_name
 from ._inputs import prepare
 from .telemetry import Stats
 from .telemetry import semconv as sc
@@ -93,6 +93,7 @@ class _ThreadJudge:
         self.name = judge_name(judge)
         self._lock = threading.Lock()
         self.alive = 0
+        self._speed_ns: float | None = None
 
     async def judge(
         self, answer: str, contexts: Sequence[Passage], question: str | None
@@ -136,9 +137,145 @@ class _ThreadJudge:
             result = await result
         return result  # type: ignore[no-any-return]
 
+    # --- batches (the worker's path for sync judges; see Worker._start_batch) ---------------
+
+    def batch_size(self) -> int:
+        """Records for the next batch: ~``BATCH_TARGET_S`` of judge time, 1..``MAX_BATCH``."""
+        return batch_size_for(self._speed_ns)
+
+    async def astart(self) -> None:
+        """Nothing to start (the process runner's counterpart starts its process)."""
+
+    async def aevaluate_batch(
+        self, items: Sequence[BatchItem], policy: scoring.LabelPolicy, timeout_s: float
+    ) -> list[tuple[Evaluation, int, int]]:
+        """Evaluate prepared records one after another on one daemon thread (not one thread
+        and one loop task per record). Each evaluation has its own ``timeout_s``: a call past
+        it is abandoned (its thread counted as stuck), its record fails with ``timeout`` and
+        the records after it go to a fresh thread."""
+        results: list[tuple[Evaluation, int, int] | None] = [None] * len(items)
+        todo = list(range(len(items)))
+        loop = asyncio.get_running_loop()
+        while todo:
+            if self.alive >= MAX_STUCK_JUDGE_THREADS:
+                judgement = Judgement(
+                    error=f"{self.alive} earlier judge calls never returned",
+                    error_type="judge_unresponsive",
+                )
+                for i in todo:
+                    now = time.time_ns()
+                    results[i] = (self._scored(judgement, items[i]), now, now)
+                break
+            todo = await self._run_batch_thread(loop, items, todo, results, policy, timeout_s)
+        return [r for r in results if r is not None]
+
+    async def _run_batch_thread(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        items: Sequence[BatchItem],
+        todo: list[int],
+        results: list[tuple[Evaluation, int, int] | None],
+        policy: scoring.LabelPolicy,
+        timeout_s: float,
+    ) -> list[int]:
+        """One thread over ``todo``; returns what is left to do after a timeout."""
+        future: asyncio.Future[None] = loop.create_future()
+        ctx = contextvars.copy_context()
+        done: dict[int, tuple[Evaluation, int, int]] = {}
+        state: dict[str, Any] = {"now": (todo[0], time.monotonic()), "abandoned": False}
+
+        def deliver() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        def target() -> None:
+            try:
+                for i in todo:
+                    if state["abandoned"]:
+                        return
+                    state["now"] = (i, time.monotonic())
+                    answer, passages, question, truncated = items[i]
+                    start = time.time_ns()
+                    try:
+                        evaluation = ctx.run(
+                            evaluate, answer, passages, question, self.inner, policy=policy
+                        )
+                    except Exception as exc:
+                        evaluation = self._scored(
+                            Judgement(error=str(exc)[:500], error_type=type(exc).__qualname__),
+                            items[i],
+                        )
+                    if truncated and not evaluation.truncated:
+                        evaluation = evaluation.model_copy(update={"truncated": True})
+                    if state["abandoned"]:
+                        return
+                    done[i] = (evaluation, start, time.time_ns())
+                    self._speed_ns = _ewma(self._speed_ns, done[i][2] - start)
+            finally:
+                with self._lock:
+                    self.alive -= 1
+                # RuntimeError: the loop closed meanwhile (shutdown); nobody waits.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(deliver)
+
+        with self._lock:
+            self.alive += 1
+        threading.Thread(target=target, name="groundwatch-judge", daemon=True).start()
+        stuck: int | None = None
+        try:
+            while not future.done():
+                current, started = state["now"]
+                remaining = started + timeout_s - time.monotonic()
+                if remaining <= 0:
+                    state["abandoned"] = True
+                    stuck = current
+                    break
+                await asyncio.wait({future}, timeout=remaining)
+        except asyncio.CancelledError:
+            state["abandoned"] = True  # shut down: the thread stops after its current call
+            raise
+        left: list[int] = []
+        for i in todo:
+            if i in done:
+                results[i] = done[i]
+            elif i == stuck:
+                judgement = Judgement(
+                    error=f"no result within {timeout_s * 1000:.0f} ms",
+                    error_type=sc.ERROR_TIMEOUT,
+                )
+                now = time.time_ns()
+                results[i] = (self._scored(judgement, items[i]), now - int(timeout_s * 1e9), now)
+            elif stuck is not None:
+                left.append(i)
+        return left
+
+    def _scored(self, judgement: Judgement, item: BatchItem) -> Evaluation:
+        answer, passages, _question, truncated = item
+        return scoring.score(judgement, answer, passages, judge_name=self.name, truncated=truncated)
+
     def at_fork_reinit(self) -> None:
         self._lock = threading.Lock()
         self.alive = 0
+
+
+MAX_BATCH = 32
+"""Records per batch handed to a sync judge's runner (a thread or the worker process)."""
+BATCH_TARGET_S = 0.1
+"""A batch is cut so that it should take about this long (from the judge's recent speed): a
+slow judge gets small batches, so shutdown deadlines still bite per record."""
+
+BatchItem = tuple[str, Sequence[Passage], "str | None", bool]
+"""``(answer, passages, question, truncated)``, already prepared."""
+
+
+def _ewma(old: float | None, new: float) -> float:
+    return new if old is None else 0.8 * old + 0.2 * new
+
+
+def batch_size_for(speed_ns: float | None) -> int:
+    if speed_ns is None:
+        return 1  # the judge's speed is unknown yet
+    return max(1, min(MAX_BATCH, int(BATCH_TARGET_S * 1e9 / max(speed_ns, 1.0))))
 
 
 class Worker:

@@ -8,6 +8,7 @@ in-process evaluation gives.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import pytest
@@ -169,3 +170,52 @@ def test_accounting_is_exact_when_shutdown_cuts_batches(capgw: GroundwatchTeleme
     evaluated, failed, dropped = finished(capgw)
     assert seen["sampled"] == 201 == evaluated + failed + dropped
     assert failed == 0 and dropped > 0 and evaluated > 1
+
+
+class _IdentJudge(TriggerJudge):
+    """TriggerJudge noting the thread of each call (thread executor: no pickling needed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.idents: list[int] = []
+
+    def judge(self, answer: str, contexts: Any, question: str | None) -> gw.Judgement:
+        self.idents.append(threading.get_ident())
+        return super().judge(answer, contexts, question)
+
+
+def test_thread_executor_runs_a_batch_on_one_thread(capgw: GroundwatchTelemetry) -> None:
+    judge = _IdentJudge()
+    monitor = capgw.monitor(judge=judge, executor="thread")
+    _warm(capgw, monitor)
+    for _ in range(40):
+        monitor.record(question="q", contexts=[PASSAGE], answer=MIXED)
+    evaluations = capgw.evaluations()[1:]
+    expected = gw.evaluate(MIXED, [PASSAGE], "q", EchoJudge()).model_dump()
+    assert [e.model_dump() | {"judge": "echo"} for e in evaluations] == [expected] * 40
+    assert len(set(judge.idents)) < 10  # not one thread per call
+    assert set(judge.threads) == {"groundwatch-judge"}
+
+
+def test_thread_executor_a_hanging_call_in_a_batch_times_out_alone(
+    capgw: GroundwatchTelemetry,
+) -> None:
+    judge = _IdentJudge()
+    monitor = capgw.monitor(judge=judge, executor="thread", evaluation_timeout_millis=300)
+    _warm(capgw, monitor)
+    answers = [GOOD, "SLOW " + GOOD, GOOD, "BOOM " + GOOD, GOOD]
+    for answer in answers:
+        monitor.record(question="q", contexts=[PASSAGE], answer=answer)
+    got = [(r.answer, e.label, e.error_type) for r, e in capgw.results()[1:]]
+    assert got == [
+        (GOOD, "grounded", None),
+        ("SLOW " + GOOD, "error", "timeout"),
+        (GOOD, "grounded", None),
+        ("BOOM " + GOOD, "error", "RuntimeError"),
+        (GOOD, "grounded", None),
+    ]
+    # The stuck thread is abandoned: what came after it ran on another thread.
+    slow = answers.index("SLOW " + GOOD)
+    assert judge.idents[1 + slow] != judge.idents[-1]
+    evaluated, failed, dropped = finished(capgw)
+    assert (evaluated, failed, dropped) == (4, 2, 0)

@@ -329,6 +329,7 @@ class Worker:
         self._awake = False
         self._stopped = False
         self._stopping = False  # set on the loop: take nothing more off the queue
+        self._stop_sent = False  # shutdown() has asked the loop to stop
         self._wakeup: asyncio.Event | None = None
         self._next_seq = 0
         self._inflight: dict[int, asyncio.Task[None]] = {}
@@ -635,6 +636,13 @@ class Worker:
             return not self.queue
         if self.in_worker_thread():
             return False  # an on_result callback flushing would wait for itself
+        if self._stop_sent:
+            # The loop is stopping (it may still be finishing a batch): a callback posted to
+            # it now would never run. What is left ends with the thread, scored or dropped.
+            thread = self._thread
+            if thread is not None:
+                thread.join(max(0.0, timeout_s))
+            return not self.queue and not self._inflight
         done = threading.Event()
         try:
             loop.call_soon_threadsafe(self._add_flush_waiter, done)
@@ -675,6 +683,7 @@ class Worker:
         loop, thread = self._loop, self._thread
         joined = True
         if loop is not None and thread is not None:
+            self._stop_sent = True
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._stop_on_loop)
             if not self.in_worker_thread():

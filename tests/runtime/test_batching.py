@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -219,3 +220,27 @@ def test_thread_executor_a_hanging_call_in_a_batch_times_out_alone(
     assert judge.idents[1 + slow] != judge.idents[-1]
     evaluated, failed, dropped = finished(capgw)
     assert (evaluated, failed, dropped) == (4, 2, 0)
+
+
+def test_flush_after_a_shutdown_that_ran_out_of_time_waits_for_the_worker(
+    capgw: GroundwatchTelemetry,
+) -> None:
+    # A batch's telemetry and callbacks run without a break, so the worker can outlive a short
+    # shutdown deadline; a flush then must wait for it to wind down, not post to its stopped
+    # loop and sit out its whole timeout.
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(record: Any, evaluation: Any) -> None:
+        entered.set()
+        release.wait(5)
+
+    monitor = capgw.monitor(judge=EchoJudge(), on_result=slow)
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    assert entered.wait(5)
+    assert monitor.shutdown(timeout_millis=50) is False
+    threading.Timer(0.2, release.set).start()
+    start = time.monotonic()
+    assert monitor.force_flush(5_000) is True
+    assert time.monotonic() - start < 2.5
+    evaluated, failed, dropped = finished(capgw)
+    assert (evaluated, failed, dropped) == (1, 0, 0)

@@ -9,6 +9,13 @@ Table 1: ``record()`` cost in microseconds (median, p99) at sampling rate 0 and 
 made inside an active span (as an integration would), while the worker is kept busy scoring
 with the default LocalJudge (a backlog of ``always_score`` records keeps it working throughout).
 
+Table 0 (``--worker-cpu``, alone): the host CPU that background scoring takes per scored
+record: CPU of the whole host process (every thread: the worker's loop, the pipe threads,
+telemetry) while a burst of records is scored and the main thread waits in ``force_flush``,
+divided by the records; and the worker thread's own share. The worker process's CPU is not
+counted (it runs beside the host's interpreter, not in it). With the LocalJudge and with a
+judge that does nothing (the pure hand-off and telemetry cost).
+
 Table 2: a simulated host request: the host thread waits 2 ms off the GIL (as a server thread
 waits on its socket), then does about 1 ms of pure-Python work and calls ``record()``; latency
 runs from the end of the wait, so it includes taking the GIL back from a busy judge. Without
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -27,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(1, str(Path(__file__).resolve().parent))
 
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
@@ -53,6 +62,59 @@ QUESTION = "Tell me about the Harbour Bridge."
 
 
 PROCESS_FACTS: list[tuple[float, float | None]] = []
+
+
+class InstantJudge:
+    """Returns no claims at once: what hand-off and telemetry cost without any judging. Picklable
+    by reference (the worker process imports this module by name, not as ``__main__``)."""
+
+    name = "instant"
+
+    def judge(self, answer: str, contexts: Any, question: str | None = None) -> gw.Judgement:
+        return gw.Judgement()
+
+
+def _process_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # this process only, not its children
+    return usage.ru_utime + usage.ru_stime
+
+
+def worker_cpu(judge: Any, executor: str, n: int) -> tuple[float, float, float]:
+    """(host CPU ms per record, worker thread CPU ms per record, wall ms per record)."""
+    monitor = gw.Monitor(
+        judge=judge,
+        sampler=gw.RatioSampler(1.0),
+        max_queue_size=n + 100,
+        executor=executor,
+        shutdown_on_exit=False,
+        **providers(),
+    )
+    for _ in range(20):  # start the worker (and its process), warm everything up
+        monitor.record(question=QUESTION, contexts=PASSAGES, answer=ANSWER)
+    assert monitor.force_flush(60_000)
+    thread = monitor._worker._thread  # type: ignore[union-attr]
+    assert thread is not None and thread.ident is not None
+    clock = time.pthread_getcpuclockid(thread.ident)
+    for _ in range(n):  # record() itself is Table 1's business: not in these figures
+        monitor.record(question=QUESTION, contexts=PASSAGES, answer=ANSWER)
+    wall0, cpu0, thread0 = time.perf_counter(), _process_cpu_s(), time.clock_gettime(clock)
+    assert monitor.force_flush(300_000)
+    wall1, cpu1, thread1 = time.perf_counter(), _process_cpu_s(), time.clock_gettime(clock)
+    decisions, dropped = monitor.stats.snapshot()
+    assert decisions.get(("sampled", None)) == n + 20 and not dropped, (decisions, dropped)
+    monitor.shutdown(5_000)
+    return (cpu1 - cpu0) / n * 1e3, (thread1 - thread0) / n * 1e3, (wall1 - wall0) / n * 1e3
+
+
+def worker_cpu_table(n: int) -> None:
+    print(f"Table 0: host CPU per scored record (burst of {n}, sampling 1), ms")
+    print(f"{'judge':<10} {'executor':<9} {'host CPU':>9} {'worker thread':>14} {'wall':>7}")
+    # InstantJudge via this module's import name, so that the worker process can unpickle it.
+    instant = __import__(Path(__file__).stem).InstantJudge()
+    for label, judge in (("LocalJudge", gw.LocalJudge()), ("instant", instant)):
+        for executor in ("process", "thread"):
+            host, worker, wall = worker_cpu(judge, executor, n)
+            print(f"{label:<10} {executor:<9} {host:>9.3f} {worker:>14.3f} {wall:>7.3f}")
 
 
 def rss_mb(pid: int) -> float | None:
@@ -187,7 +249,20 @@ def host_latency(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
+    parser.add_argument(
+        "--worker-cpu",
+        action="store_true",
+        help="print only Table 0: the host CPU the worker takes per scored record",
+    )
+    parser.add_argument("--records", type=int, default=1000, help="burst size for --worker-cpu")
     args = parser.parse_args()
+    if args.worker_cpu:
+        print(
+            f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+            f"{os.getloadavg()[0]:.1f}"
+        )
+        worker_cpu_table(args.records)
+        return
     n = 3_000 if args.quick else 20_000
     requests = 600 if args.quick else 3_000
     backlog = 2_000 if args.quick else 5_000

@@ -12,7 +12,12 @@ groundwatch._procworker`` imports only groundwatch and the judge's own module.
 
 Protocol over the child's stdin/stdout: 8-byte big-endian length, then a pickle of
 ``(op, payload)``; replies are ``("ok", value)`` or ``("error", (type name, message))``. The
-judge is pickled once (``init``); each call sends ``(answer, passages, question)``. The child
+judge is pickled once (``init``). The monitor's worker sends ``evaluate_batch``: a list of
+records, each pickled on its own as plain ``(answer, [(text, id, score, metadata)], question)``
+(one record that cannot be pickled fails alone), and the child answers with one reply per
+record as each is done, ``(compact evaluation fields, judge ns)``: the host's CPU per record is
+what its request threads compete with, so it pays one message, one thread hop and no pydantic
+validation per batch rather than per record (see :class:`LazyEvaluation`). The child
 writes its replies to a private copy of fd 1 and points fd 1 at stderr, so a judge that prints
 cannot corrupt the protocol. It exits when its stdin closes (the host exited or shut down).
 """
@@ -24,6 +29,7 @@ import contextlib
 import logging
 import os
 import pickle
+import select
 import struct
 import subprocess
 import sys
@@ -34,8 +40,9 @@ from typing import IO, Any
 
 from . import scoring
 from ._evaluate import aevaluate, judge_name
-from ._worker import _ThreadJudge
-from .types import Evaluation, Judgement, Passage
+from ._worker import BatchItem, _ewma, _ThreadJudge, batch_size_for
+from .telemetry.semconv import ERROR_TIMEOUT
+from .types import VERDICTS, Evaluation, Judgement, Passage, Usage, Verdict
 
 _logger = logging.getLogger(__name__)
 
@@ -51,6 +58,118 @@ START_RETRY_S = 30.0
 another interpreter per record."""
 
 
+class LazyEvaluation:
+    """An evaluation computed in the worker process, received as plain fields.
+
+    Telemetry needs only the scalar fields and the verdict counts; the claims (dozens of
+    pydantic objects, the costliest part to unpickle) arrive as one pickled blob and become a
+    real :class:`Evaluation` only when something asks for it (``on_result`` callbacks,
+    observers, content capture). Attribute names match :class:`Evaluation`'s.
+    """
+
+    __slots__ = (
+        "_claims",
+        "_full",
+        "error",
+        "error_type",
+        "evidence_rejected",
+        "explanation",
+        "faithfulness",
+        "groundedness",
+        "judge",
+        "label",
+        "model",
+        "truncated",
+        "usage",
+        "verdict_counts",
+    )
+
+    def __init__(self, fields: tuple[Any, ...], truncated: bool) -> None:
+        (
+            self.label,
+            self.faithfulness,
+            self.groundedness,
+            self.judge,
+            self.model,
+            usage,
+            self.explanation,
+            self.error,
+            self.error_type,
+            self.evidence_rejected,
+            child_truncated,
+            counts,
+            self._claims,
+        ) = fields
+        self.truncated: bool = bool(child_truncated or truncated)
+        self.usage: Usage | None = (
+            None
+            if usage is None
+            else Usage.model_construct(
+                input_tokens=usage[0], output_tokens=usage[1], calls=usage[2]
+            )
+        )
+        self.verdict_counts: dict[Verdict, int] = dict(zip(VERDICTS, counts, strict=True))
+        self._full: Evaluation | None = None
+
+    def full(self) -> Evaluation:
+        """The pydantic :class:`Evaluation` (built once; data from our own child is trusted)."""
+        if self._full is None:
+            claims = pickle.loads(self._claims) if self._claims else []
+            self._full = Evaluation.model_construct(
+                label=self.label,
+                faithfulness=self.faithfulness,
+                groundedness=self.groundedness,
+                claims=claims,
+                judge=self.judge,
+                model=self.model,
+                usage=self.usage,
+                explanation=self.explanation,
+                error=self.error,
+                error_type=self.error_type,
+                evidence_rejected=self.evidence_rejected,
+                truncated=self.truncated,
+            )
+        return self._full
+
+
+def compact(evaluation: Evaluation) -> tuple[Any, ...]:
+    """The wire form of an evaluation (built in the child; see :class:`LazyEvaluation`)."""
+    usage = evaluation.usage
+    counts = evaluation.verdict_counts
+    return (
+        evaluation.label,
+        evaluation.faithfulness,
+        evaluation.groundedness,
+        evaluation.judge,
+        evaluation.model,
+        None if usage is None else (usage.input_tokens, usage.output_tokens, usage.calls),
+        evaluation.explanation,
+        evaluation.error,
+        evaluation.error_type,
+        evaluation.evidence_rejected,
+        evaluation.truncated,
+        tuple(counts[v] for v in VERDICTS),
+        pickle.dumps(evaluation.claims, protocol=pickle.HIGHEST_PROTOCOL)
+        if evaluation.claims
+        else b"",
+    )
+
+
+Outcome = tuple[str, Any, int, int]
+"""Per batch item: ``(kind, value, start_ns, end_ns)`` with kind ``"ok"`` (value: compact
+fields), ``"timeout"`` or ``"fail"`` (value: a :class:`WorkerProcessError`)."""
+
+
+class _BatchCall:
+    """What the pipe thread of one batch shares with the task awaiting it."""
+
+    __slots__ = ("cancelled", "child")
+
+    def __init__(self) -> None:
+        self.child: _Child | None = None
+        self.cancelled = False
+
+
 class WorkerProcessError(RuntimeError):
     """A call to the worker process failed; ``error_type`` says how (``worker_process_lost``,
     ``worker_process_start_failed``, or the class name of what the judge raised out there)."""
@@ -62,7 +181,17 @@ class WorkerProcessError(RuntimeError):
 
 def write_message(stream: IO[bytes], obj: Any) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)) + data)
+    _write_all(stream, _HEADER.pack(len(data)) + data)
+
+
+def _write_all(stream: IO[bytes], data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        # An unbuffered pipe may take part of a large write.
+        written = stream.write(view)
+        if written is None:
+            raise OSError("pipe would block")
+        view = view[written:]
     stream.flush()
 
 
@@ -111,6 +240,9 @@ class _Child:
             [sys.executable, "-m", "groundwatch._procworker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            # Unbuffered: a reply deadline waits on the pipe with select(), which would not
+            # see bytes already sitting in a Python-level read buffer.
+            bufsize=0,
             env=env,
             close_fds=True,
             # Not in the host's process group: a Ctrl-C aimed at the host does not kill it
@@ -121,14 +253,35 @@ class _Child:
     def call(self, message: Any) -> Any:
         try:
             write_message(self.stdin, message)
-            status, value = read_message(self.stdout)
-        except (OSError, EOFError, pickle.UnpicklingError, struct.error) as exc:
-            code = self.proc.poll()
-            raise WorkerProcessError(LOST, f"exit code {code}: {exc}") from exc
+        except (OSError, ValueError) as exc:
+            raise self._lost(exc) from exc
+        return self.reply(None)
+
+    def send(self, message: Any) -> None:
+        try:
+            write_message(self.stdin, message)
+        except (OSError, ValueError) as exc:
+            raise self._lost(exc) from exc
+
+    def reply(self, timeout_s: float | None) -> Any:
+        """The next reply's value; ``TimeoutError`` when none starts within ``timeout_s``."""
+        try:
+            ready = True
+            if timeout_s is not None:
+                ready = bool(select.select([self.stdout], [], [], max(0.0, timeout_s))[0])
+            if ready:
+                status, value = read_message(self.stdout)
+        except (OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error) as exc:
+            raise self._lost(exc) from exc
+        if not ready:
+            raise TimeoutError
         if status == "ok":
             return value
         error_type, text = value
         raise WorkerProcessError(error_type, text)
+
+    def _lost(self, exc: BaseException) -> WorkerProcessError:
+        return WorkerProcessError(LOST, f"exit code {self.proc.poll()}: {exc}")
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
@@ -185,6 +338,7 @@ class ProcessJudge:
         self._start_failure: tuple[float, str] | None = None
         self._lock = threading.Lock()
         self.started = 0
+        self._speed_ns: float | None = None
 
     @classmethod
     def wrap(cls, judge: Any, processes: int = 1, *, fallback: bool = False) -> ProcessJudge:
@@ -275,6 +429,174 @@ class ProcessJudge:
             for child in box:
                 self._discard(child)
             raise
+
+    def _batch_blocking(
+        self, blobs: list[bytes | Exception], policy: Any, timeout_s: float, call: _BatchCall
+    ) -> list[Outcome]:
+        """Runs on a pipe thread: send the batch, read one reply per item, each within
+        ``timeout_s`` of the previous one. A stuck or lost process is killed; the item it was
+        on fails, the rest go to a fresh process."""
+        now = time.time_ns
+        outcomes: list[Outcome | None] = [None] * len(blobs)
+        pending: list[int] = []
+        for i, blob in enumerate(blobs):
+            if isinstance(blob, Exception):
+                failure = WorkerProcessError(type(blob).__qualname__, str(blob)[:500])
+                outcomes[i] = ("fail", failure, now(), now())
+            else:
+                pending.append(i)
+        while pending and not call.cancelled:
+            try:
+                child = self._take()
+            except WorkerProcessError as exc:
+                for i in pending:
+                    outcomes[i] = ("fail", exc, now(), now())
+                break
+            call.child = child
+            if call.cancelled:
+                break
+            sent = now()
+            try:
+                child.send(("evaluate_batch", ([blobs[i] for i in pending], policy)))
+            except WorkerProcessError as exc:
+                self._discard(child)
+                outcomes[pending[0]] = ("fail", exc, sent, now())
+                pending = pending[1:]
+                continue
+            rest, pending = pending, []
+            last = sent
+            for k, i in enumerate(rest):
+                try:
+                    fields, judge_ns = child.reply(timeout_s)
+                except TimeoutError:
+                    self._discard(child)
+                    outcomes[i] = ("timeout", None, last, now())
+                    pending = rest[k + 1 :]
+                    break
+                except WorkerProcessError as exc:
+                    if exc.error_type == LOST or child.proc.poll() is not None:
+                        self._discard(child)
+                        outcomes[i] = ("fail", exc, last, now())
+                        pending = rest[k + 1 :]
+                        break
+                    outcomes[i] = ("fail", exc, last, now())  # raised in the child; it lives
+                    last = now()
+                    continue
+                last = now()
+                outcomes[i] = ("ok", fields, last - judge_ns, last)
+            else:
+                self._give_back(child)
+        end = now()
+        return [
+            o if o is not None else ("fail", WorkerProcessError(LOST, "cancelled"), end, end)
+            for o in outcomes
+        ]
+
+    async def aevaluate_batch(
+        self, items: Sequence[BatchItem], policy: scoring.LabelPolicy, timeout_s: float
+    ) -> list[tuple[Evaluation | LazyEvaluation, int, int]]:
+        """Evaluate several prepared records with one message to the worker process and one
+        thread hop, instead of one of each per record (the host's CPU per record is what
+        the request path competes with). Each evaluation keeps its own ``timeout_s``.
+
+        Returns ``(evaluation, start_ns, end_ns)`` per item, in order.
+        """
+        if self._judge_bytes is None or self.fallback is not None:
+            return [await self._evaluate_here(item, policy, timeout_s) for item in items]
+        blobs: list[bytes | Exception] = []
+        for answer, passages, question, _truncated in items:
+            try:
+                contexts = [(p.text, p.id, p.score, p.metadata) for p in passages]
+                blobs.append(
+                    pickle.dumps((answer, contexts, question), protocol=pickle.HIGHEST_PROTOCOL)
+                )
+            except Exception as exc:  # unpicklable metadata: this record fails, not the batch
+                blobs.append(exc)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Outcome]] = loop.create_future()
+        call = _BatchCall()
+
+        def deliver(value: Any, exc: BaseException | None) -> None:
+            if future.done():
+                return
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(value)
+
+        def target() -> None:
+            value: Any = None
+            error: BaseException | None = None
+            try:
+                value = self._batch_blocking(blobs, policy, timeout_s, call)
+            except BaseException as exc:
+                error = exc
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(deliver, value, error)
+
+        threading.Thread(target=target, name="groundwatch-judge-pipe", daemon=True).start()
+        try:
+            outcomes = await future
+        except asyncio.CancelledError:
+            call.cancelled = True
+            if call.child is not None:
+                self._discard(call.child)
+            raise
+        results: list[tuple[Evaluation | LazyEvaluation, int, int]] = []
+        for item, (kind, value, start_ns, end_ns) in zip(items, outcomes, strict=True):
+            answer, passages, _question, truncated = item
+            if kind == "ok":
+                results.append((LazyEvaluation(value, truncated), start_ns, end_ns))
+                self._observe_speed(end_ns - start_ns)
+                continue
+            if kind == "timeout":
+                judgement = Judgement(
+                    error=f"no result within {timeout_s * 1000:.0f} ms", error_type=ERROR_TIMEOUT
+                )
+            elif self.allow_fallback and self.started == 0 and value.error_type == START_FAILED:
+                self._fall_back(f"no worker process could start ({value})")
+                results.append(await self._evaluate_here(item, policy, timeout_s))
+                continue
+            else:
+                judgement = self._failure(value)
+            evaluation = scoring.score(
+                judgement, answer, passages, judge_name=self.name, truncated=truncated
+            )
+            results.append((evaluation, start_ns, end_ns))
+        return results
+
+    async def _evaluate_here(
+        self, item: BatchItem, policy: scoring.LabelPolicy, timeout_s: float
+    ) -> tuple[Evaluation, int, int]:
+        answer, passages, question, truncated = item
+        start = time.time_ns()
+        if self.fallback is None:  # the judge cannot be pickled
+            judgement = Judgement(error=self._pickle_error, error_type="judge_not_picklable")
+            evaluation = scoring.score(
+                judgement, answer, passages, judge_name=self.name, truncated=truncated
+            )
+            return evaluation, start, time.time_ns()
+        try:
+            evaluation = await asyncio.wait_for(
+                aevaluate(answer, passages, question, self.fallback, policy=policy), timeout_s
+            )
+        except (asyncio.TimeoutError, TimeoutError):
+            judgement = Judgement(
+                error=f"no result within {timeout_s * 1000:.0f} ms", error_type=ERROR_TIMEOUT
+            )
+            evaluation = scoring.score(
+                judgement, answer, passages, judge_name=self.name, truncated=truncated
+            )
+        if truncated and not evaluation.truncated:
+            evaluation = evaluation.model_copy(update={"truncated": True})
+        return evaluation, start, time.time_ns()
+
+    def _observe_speed(self, ns: int) -> None:
+        self._speed_ns = _ewma(self._speed_ns, ns)
+
+    def batch_size(self) -> int:
+        """Records for the next batch: ~``BATCH_TARGET_S`` of judge time, 1..``MAX_BATCH``."""
+        return batch_size_for(self._speed_ns)
 
     async def astart(self) -> None:
         """Start a worker process if none is ready; the worker awaits this *outside* the

@@ -6,13 +6,16 @@ Reads ``(op, payload)`` messages on stdin, answers on a private copy of stdout (
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import sys
+import time
 from typing import IO, Any
 
 from ._evaluate import evaluate
-from ._procpool import read_message, write_message
+from ._procpool import compact, read_message, write_message
+from .types import Passage
 
 
 def _error(exc: BaseException) -> tuple[str, tuple[str, str]]:
@@ -35,6 +38,9 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
             elif op == "judge":
                 answer, contexts, question = payload
                 reply = ("ok", judge.judge(answer, contexts, question))
+            elif op == "evaluate_batch":
+                _evaluate_batch(judge, payload, out)
+                continue
             elif op == "evaluate":
                 answer, contexts, question, policy = payload
                 reply = ("ok", evaluate(answer, contexts, question, judge, policy=policy))
@@ -51,7 +57,37 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
             return  # the host closed its end (shutdown, or it gave up on this call)
 
 
+def _evaluate_batch(judge: Any, payload: Any, out: IO[bytes]) -> None:
+    """One reply per item, each as soon as it is done: the host times every evaluation on its
+    own (the per-evaluation deadline), not the batch as a whole."""
+    items, policy = payload
+    for item in items:
+        try:
+            answer, contexts, question = pickle.loads(item)
+            passages = [
+                Passage(text=text, id=pid, score=score, metadata=metadata)
+                for text, pid, score, metadata in contexts
+            ]
+            start = time.perf_counter_ns()
+            evaluation = evaluate(answer, passages, question, judge, policy=policy)
+            reply: Any = ("ok", (compact(evaluation), time.perf_counter_ns() - start))
+        except Exception as exc:
+            reply = _error(exc)
+        try:
+            write_message(out, reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            write_message(out, _error(exc))
+
+
+WORKER_NICE = 10
+"""Added to the worker process's nice value: scoring is background work, so when CPU cores are
+short (a busy host, a small container) the host's request threads get them first. A backlog
+then shows as ``queue_full`` on the request path, not as slower requests."""
+
+
 def main() -> None:
+    with contextlib.suppress(OSError, AttributeError):  # not permitted / not on this platform
+        os.nice(WORKER_NICE)
     # Keep fd 1 for the protocol only: anything the judge prints goes to stderr.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

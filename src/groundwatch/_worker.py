@@ -9,7 +9,8 @@ Worker thread (``groundwatch-worker``): an asyncio loop takes records off the qu
 concurrency limit allows (what waits stays in the bounded queue, so overload shows up as
 ``queue_full`` on the request path, not as unbounded memory), runs each evaluation under a
 deadline with OpenTelemetry instrumentation suppressed, then emits telemetry and calls the
-``on_result`` callbacks.
+``on_result`` callbacks. A runner with ``aevaluate_batch`` (the worker process) gets records in
+batches instead (``_start_batch``): fewer hops through this loop and the pipe per record.
 
 Accounting: every record handed to :meth:`submit` ends in exactly one of
 ``groundwatch.evaluations`` (label != error: evaluated; label == error: failed) or
@@ -34,7 +35,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from . import _guard, scoring
-from ._evaluate import aevaluate, judge_name
+from ._evaluate import aevaluate, evaluate, judge_name
 from ._inputs import prepare
 from .telemetry import Stats
 from .telemetry import semconv as sc
@@ -54,7 +55,14 @@ MAX_STUCK_JUDGE_THREADS = 4
 """Sync judge calls that timed out but never returned: past this many, fail fast instead of
 starting yet another thread that may hang too."""
 
-Finish = Callable[[RagRecord, Evaluation, int, int], None]
+BATCH_DELAY_S = 0.02
+"""With a batching runner (the worker process), how long the worker lets records gather before
+sending a batch smaller than the runner asks for (OpenTelemetry's BatchSpanProcessor has the
+same schedule delay); a flush or shutdown cuts it short."""
+
+Finished = tuple[RagRecord, "Evaluation | Any", int, int]
+"""``(record, evaluation, start_ns, end_ns)``; the evaluation may be a ``LazyEvaluation``."""
+Finish = Callable[[list[Finished]], None]
 
 
 def suppressed_context() -> otel_context.Context:
@@ -85,6 +93,7 @@ class _ThreadJudge:
         self.name = judge_name(judge)
         self._lock = threading.Lock()
         self.alive = 0
+        self._speed_ns: float | None = None
 
     async def judge(
         self, answer: str, contexts: Sequence[Passage], question: str | None
@@ -128,9 +137,145 @@ class _ThreadJudge:
             result = await result
         return result  # type: ignore[no-any-return]
 
+    # --- batches (the worker's path for sync judges; see Worker._start_batch) ---------------
+
+    def batch_size(self) -> int:
+        """Records for the next batch: ~``BATCH_TARGET_S`` of judge time, 1..``MAX_BATCH``."""
+        return batch_size_for(self._speed_ns)
+
+    async def astart(self) -> None:
+        """Nothing to start (the process runner's counterpart starts its process)."""
+
+    async def aevaluate_batch(
+        self, items: Sequence[BatchItem], policy: scoring.LabelPolicy, timeout_s: float
+    ) -> list[tuple[Evaluation, int, int]]:
+        """Evaluate prepared records one after another on one daemon thread (not one thread
+        and one loop task per record). Each evaluation has its own ``timeout_s``: a call past
+        it is abandoned (its thread counted as stuck), its record fails with ``timeout`` and
+        the records after it go to a fresh thread."""
+        results: list[tuple[Evaluation, int, int] | None] = [None] * len(items)
+        todo = list(range(len(items)))
+        loop = asyncio.get_running_loop()
+        while todo:
+            if self.alive >= MAX_STUCK_JUDGE_THREADS:
+                judgement = Judgement(
+                    error=f"{self.alive} earlier judge calls never returned",
+                    error_type="judge_unresponsive",
+                )
+                for i in todo:
+                    now = time.time_ns()
+                    results[i] = (self._scored(judgement, items[i]), now, now)
+                break
+            todo = await self._run_batch_thread(loop, items, todo, results, policy, timeout_s)
+        return [r for r in results if r is not None]
+
+    async def _run_batch_thread(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        items: Sequence[BatchItem],
+        todo: list[int],
+        results: list[tuple[Evaluation, int, int] | None],
+        policy: scoring.LabelPolicy,
+        timeout_s: float,
+    ) -> list[int]:
+        """One thread over ``todo``; returns what is left to do after a timeout."""
+        future: asyncio.Future[None] = loop.create_future()
+        ctx = contextvars.copy_context()
+        done: dict[int, tuple[Evaluation, int, int]] = {}
+        state: dict[str, Any] = {"now": (todo[0], time.monotonic()), "abandoned": False}
+
+        def deliver() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        def target() -> None:
+            try:
+                for i in todo:
+                    if state["abandoned"]:
+                        return
+                    state["now"] = (i, time.monotonic())
+                    answer, passages, question, truncated = items[i]
+                    start = time.time_ns()
+                    try:
+                        evaluation = ctx.run(
+                            evaluate, answer, passages, question, self.inner, policy=policy
+                        )
+                    except Exception as exc:
+                        evaluation = self._scored(
+                            Judgement(error=str(exc)[:500], error_type=type(exc).__qualname__),
+                            items[i],
+                        )
+                    if truncated and not evaluation.truncated:
+                        evaluation = evaluation.model_copy(update={"truncated": True})
+                    if state["abandoned"]:
+                        return
+                    done[i] = (evaluation, start, time.time_ns())
+                    self._speed_ns = _ewma(self._speed_ns, done[i][2] - start)
+            finally:
+                with self._lock:
+                    self.alive -= 1
+                # RuntimeError: the loop closed meanwhile (shutdown); nobody waits.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(deliver)
+
+        with self._lock:
+            self.alive += 1
+        threading.Thread(target=target, name="groundwatch-judge", daemon=True).start()
+        stuck: int | None = None
+        try:
+            while not future.done():
+                current, started = state["now"]
+                remaining = started + timeout_s - time.monotonic()
+                if remaining <= 0:
+                    state["abandoned"] = True
+                    stuck = current
+                    break
+                await asyncio.wait({future}, timeout=remaining)
+        except asyncio.CancelledError:
+            state["abandoned"] = True  # shut down: the thread stops after its current call
+            raise
+        left: list[int] = []
+        for i in todo:
+            if i in done:
+                results[i] = done[i]
+            elif i == stuck:
+                judgement = Judgement(
+                    error=f"no result within {timeout_s * 1000:.0f} ms",
+                    error_type=sc.ERROR_TIMEOUT,
+                )
+                now = time.time_ns()
+                results[i] = (self._scored(judgement, items[i]), now - int(timeout_s * 1e9), now)
+            elif stuck is not None:
+                left.append(i)
+        return left
+
+    def _scored(self, judgement: Judgement, item: BatchItem) -> Evaluation:
+        answer, passages, _question, truncated = item
+        return scoring.score(judgement, answer, passages, judge_name=self.name, truncated=truncated)
+
     def at_fork_reinit(self) -> None:
         self._lock = threading.Lock()
         self.alive = 0
+
+
+MAX_BATCH = 32
+"""Records per batch handed to a sync judge's runner (a thread or the worker process)."""
+BATCH_TARGET_S = 0.1
+"""A batch is cut so that it should take about this long (from the judge's recent speed): a
+slow judge gets small batches, so shutdown deadlines still bite per record."""
+
+BatchItem = tuple[str, Sequence[Passage], "str | None", bool]
+"""``(answer, passages, question, truncated)``, already prepared."""
+
+
+def _ewma(old: float | None, new: float) -> float:
+    return new if old is None else 0.8 * old + 0.2 * new
+
+
+def batch_size_for(speed_ns: float | None) -> int:
+    if speed_ns is None:
+        return 1  # the judge's speed is unknown yet
+    return max(1, min(MAX_BATCH, int(BATCH_TARGET_S * 1e9 / max(speed_ns, 1.0))))
 
 
 class Worker:
@@ -184,10 +329,12 @@ class Worker:
         self._awake = False
         self._stopped = False
         self._stopping = False  # set on the loop: take nothing more off the queue
+        self._stop_sent = False  # shutdown() has asked the loop to stop
         self._wakeup: asyncio.Event | None = None
         self._next_seq = 0
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._flush_waiters: list[tuple[int, threading.Event]] = []
+        self._hurry: asyncio.Event | None = None
 
     # --- request path --------------------------------------------------------------------------
 
@@ -262,6 +409,7 @@ class Worker:
 
     async def _main(self) -> None:
         self._wakeup = asyncio.Event()
+        self._hurry = asyncio.Event()
         semaphore = asyncio.Semaphore(self.concurrency)
         while not self._stopping:
             try:
@@ -276,6 +424,7 @@ class Worker:
         assert self._wakeup is not None
         loop = asyncio.get_running_loop()
         queue = self.queue
+        batch_size = getattr(self.runner, "batch_size", None)
         while True:
             # Order matters (see submit): mark idle and clear the event *before* looking at the
             # queue, so a record appended after the look always finds us idle and wakes us.
@@ -291,6 +440,9 @@ class Worker:
                 if self._stopping:
                     semaphore.release()
                     break
+                if batch_size is not None:
+                    await self._start_batch(loop, batch_size(), semaphore)
+                    continue
                 try:
                     record = queue.popleft()
                 except IndexError:
@@ -300,6 +452,91 @@ class Worker:
                 self._next_seq += 1
                 self._inflight[seq] = loop.create_task(self._run(record, seq, semaphore))
 
+    async def _start_batch(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        size: int,
+        semaphore: asyncio.Semaphore,
+    ) -> None:
+        """Take up to ``size`` records (waiting up to ``BATCH_DELAY_S`` for more to arrive,
+        unless a flush is waiting) and start one task evaluating them together."""
+        assert self._hurry is not None
+        queue = self.queue
+        if len(queue) < size and not self._flush_waiters and not self._stopping:
+            # _awake stays True meanwhile: submit() does not wake the loop per record.
+            self._hurry.clear()
+            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                await asyncio.wait_for(self._hurry.wait(), BATCH_DELAY_S)
+        records: list[RagRecord] = []
+        while len(records) < size and not self._stopping:
+            try:
+                records.append(queue.popleft())
+            except IndexError:
+                break
+        if not records:
+            semaphore.release()
+            return
+        seqs = range(self._next_seq, self._next_seq + len(records))
+        self._next_seq += len(records)
+        task = loop.create_task(self._run_batch(records, seqs, semaphore))
+        for seq in seqs:
+            self._inflight[seq] = task
+
+    async def _run_batch(
+        self, records: list[RagRecord], seqs: range, semaphore: asyncio.Semaphore
+    ) -> None:
+        finished = False
+        try:
+            results = await self._evaluate_batch(records)
+            finished = True
+            # Synchronous from here: a cancellation (shutdown) cannot split the accounting.
+            self.finish(
+                [(r, ev, start, end) for r, (ev, start, end) in zip(records, results, strict=True)]
+            )
+        except asyncio.CancelledError:
+            if not finished:
+                self.stats.count_dropped(sc.ERROR_SHUTDOWN, len(records))
+            raise
+        except Exception as exc:
+            if not finished:
+                self.stats.count_dropped(sc.ERROR_INTERNAL, len(records))
+            _guard.internal_error("worker", exc, reraise=False)
+        finally:
+            for seq in seqs:
+                self._inflight.pop(seq, None)
+            semaphore.release()
+            self._check_flush()
+
+    async def _evaluate_batch(self, records: list[RagRecord]) -> list[tuple[Any, int, int]]:
+        results: list[tuple[Any, int, int] | None] = [None] * len(records)
+        items = []
+        where = []
+        for i, record in enumerate(records):
+            try:
+                answer, passages, question, truncated = prepare(
+                    record.answer, record.contexts, record.question
+                )
+            except TypeError as exc:
+                record.contexts = []
+                now = time.time_ns()
+                error = _error_evaluation(sc.ERROR_INVALID_INPUT, str(exc), "", [], self.judge_name)
+                results[i] = (error, now, now)
+                continue
+            record.answer, record.contexts, record.question = answer, passages, question
+            record.truncated = truncated
+            items.append((answer, passages, question, truncated))
+            where.append(i)
+        if items:
+            token = otel_context.attach(suppressed_context())
+            try:
+                await self.runner.astart()
+                done = await self.runner.aevaluate_batch(items, self.policy, self.timeout_s)
+            finally:
+                otel_context.detach(token)
+            for i, result in zip(where, done, strict=True):
+                results[i] = result
+        return [r for r in results if r is not None]
+
     async def _run(self, record: RagRecord, seq: int, semaphore: asyncio.Semaphore) -> None:
         finished = False
         try:
@@ -308,7 +545,7 @@ class Worker:
             end_ns = time.time_ns()
             finished = True
             # Synchronous from here: a cancellation (shutdown) cannot split the accounting.
-            self.finish(record, evaluation, start_ns, end_ns)
+            self.finish([(record, evaluation, start_ns, end_ns)])
         except asyncio.CancelledError:
             if not finished:
                 self.stats.count_dropped(sc.ERROR_SHUTDOWN)
@@ -385,6 +622,8 @@ class Worker:
         # Everything queued or in flight now gets a sequence number below target.
         self._flush_waiters.append((self._next_seq + len(self.queue), event))
         self._set_wakeup()
+        if self._hurry is not None:
+            self._hurry.set()
         self._check_flush()
 
     def in_worker_thread(self) -> bool:
@@ -397,6 +636,13 @@ class Worker:
             return not self.queue
         if self.in_worker_thread():
             return False  # an on_result callback flushing would wait for itself
+        if self._stop_sent:
+            # The loop is stopping (it may still be finishing a batch): a callback posted to
+            # it now would never run. What is left ends with the thread, scored or dropped.
+            thread = self._thread
+            if thread is not None:
+                thread.join(max(0.0, timeout_s))
+            return not self.queue and not self._inflight
         done = threading.Event()
         try:
             loop.call_soon_threadsafe(self._add_flush_waiter, done)
@@ -418,6 +664,8 @@ class Worker:
 
     def _stop_on_loop(self) -> None:
         self._stopping = True
+        if self._hurry is not None:
+            self._hurry.set()
         self._drain_dropped()
         for task in list(self._inflight.values()):
             task.cancel()  # _run counts each as dropped
@@ -435,6 +683,7 @@ class Worker:
         loop, thread = self._loop, self._thread
         joined = True
         if loop is not None and thread is not None:
+            self._stop_sent = True
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._stop_on_loop)
             if not self.in_worker_thread():

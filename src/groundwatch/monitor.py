@@ -313,27 +313,41 @@ class Monitor:
 
     # --- worker side ---------------------------------------------------------------------------
 
-    def _finish(
-        self, record: RagRecord, evaluation: Evaluation, start_ns: int, end_ns: int
-    ) -> None:
-        rate: float | None = None
+    def _finish(self, finished: list[tuple[RagRecord, Any, int, int]]) -> None:
+        # ``evaluation`` may be a LazyEvaluation from the worker process: the pydantic
+        # Evaluation (with its claims) is built only for code that reads it.
+        need_full = bool(self._observers or self._callbacks or self._telemetry.capture_content)
+        batch = self._telemetry.batch()
+        for record, evaluation, start_ns, end_ns in finished:
+            if need_full and not isinstance(evaluation, Evaluation):
+                evaluation = evaluation.full()
+            rate: float | None = None
+            try:
+                for observe in self._observers:
+                    observe(record, evaluation)
+                rate = 1.0 if record.always_score else sampling_rate(self.sampler, record)
+            except Exception as exc:
+                _guard.user_error("sampler", exc)
+            try:
+                self._telemetry.emit(
+                    record,
+                    evaluation,
+                    sampling_rate=rate,
+                    start_ns=start_ns,
+                    end_ns=end_ns,
+                    batch=batch,
+                )
+            except Exception as exc:
+                _guard.internal_error("telemetry", exc, reraise=False)
+            for callback in self._callbacks:
+                try:
+                    callback(record, evaluation)
+                except Exception as exc:
+                    _guard.user_error("on_result", exc)
         try:
-            for observe in self._observers:
-                observe(record, evaluation)
-            rate = 1.0 if record.always_score else sampling_rate(self.sampler, record)
-        except Exception as exc:
-            _guard.user_error("sampler", exc)
-        try:
-            self._telemetry.emit(
-                record, evaluation, sampling_rate=rate, start_ns=start_ns, end_ns=end_ns
-            )
+            batch.flush()
         except Exception as exc:
             _guard.internal_error("telemetry", exc, reraise=False)
-        for callback in self._callbacks:
-            try:
-                callback(record, evaluation)
-            except Exception as exc:
-                _guard.user_error("on_result", exc)
 
     def add_result_callback(self, callback: ResultCallback) -> None:
         """Add an ``on_result`` callback (e.g. an alert detector) after construction."""

@@ -159,3 +159,17 @@ class SleepJudge:
     def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
         time.sleep(self.seconds)
         return Judgement(claims=[])
+
+
+class TriggerJudge(EchoJudge):
+    """EchoJudge, except that an answer containing "SLOW" sleeps 30 s and one containing
+    "BOOM" raises (picklable: one bad record inside a batch sent to the worker process)."""
+
+    name = "trigger"
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        if "SLOW" in answer:
+            time.sleep(30)
+        if "BOOM" in answer:
+            raise RuntimeError("judge exploded")
+        return super().judge(answer, contexts, question)

@@ -181,6 +181,31 @@ class _Instruments:
         yield Observation(sum(s.queue_size() for s in list(self.sources)))
 
 
+class MetricBatch:
+    """Counter increments of several evaluations, added once per distinct attribute set.
+
+    Each ``Counter.add`` costs the SDK a measurement object and an attribute lookup (about
+    10 us); a batch of evaluations from the worker process shares a handful of attribute sets.
+    Histograms still get one point per evaluation (their values differ).
+    """
+
+    __slots__ = ("claims", "evaluations", "instruments")
+
+    def __init__(self, instruments: _Instruments) -> None:
+        self.instruments = instruments
+        self.evaluations: Counter[tuple[tuple[str, str], ...]] = Counter()
+        self.claims: Counter[tuple[tuple[str, str], ...]] = Counter()
+
+    def flush(self) -> None:
+        ins = self.instruments
+        for key, n in self.evaluations.items():
+            ins.evaluations.add(n, dict(key))
+        for key, n in self.claims.items():
+            ins.claims.add(n, dict(key))
+        self.evaluations.clear()
+        self.claims.clear()
+
+
 def _primitive(value: Any) -> Any:
     if isinstance(value, (str, bool, int, float)):
         return value
@@ -257,7 +282,11 @@ class Telemetry:
         return Context(), []
 
     def _span_attributes(
-        self, record: RagRecord, evaluation: Evaluation, sampling_rate: float | None
+        self,
+        record: RagRecord,
+        evaluation: Evaluation | Any,
+        sampling_rate: float | None,
+        counts: Mapping[Any, int],
     ) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
         for key, value in (record.attributes or {}).items():
@@ -270,7 +299,7 @@ class Telemetry:
         if evaluation.groundedness is not None:
             attrs[sc.GROUNDWATCH_GROUNDEDNESS] = evaluation.groundedness
         if evaluation.label != "error":
-            for verdict, n in evaluation.verdict_counts.items():
+            for verdict, n in counts.items():
                 attrs[sc.GROUNDWATCH_CLAIMS_BY_VERDICT[verdict]] = n
         attrs[sc.GROUNDWATCH_JUDGE] = evaluation.judge
         if evaluation.model:
@@ -291,28 +320,42 @@ class Telemetry:
                 attrs[key] = value
         return attrs
 
-    def _explanation(self, evaluation: Evaluation) -> str:
+    def _explanation(self, evaluation: Evaluation | Any) -> str:
         if evaluation.label == "error" and not self.capture_content:
             # A judge's error message may quote the content or an endpoint's reply.
             return f"judge failed: {evaluation.error_type or 'error'}"
         return scrub_secrets(evaluation.explanation)
 
+    def batch(self) -> MetricBatch:
+        """A batch for :meth:`emit`'s counter increments; call its ``flush()`` after."""
+        return MetricBatch(self.instruments)
+
     def emit(
         self,
         record: RagRecord,
-        evaluation: Evaluation,
+        evaluation: Evaluation | Any,
         *,
         sampling_rate: float | None,
         start_ns: int,
         end_ns: int,
+        batch: MetricBatch | None = None,
     ) -> None:
-        """Emit the span, the two events and the metric points of one finished evaluation."""
+        """Emit the span, the two events and the metric points of one finished evaluation.
+
+        ``evaluation`` is an :class:`Evaluation` or anything with the same scalar fields and
+        a ``verdict_counts`` mapping (the worker process's ``LazyEvaluation``; ``claims`` is
+        read only with content capture on). Counter increments go to ``batch`` when given.
+        """
+        counts: Mapping[Any, int] = evaluation.verdict_counts
+        own = batch is None
+        if batch is None:
+            batch = self.batch()
         parent, links = self._parent(record)
         span = self.tracer.start_span(
             sc.SPAN_EVALUATION,
             context=parent,
             kind=SpanKind.INTERNAL,
-            attributes=self._span_attributes(record, evaluation, sampling_rate),
+            attributes=self._span_attributes(record, evaluation, sampling_rate, counts),
             links=links,
             start_time=start_ns,
         )
@@ -324,9 +367,11 @@ class Telemetry:
             )
         finally:
             span.end(end_time=end_ns)
-        self._record_metrics(record, evaluation, (end_ns - start_ns) / 1e9)
+        self._record_metrics(record, evaluation, (end_ns - start_ns) / 1e9, counts, batch)
+        if own:
+            batch.flush()
 
-    def _emit_events(self, evaluation: Evaluation, ctx: Context, *, timestamp: int) -> None:
+    def _emit_events(self, evaluation: Evaluation | Any, ctx: Context, *, timestamp: int) -> None:
         explanation = self._explanation(evaluation)
         for name, value in (
             (sc.EVALUATION_FAITHFULNESS, evaluation.faithfulness),
@@ -350,29 +395,42 @@ class Telemetry:
                 )
             )
 
-    def _record_metrics(self, record: RagRecord, evaluation: Evaluation, seconds: float) -> None:
+    def _record_metrics(
+        self,
+        record: RagRecord,
+        evaluation: Evaluation | Any,
+        seconds: float,
+        counts: Mapping[Any, int],
+        batch: MetricBatch,
+    ) -> None:
         ins = self.instruments
-        route: Mapping[str, str] = (
-            {sc.GROUNDWATCH_ROUTE: record.route} if record.route is not None else {}
-        )
+        route = record.route
         judge = evaluation.judge
         for name, value in (
             (sc.EVALUATION_FAITHFULNESS, evaluation.faithfulness),
             (sc.EVALUATION_GROUNDEDNESS, evaluation.groundedness),
         ):
             if value is not None:
-                ins.score.record(
-                    value, {sc.GEN_AI_EVALUATION_NAME: name, sc.GROUNDWATCH_JUDGE: judge, **route}
-                )
-        label_attrs: dict[str, str] = {sc.GROUNDWATCH_LABEL: evaluation.label, **route}
+                attrs = {sc.GEN_AI_EVALUATION_NAME: name, sc.GROUNDWATCH_JUDGE: judge}
+                if route is not None:
+                    attrs[sc.GROUNDWATCH_ROUTE] = route
+                ins.score.record(value, attrs)
+        route_key: tuple[tuple[str, str], ...] = (
+            ((sc.GROUNDWATCH_ROUTE, route),) if route is not None else ()
+        )
         duration_attrs: dict[str, str] = {sc.GROUNDWATCH_JUDGE: judge}
         if evaluation.label == "error":
-            label_attrs[sc.ERROR_TYPE] = evaluation.error_type or "error"
-            duration_attrs[sc.ERROR_TYPE] = evaluation.error_type or "error"
-        ins.evaluations.add(1, label_attrs)
-        for verdict, n in evaluation.verdict_counts.items():
+            error_type = evaluation.error_type or "error"
+            key = ((sc.GROUNDWATCH_LABEL, "error"), *route_key, (sc.ERROR_TYPE, error_type))
+            batch.evaluations[key] += 1
+            duration_attrs[sc.ERROR_TYPE] = error_type
+        else:
+            key = ((sc.GROUNDWATCH_LABEL, evaluation.label), *route_key)
+            batch.evaluations[key] += 1
+        for verdict, n in counts.items():
             if n:
-                ins.claims.add(n, {sc.GROUNDWATCH_VERDICT: verdict, **route})
+                key = ((sc.GROUNDWATCH_VERDICT, verdict), *route_key)
+                batch.claims[key] += n
         ins.duration.record(seconds, duration_attrs)
         usage = evaluation.usage
         if usage is not None:

@@ -1,0 +1,246 @@
+"""The worker process path: records go over in batches, results come back as plain fields.
+
+Each record keeps its own outcome (a hanging or raising judge call fails that record alone),
+its own deadline, and exact accounting; what reaches telemetry and ``on_result`` is what an
+in-process evaluation gives.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import groundwatch as gw
+from groundwatch import _procpool
+from groundwatch.telemetry import semconv as sc
+from groundwatch.testing import GroundwatchTelemetry
+
+from .judges import EchoJudge, TriggerJudge
+from .test_lifecycle import decisions, finished
+
+PASSAGE = "The Eiffel Tower stands 330 metres tall. It was finished in 1889."
+GOOD = "The Eiffel Tower stands 330 metres tall."
+MIXED = "The Eiffel Tower stands 330 metres tall. It is painted gold."
+
+
+@pytest.fixture
+def sends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Sizes of the evaluate_batch messages sent to worker processes."""
+    sizes: list[int] = []
+    real = _procpool._Child.send
+
+    def spy(self: Any, message: Any) -> None:
+        if message[0] == "evaluate_batch":
+            sizes.append(len(message[1][0]))
+        real(self, message)
+
+    monkeypatch.setattr(_procpool._Child, "send", spy)
+    return sizes
+
+
+def _warm(capgw: GroundwatchTelemetry, monitor: gw.Monitor) -> None:
+    """One scored record: the process is up and the judge's speed known (batches can grow)."""
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    capgw.flush()
+
+
+def test_records_travel_in_batches_and_score_as_in_process(
+    capgw: GroundwatchTelemetry, sends: list[int]
+) -> None:
+    monitor = capgw.monitor(judge=EchoJudge(), executor="process")
+    _warm(capgw, monitor)
+    answers = [GOOD if i % 3 else MIXED for i in range(60)]
+    for answer in answers:
+        monitor.record(question="q", contexts=[PASSAGE], answer=answer)
+    results = capgw.results()[1:]
+    assert len(sends) < 20 and max(sends) > 1 and sum(sends) == 61
+    assert [r.answer for r, _ in results] == answers
+    for record, evaluation in results:
+        expected = gw.evaluate(record.answer, [PASSAGE], "q", EchoJudge())
+        assert isinstance(evaluation, gw.Evaluation)
+        assert evaluation.model_dump() == expected.model_dump()
+    assert capgw.metric_total(sc.METRIC_EVALUATIONS) == 61
+    mixed_label = gw.evaluate(MIXED, [PASSAGE], "q", EchoJudge()).label
+    assert mixed_label != "grounded"
+    assert capgw.metric_total(sc.METRIC_EVALUATIONS, groundwatch__label=mixed_label) == 20
+    unsupported = capgw.metric_total(sc.METRIC_CLAIMS, groundwatch__verdict="unsupported")
+    assert unsupported == answers.count(MIXED)
+    assert len(capgw.spans()) == 61
+
+
+def test_without_callbacks_telemetry_matches_the_full_evaluation(
+    capgw: GroundwatchTelemetry, sends: list[int]
+) -> None:
+    # No on_result callback: the monitor never builds the pydantic Evaluation.
+    monitor = gw.Monitor(
+        judge=EchoJudge(),
+        executor="process",
+        tracer_provider=capgw.tracer_provider,
+        meter_provider=capgw.meter_provider,
+        logger_provider=capgw.logger_provider,
+        shutdown_on_exit=False,
+        route="faq",
+    )
+    try:
+        for _ in range(5):
+            monitor.record(question="q", contexts=[PASSAGE], answer=MIXED)
+        assert monitor.force_flush(10_000)
+    finally:
+        monitor.shutdown()
+    expected = gw.evaluate(MIXED, [PASSAGE], "q", EchoJudge())
+    spans = capgw.spans()
+    assert len(spans) == 5
+    for span in spans:
+        attrs = dict(span.attributes or {})
+        assert attrs[sc.GROUNDWATCH_LABEL] == expected.label
+        assert attrs[sc.GROUNDWATCH_GROUNDEDNESS] == expected.groundedness
+        assert attrs[sc.GROUNDWATCH_CLAIMS_BY_VERDICT["unsupported"]] == 1
+        assert attrs[sc.GROUNDWATCH_CLAIMS_BY_VERDICT["supported"]] == 1
+        assert attrs[sc.GROUNDWATCH_ROUTE] == "faq"
+    assert len(capgw.events()) == 10
+    assert capgw.metric_total(sc.METRIC_EVALUATIONS, groundwatch__route="faq") == 5
+    assert capgw.metric_total(sc.METRIC_CLAIMS, groundwatch__verdict="supported") == 5
+    [tokens] = [v for a, v in capgw.metric_points(sc.METRIC_JUDGE_TOKENS) if "input" in str(a)]
+    assert tokens == 5 * len(MIXED)
+
+
+def test_a_hanging_call_in_a_batch_times_out_alone(
+    capgw: GroundwatchTelemetry, sends: list[int]
+) -> None:
+    monitor = capgw.monitor(
+        judge=TriggerJudge(), executor="process", evaluation_timeout_millis=1500
+    )
+    _warm(capgw, monitor)
+    answers = [GOOD, GOOD, "SLOW " + GOOD, GOOD, GOOD]
+    for answer in answers:
+        monitor.record(question="q", contexts=[PASSAGE], answer=answer)
+    got = [(r.answer, e.label, e.error_type) for r, e in capgw.results()[1:]]
+    assert got == [
+        (GOOD, "grounded", None),
+        (GOOD, "grounded", None),
+        ("SLOW " + GOOD, "error", "timeout"),
+        (GOOD, "grounded", None),
+        (GOOD, "grounded", None),
+    ]
+    assert len(sends) >= 3  # what followed the stuck call went to a fresh process
+    runner: Any = monitor._worker.runner
+    assert runner.started == 2 and len(runner.pids()) == 1
+
+
+def test_a_raising_call_in_a_batch_fails_alone_and_keeps_the_process(
+    capgw: GroundwatchTelemetry, sends: list[int]
+) -> None:
+    monitor = capgw.monitor(judge=TriggerJudge(), executor="process")
+    _warm(capgw, monitor)
+    for answer in (GOOD, "BOOM " + GOOD, GOOD):
+        monitor.record(question="q", contexts=[PASSAGE], answer=answer)
+    got = [(e.label, e.error_type) for e in capgw.evaluations()[1:]]
+    assert got == [("grounded", None), ("error", "RuntimeError"), ("grounded", None)]
+    assert sum(sends[1:]) == 3
+    runner: Any = monitor._worker.runner
+    assert runner.started == 1
+    # Background work: the worker process yields the CPU to the host's requests.
+    [pid] = runner.pids()
+    assert os.getpriority(os.PRIO_PROCESS, pid) >= min(19, os.getpriority(os.PRIO_PROCESS, 0) + 1)
+
+
+def test_unpicklable_metadata_fails_its_record_only(
+    capgw: GroundwatchTelemetry, sends: list[int]
+) -> None:
+    monitor = capgw.monitor(judge=EchoJudge(), executor="process")
+    _warm(capgw, monitor)
+    bad = {"text": PASSAGE, "metadata": {"lock": __import__("threading").Lock()}}
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    monitor.record(question="q", contexts=[bad], answer=GOOD)
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    got = [(e.label, e.error_type) for e in capgw.evaluations()[1:]]
+    assert got == [("grounded", None), ("error", "TypeError"), ("grounded", None)]
+
+
+def test_accounting_is_exact_when_shutdown_cuts_batches(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge(delay_s=0.01), executor="process")
+    _warm(capgw, monitor)
+    for _ in range(200):
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    monitor.shutdown(timeout_millis=150)
+    seen = decisions(capgw)
+    evaluated, failed, dropped = finished(capgw)
+    assert seen["sampled"] == 201 == evaluated + failed + dropped
+    assert failed == 0 and dropped > 0 and evaluated > 1
+
+
+class _IdentJudge(TriggerJudge):
+    """TriggerJudge noting the thread of each call (thread executor: no pickling needed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.idents: list[int] = []
+
+    def judge(self, answer: str, contexts: Any, question: str | None) -> gw.Judgement:
+        self.idents.append(threading.get_ident())
+        return super().judge(answer, contexts, question)
+
+
+def test_thread_executor_runs_a_batch_on_one_thread(capgw: GroundwatchTelemetry) -> None:
+    judge = _IdentJudge()
+    monitor = capgw.monitor(judge=judge, executor="thread")
+    _warm(capgw, monitor)
+    for _ in range(40):
+        monitor.record(question="q", contexts=[PASSAGE], answer=MIXED)
+    evaluations = capgw.evaluations()[1:]
+    expected = gw.evaluate(MIXED, [PASSAGE], "q", EchoJudge()).model_dump()
+    assert [e.model_dump() | {"judge": "echo"} for e in evaluations] == [expected] * 40
+    assert len(set(judge.idents)) < 10  # not one thread per call
+    assert set(judge.threads) == {"groundwatch-judge"}
+
+
+def test_thread_executor_a_hanging_call_in_a_batch_times_out_alone(
+    capgw: GroundwatchTelemetry,
+) -> None:
+    judge = _IdentJudge()
+    monitor = capgw.monitor(judge=judge, executor="thread", evaluation_timeout_millis=300)
+    _warm(capgw, monitor)
+    answers = [GOOD, "SLOW " + GOOD, GOOD, "BOOM " + GOOD, GOOD]
+    for answer in answers:
+        monitor.record(question="q", contexts=[PASSAGE], answer=answer)
+    got = [(r.answer, e.label, e.error_type) for r, e in capgw.results()[1:]]
+    assert got == [
+        (GOOD, "grounded", None),
+        ("SLOW " + GOOD, "error", "timeout"),
+        (GOOD, "grounded", None),
+        ("BOOM " + GOOD, "error", "RuntimeError"),
+        (GOOD, "grounded", None),
+    ]
+    # The stuck thread is abandoned: what came after it ran on another thread.
+    slow = answers.index("SLOW " + GOOD)
+    assert judge.idents[1 + slow] != judge.idents[-1]
+    evaluated, failed, dropped = finished(capgw)
+    assert (evaluated, failed, dropped) == (4, 2, 0)
+
+
+def test_flush_after_a_shutdown_that_ran_out_of_time_waits_for_the_worker(
+    capgw: GroundwatchTelemetry,
+) -> None:
+    # A batch's telemetry and callbacks run without a break, so the worker can outlive a short
+    # shutdown deadline; a flush then must wait for it to wind down, not post to its stopped
+    # loop and sit out its whole timeout.
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(record: Any, evaluation: Any) -> None:
+        entered.set()
+        release.wait(5)
+
+    monitor = capgw.monitor(judge=EchoJudge(), on_result=slow)
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    assert entered.wait(5)
+    assert monitor.shutdown(timeout_millis=50) is False
+    threading.Timer(0.2, release.set).start()
+    start = time.monotonic()
+    assert monitor.force_flush(5_000) is True
+    assert time.monotonic() - start < 2.5
+    evaluated, failed, dropped = finished(capgw)
+    assert (evaluated, failed, dropped) == (1, 0, 0)

@@ -516,7 +516,7 @@ class Worker:
                 answer, passages, question, truncated = prepare(
                     record.answer, record.contexts, record.question
                 )
-            except TypeError as exc:
+            except (TypeError, ValueError) as exc:  # ValueError: pydantic's ValidationError
                 record.contexts = []
                 now = time.time_ns()
                 error = _error_evaluation(sc.ERROR_INVALID_INPUT, str(exc), "", [], self.judge_name)
@@ -564,7 +564,7 @@ class Worker:
             answer, passages, question, truncated = prepare(
                 record.answer, record.contexts, record.question
             )
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:  # ValueError: pydantic's ValidationError
             record.contexts = []
             return _error_evaluation(sc.ERROR_INVALID_INPUT, str(exc), "", [], self.judge_name)
         record.answer, record.contexts, record.question = answer, passages, question

@@ -16,6 +16,7 @@ import random
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from opentelemetry import trace
@@ -25,6 +26,7 @@ from opentelemetry.trace import SpanContext, TracerProvider
 
 from . import _config, _guard, scoring
 from ._evaluate import default_judge
+from ._inputs import MAX_PASSAGES
 from ._procpool import ProcessJudge
 from ._worker import Worker
 from .judges import Judge
@@ -257,7 +259,9 @@ class Monitor:
             not isinstance(answer, str)
             or (question is not None and not isinstance(question, str))
             or contexts is None
-            or isinstance(contexts, (str, bytes))
+            # A lone mapping or string is one passage given without its list: iterating it would
+            # score its keys or characters as passages.
+            or isinstance(contexts, (str, bytes, Mapping))
         ):
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if span_context is None:
@@ -290,7 +294,9 @@ class Monitor:
             if decision is not _SAMPLED:
                 return Decision(decision), None
         try:
-            record.contexts = list(contexts)
+            # One more than the cap, so the worker still sees (and marks) the truncation without
+            # the request path copying a huge or endless sequence.
+            record.contexts = list(islice(contexts, MAX_PASSAGES + 1))
         except TypeError:
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if attributes is not None:

@@ -8,12 +8,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from groundwatch import Decision, Evaluation, RagRecord, RatioSampler
+from groundwatch._inputs import MAX_PASSAGES
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -153,18 +155,33 @@ def test_record_never_raises_and_counts_bad_input(capgw: GroundwatchTelemetry) -
     monitor.record(question="q", contexts=[PASSAGE], answer=None)  # type: ignore[arg-type]
     monitor.record(question=3, contexts=[PASSAGE], answer=GOOD)  # type: ignore[arg-type]
     monitor.record(question="q", contexts="not a list", answer=GOOD)
+    monitor.record(question="q", contexts={"text": PASSAGE}, answer=GOOD)  # a passage, no list
     monitor.record(question="q", contexts=[object()], answer=GOOD)  # fails on the worker
     monitor.record_failure("RetrieverError")
     broken = capgw.monitor(judge=EchoJudge(), sampler=BrokenSampler())
     broken.record(question="q", contexts=[PASSAGE], answer=GOOD)
     assert decisions(capgw) == {
-        "error/invalid_input": 3,
+        "error/invalid_input": 4,
         "error/RetrieverError": 1,
         "error/sampler_error": 1,
         "sampled": 1,
     }
     [(_, evaluation)] = capgw.results()
     assert (evaluation.label, evaluation.error_type) == ("error", "invalid_input")
+
+
+def test_a_huge_or_endless_contexts_iterable_is_capped_on_the_request_path(
+    capgw: GroundwatchTelemetry,
+) -> None:
+    def endless() -> Iterator[str]:
+        while True:
+            yield PASSAGE
+
+    monitor = capgw.monitor(judge=EchoJudge())
+    monitor.record(question="q", contexts=endless(), answer=GOOD)
+    [(record, evaluation)] = capgw.results()
+    assert len(record.contexts) == MAX_PASSAGES
+    assert evaluation.truncated
 
 
 def test_two_monitors_on_one_meter_provider_add_up(capgw: GroundwatchTelemetry) -> None:

@@ -144,6 +144,19 @@ def _checkable(text: str) -> bool:
     return len(found) >= 2 or (len(found) == 1 and bool(extract_quantities(text)))
 
 
+# The last item of a serial list is a few words long; a clause after ", and" is longer.
+_LIST_ITEM_WORDS = 4
+
+
+def _ends_list(left: str, brk: str) -> bool:
+    """Whether ", and" closes a serial list ("apatite, zircon, and magnetite"): the item before
+    it is short and follows another comma, so the sentence makes one statement, not two."""
+    if not brk.lstrip(",").strip().startswith(("and", "or")):
+        return False
+    comma = left.rfind(",")
+    return comma >= 0 and len(left[comma + 1 :].split()) <= _LIST_ITEM_WORDS
+
+
 def _clauses(answer: str, start: int, end: int) -> list[tuple[int, int]]:
     """Cut one sentence at clause breaks where both sides are checkable on their own."""
     text = answer[start:end]
@@ -152,6 +165,8 @@ def _clauses(answer: str, start: int, end: int) -> list[tuple[int, int]]:
     for m in _CLAUSE_BREAK.finditer(text):
         left = text[pos : m.start()]
         right = text[m.end() :]
+        if _ends_list(left, m.group(0)):
+            continue
         if len(units(left)[0]) >= 3 and len(units(right)[0]) >= 3:
             cuts.append((pos, m.start()))
             # Keep the conjunction with the right-hand clause ("but X" reads as a statement).

@@ -48,6 +48,21 @@ def test_compound_sentences_are_cut_into_clauses() -> None:
     assert _texts("The flag is red, and blue.") == ["The flag is red, and blue."]
 
 
+def test_a_serial_list_is_one_statement_not_clauses() -> None:
+    # ", and" closing a list ("A, B, and C") does not start a new clause...
+    listed = "Minor minerals such as apatite, zircon, and magnetite may be present in granite."
+    assert _texts(listed) == [listed]
+    # ...while ", and" after a long clause still does.
+    answer = (
+        "The museum opened its new wing in 2019, and the collection of modern paintings "
+        "doubled within two years."
+    )
+    assert _texts(answer) == [
+        "The museum opened its new wing in 2019",
+        "and the collection of modern paintings doubled within two years.",
+    ]
+
+
 def test_bullets_and_headings() -> None:
     answer = (
         "Here is a summary of the passage:\n- Paris is the capital of France.\n"

@@ -61,7 +61,8 @@ def test_demo_runs_and_alerts() -> None:
     assert "sampled " in text and " of 60 requests, scored " in text
     assert "the first alert fired at request" in text
     assert "went to: this console" in text and "OTEL_EXPORTER_OTLP_ENDPOINT" in text
-    # Seeded: the same run again gives the same output (timings aside).
+    # Seeded: the same run again gives the same output, timings aside: the progress lines show
+    # how far the background scoring has got, which depends on the machine's load.
     again = subprocess.run(
         [sys.executable, "-m", "groundwatch", "demo", "--requests", "60", "--seed", "1"],
         capture_output=True,
@@ -70,7 +71,7 @@ def test_demo_runs_and_alerts() -> None:
         env=_env(),
         cwd=ROOT,
     )
-    strip = lambda s: [x for x in s.splitlines() if not x.startswith("Done in")]  # noqa: E731
+    strip = lambda s: [x for x in s.splitlines() if not x.startswith(("Done in", "["))]  # noqa: E731
     assert strip(again.stdout) == strip(text)
 
 

@@ -11,6 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from . import __version__
+
 # (subcommand, module): each module defines add_parser(subparsers) and run(args) -> int.
 _SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("check", "groundwatch._cli_check"),
@@ -22,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="groundwatch", description="Hallucination monitoring for RAG pipelines."
     )
+    parser.add_argument("--version", action="version", version=f"groundwatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for _name, module_name in _SUBCOMMANDS:
         module = importlib.import_module(module_name)

@@ -40,7 +40,7 @@ from typing import IO, Any
 
 from . import scoring
 from ._evaluate import aevaluate, judge_name
-from ._worker import BatchItem, _ewma, _ThreadJudge, batch_size_for
+from ._worker import BatchItem, _ewma, _ThreadJudge, batch_size_for, run_in_daemon_thread
 from .telemetry.semconv import ERROR_TIMEOUT
 from .types import VERDICTS, Evaluation, Judgement, Passage, Usage, Verdict
 
@@ -399,31 +399,11 @@ class ProcessJudge:
         return result
 
     async def _call(self, message: tuple[str, Any]) -> Any:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
         box: list[_Child] = []
-
-        def deliver(value: Any, exc: BaseException | None) -> None:
-            if future.done():
-                return
-            if exc is not None:
-                future.set_exception(exc)
-            else:
-                future.set_result(value)
-
-        def target() -> None:
-            value: Any = None
-            error: BaseException | None = None
-            try:
-                value = self._call_blocking(message, box)
-            except BaseException as exc:
-                error = exc
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(deliver, value, error)
-
-        threading.Thread(target=target, name="groundwatch-judge-pipe", daemon=True).start()
         try:
-            return await future
+            return await run_in_daemon_thread(
+                lambda: self._call_blocking(message, box), name="groundwatch-judge-pipe"
+            )
         except asyncio.CancelledError:
             # Timed out or shut down: the process is busy with a call nobody waits for.
             for child in box:
@@ -512,31 +492,12 @@ class ProcessJudge:
                 )
             except Exception as exc:  # unpicklable metadata: this record fails, not the batch
                 blobs.append(exc)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Outcome]] = loop.create_future()
         call = _BatchCall()
-
-        def deliver(value: Any, exc: BaseException | None) -> None:
-            if future.done():
-                return
-            if exc is not None:
-                future.set_exception(exc)
-            else:
-                future.set_result(value)
-
-        def target() -> None:
-            value: Any = None
-            error: BaseException | None = None
-            try:
-                value = self._batch_blocking(blobs, policy, timeout_s, call)
-            except BaseException as exc:
-                error = exc
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(deliver, value, error)
-
-        threading.Thread(target=target, name="groundwatch-judge-pipe", daemon=True).start()
         try:
-            outcomes = await future
+            outcomes = await run_in_daemon_thread(
+                lambda: self._batch_blocking(blobs, policy, timeout_s, call),
+                name="groundwatch-judge-pipe",
+            )
         except asyncio.CancelledError:
             call.cancelled = True
             if call.child is not None:

@@ -30,7 +30,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 
@@ -40,6 +40,8 @@ from ._inputs import prepare
 from .telemetry import Stats
 from .telemetry import semconv as sc
 from .types import Evaluation, Judgement, Passage, RagRecord
+
+T = TypeVar("T")
 
 _logger = logging.getLogger(__name__)
 
@@ -80,6 +82,39 @@ def _error_evaluation(
     )
 
 
+async def run_in_daemon_thread(call: Callable[[], T], *, name: str) -> T:
+    """Run a blocking call on a fresh daemon thread and await its result.
+
+    Not ``asyncio.to_thread``: its pool threads are joined at interpreter exit, so a judge call
+    that never returns would hang the host's exit. A daemon thread is simply abandoned when the
+    awaiting task is cancelled (timeout, shutdown); the caller counts such threads.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def deliver(value: Any, exc: BaseException | None) -> None:
+        if future.done():
+            return
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = call()
+        except BaseException as exc:
+            error = exc
+        # RuntimeError: the loop closed meanwhile (shutdown); nobody waits for the result.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(deliver, value, error)
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return await future
+
+
 class _ThreadJudge:
     """Runs a sync judge on a daemon thread of its own, awaitable from the worker's loop.
 
@@ -103,36 +138,18 @@ class _ThreadJudge:
                 error=f"{self.alive} earlier judge calls never returned",
                 error_type="judge_unresponsive",
             )
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
         ctx = contextvars.copy_context()
 
-        def deliver(value: Any, exc: BaseException | None) -> None:
-            if future.done():
-                return
-            if exc is not None:
-                future.set_exception(exc)
-            else:
-                future.set_result(value)
-
-        def target() -> None:
-            value: Any = None
-            error: BaseException | None = None
+        def call() -> Any:
             try:
-                value = ctx.run(self.inner.judge, answer, contexts, question)
-            except BaseException as exc:
-                error = exc
+                return ctx.run(self.inner.judge, answer, contexts, question)
             finally:
                 with self._lock:
                     self.alive -= 1
-            # RuntimeError: the loop closed meanwhile (shutdown); nobody waits for the result.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(deliver, value, error)
 
         with self._lock:
             self.alive += 1
-        threading.Thread(target=target, name="groundwatch-judge", daemon=True).start()
-        result = await future
+        result = await run_in_daemon_thread(call, name="groundwatch-judge")
         if inspect.isawaitable(result):
             result = await result
         return result  # type: ignore[no-any-return]

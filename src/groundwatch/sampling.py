@@ -113,7 +113,41 @@ class RatioSampler:
         return f"RatioSampler({self.rate})"
 
 
-class RateLimitSampler:
+class _BucketSampler:
+    """A token bucket behind an optional inner sampler: what both caps below share.
+
+    The bucket holds up to ``capacity`` tokens and refills continuously at ``per_second``;
+    ``_refill`` must be called under ``_lock``.
+    """
+
+    def __init__(self, inner: Sampler | None, *, capacity: float, per_second: float) -> None:
+        self.inner = inner
+        self._capacity = capacity
+        self._per_second = per_second
+        self._tokens = capacity
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self._tokens = min(self._capacity, self._tokens + (now - self._last) * self._per_second)
+        self._last = now
+
+    def _inner_refuses(self, record: RagRecord) -> Decision | None:
+        """The inner sampler's decision when it is not ``sampled``; None to go on."""
+        if self.inner is None:
+            return None
+        decision = self.inner.decide(record)
+        return None if decision is Decision.SAMPLED else decision
+
+    def rate_for(self, record: RagRecord) -> float | None:
+        return sampling_rate(self.inner, record) if self.inner is not None else 1.0
+
+    def _at_fork_reinit(self) -> None:
+        self._lock = threading.Lock()
+
+
+class RateLimitSampler(_BucketSampler):
     """Caps the records scored per minute (a token bucket), on top of another sampler.
 
     Under a traffic spike the judge's cost stays bounded; what the cap refuses is counted as
@@ -135,38 +169,25 @@ class RateLimitSampler:
         if burst is not None and not 1 <= burst < math.inf:
             raise ValueError(f"burst must be a finite number >= 1, got {burst!r}")
         self.per_minute = float(per_minute)
-        self.inner = inner
         self.burst = float(burst) if burst is not None else max(1.0, self.per_minute)
-        self._per_second = self.per_minute / 60.0
-        self._tokens = self.burst
-        self._last = time.monotonic()
-        self._lock = threading.Lock()
+        super().__init__(inner, capacity=self.burst, per_second=self.per_minute / 60.0)
 
     def decide(self, record: RagRecord) -> Decision:
-        if self.inner is not None:
-            decision = self.inner.decide(record)
-            if decision is not Decision.SAMPLED:
-                return decision
+        refused = self._inner_refuses(record)
+        if refused is not None:
+            return refused
         with self._lock:
-            now = time.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self._per_second)
-            self._last = now
+            self._refill()
             if self._tokens >= 1.0:
                 self._tokens -= 1.0
                 return Decision.SAMPLED
         return Decision.THROTTLED
 
-    def rate_for(self, record: RagRecord) -> float | None:
-        return sampling_rate(self.inner, record) if self.inner is not None else 1.0
-
-    def _at_fork_reinit(self) -> None:
-        self._lock = threading.Lock()
-
     def __repr__(self) -> str:
         return f"RateLimitSampler({self.per_minute}, inner={self.inner!r})"
 
 
-class TokenBudgetSampler:
+class TokenBudgetSampler(_BucketSampler):
     """Caps the judge's token spend: ``over_budget`` once the budget is used up.
 
     A bucket of ``tokens_per_hour`` tokens refills continuously; each scored record's
@@ -187,24 +208,14 @@ class TokenBudgetSampler:
                 f"tokens_per_hour must be a finite number > 0, got {tokens_per_hour!r}"
             )
         self.tokens_per_hour = float(tokens_per_hour)
-        self.inner = inner
-        self._per_second = self.tokens_per_hour / 3600.0
-        self._tokens = self.tokens_per_hour
-        self._last = time.monotonic()
-        self._lock = threading.Lock()
-
-    def _refill(self) -> None:
-        now = time.monotonic()
-        self._tokens = min(
-            self.tokens_per_hour, self._tokens + (now - self._last) * self._per_second
+        super().__init__(
+            inner, capacity=self.tokens_per_hour, per_second=self.tokens_per_hour / 3600.0
         )
-        self._last = now
 
     def decide(self, record: RagRecord) -> Decision:
-        if self.inner is not None:
-            decision = self.inner.decide(record)
-            if decision is not Decision.SAMPLED:
-                return decision
+        refused = self._inner_refuses(record)
+        if refused is not None:
+            return refused
         with self._lock:
             self._refill()
             return Decision.SAMPLED if self._tokens > 0 else Decision.OVER_BUDGET
@@ -217,12 +228,6 @@ class TokenBudgetSampler:
         with self._lock:
             self._refill()
             self._tokens -= usage.input_tokens + usage.output_tokens
-
-    def rate_for(self, record: RagRecord) -> float | None:
-        return sampling_rate(self.inner, record) if self.inner is not None else 1.0
-
-    def _at_fork_reinit(self) -> None:
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"TokenBudgetSampler({self.tokens_per_hour}, inner={self.inner!r})"

@@ -29,8 +29,8 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def test_demo_runs_and_alerts() -> None:
-    out = subprocess.run(
+def _run_small_demo() -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "groundwatch", "demo", "--requests", "60", "--seed", "1"],
         capture_output=True,
         text=True,
@@ -38,6 +38,10 @@ def test_demo_runs_and_alerts() -> None:
         env=_env(),
         cwd=ROOT,
     )
+
+
+def test_demo_runs_and_alerts() -> None:
+    out = _run_small_demo()
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "60/60 requests" in text
@@ -63,14 +67,7 @@ def test_demo_runs_and_alerts() -> None:
     assert "went to: this console" in text and "OTEL_EXPORTER_OTLP_ENDPOINT" in text
     # Seeded: the same run again gives the same output, timings aside: the progress lines show
     # how far the background scoring has got, which depends on the machine's load.
-    again = subprocess.run(
-        [sys.executable, "-m", "groundwatch", "demo", "--requests", "60", "--seed", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(),
-        cwd=ROOT,
-    )
+    again = _run_small_demo()
     strip = lambda s: [x for x in s.splitlines() if not x.startswith(("Done in", "["))]  # noqa: E731
     assert strip(again.stdout) == strip(text)
 

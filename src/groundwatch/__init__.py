@@ -4,7 +4,7 @@ import logging
 
 from ._evaluate import aevaluate, evaluate
 from .alerts import Alert, AlertingHook, DropDetector
-from .judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge
+from .judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge, SemanticJudge
 from .monitor import Monitor
 from .sampling import (
     Decision,
@@ -42,6 +42,7 @@ __all__ = [
     "RatioSampler",
     "RouteSampler",
     "Sampler",
+    "SemanticJudge",
     "TokenBudgetSampler",
     "Usage",
     "__version__",

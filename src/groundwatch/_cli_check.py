@@ -101,10 +101,11 @@ def add_parser(subparsers: Any) -> None:
     judge = p.add_argument_group("judge")
     judge.add_argument(
         "--judge",
-        choices=("local", "openai", "cascade"),
+        choices=("local", "semantic", "openai", "cascade"),
         default="local",
-        help="local (embedded, no network; default), openai (an OpenAI-compatible LLM), or "
-        "cascade (local first, the LLM where the local judge is unsure)",
+        help="local (embedded, no network; default), semantic (local plus a small embedding "
+        "model for reworded claims; needs groundwatch[semantic]), openai (an OpenAI-compatible "
+        "LLM), or cascade (local first, the LLM where the local judge is unsure)",
     )
     judge.add_argument("--model", help="the LLM judge's model name")
     judge.add_argument(
@@ -188,6 +189,11 @@ def build_judge(kind: str, *, model: str | None, base_url: str | None, api_key_e
     """
     if kind == "local":
         return groundwatch.LocalJudge()
+    if kind == "semantic":
+        try:
+            return groundwatch.SemanticJudge()
+        except ImportError as exc:
+            raise UsageError(f"--judge semantic: {exc}") from exc
     openai_cls = getattr(groundwatch, "OpenAIJudge", None)
     if openai_cls is None:
         raise UsageError(

@@ -6,6 +6,8 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from .conftest import CONTEXT, GROUNDED, INVENTED, run_cli, write_jsonl
 
 
@@ -233,3 +235,34 @@ def test_lone_surrogate_escapes_in_json_input_do_not_break_the_outputs(tmp_path:
     assert first["answer"] == "The Eiffel Tower \ufffd stands 330 metres tall."
     assert first["evaluation"]["label"] == "grounded"
     ET.parse(tmp_path / "j.xml")
+
+
+def test_semantic_judge_passes_a_reworded_answer_the_local_judge_fails(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime", reason="needs the semantic extra")
+    row = {
+        "id": "reworded",
+        "contexts": [
+            "Acme Corporation was started in 1998 by the siblings Ana and Luis Ortega in a "
+            "garage in Seville."
+        ],
+        "answer": "Ana and Luis Ortega, who are brother and sister, launched Acme in 1998.",
+    }
+    data = write_jsonl(tmp_path / "reworded.jsonl", [row])
+    local = run_cli(data, "--max-hallucination-rate", "0")
+    assert local.returncode == 1, local.stdout + local.stderr
+    out = tmp_path / "semantic.jsonl"
+    semantic = run_cli(data, "--judge", "semantic", "--max-hallucination-rate", "0", "--json", out)
+    assert semantic.returncode == 0, semantic.stdout + semantic.stderr
+    evaluation = json.loads(out.read_text(encoding="utf-8").splitlines()[0])["evaluation"]
+    assert evaluation["judge"] == "semantic"
+    assert evaluation["claims"][0]["verdict"] == "inferred"
+
+
+def test_exit_2_when_the_semantic_extra_is_missing(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "ok.jsonl", [GROUNDED])
+    # A module set to None in sys.modules cannot be imported: the extra looks uninstalled.
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text("import sys\nsys.modules['onnxruntime'] = None\n", encoding="utf-8")
+    proc = run_cli(data, "--judge", "semantic", env={"PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert 'pip install "groundwatch[semantic]"' in proc.stderr

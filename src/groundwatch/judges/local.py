@@ -284,14 +284,21 @@ class LocalJudge:
 
     def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
         """Split ``answer`` into claims and judge each against ``contexts``."""
+        judged = self.judge_with_features(answer, contexts, question)
+        return Judgement(claims=[claim for claim, _ in judged])
+
+    def judge_with_features(
+        self, answer: str, contexts: Sequence[Passage], question: str | None
+    ) -> list[tuple[Claim, ClaimFeatures]]:
+        """Each claim with its verdict and the measurements behind it (for judges that build on
+        this one, like :class:`~groundwatch.judges.semantic.SemanticJudge`)."""
         spans = split_claims(answer)
         if not spans:
-            return Judgement(claims=[])
+            return []
         parsed = [_parse(span) for span in spans]
         index = _index_for(contexts, parsed)
         q_units = set(units(question)[0]) if question else set()
-        claims = [self._judge_claim(c, index, contexts, q_units) for c in parsed]
-        return Judgement(claims=claims)
+        return [self._judge_claim(c, index, contexts, q_units) for c in parsed]
 
     def features(
         self, answer: str, contexts: Sequence[Passage], question: str | None
@@ -451,7 +458,7 @@ class LocalJudge:
         index: _ContextIndex,
         contexts: Sequence[Passage],
         q_units: set[str],
-    ) -> Claim:
+    ) -> tuple[Claim, ClaimFeatures]:
         f = self._measure(claim, index, q_units)
         span = claim.span
         verdict, reason, confidence, backing = self.decide(f)
@@ -463,7 +470,7 @@ class LocalJudge:
             evidence = [_evidence(sentences[f.best], contexts)]
         elif backing == "cover" and f.best is not None:
             evidence = [_evidence(sentences[i], contexts) for i in _cover_set(f, index, claim)]
-        return Claim(
+        claim_out = Claim(
             text=span.text,
             start=span.start,
             end=span.end,
@@ -472,6 +479,7 @@ class LocalJudge:
             reason=reason,
             confidence=round(max(0.0, min(1.0, confidence)), 3),
         )
+        return claim_out, f
 
 
 def _margin(value: float, threshold: float) -> float:

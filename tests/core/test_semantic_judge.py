@@ -183,3 +183,21 @@ def test_bad_arguments_are_refused() -> None:
         gw.SemanticJudge(support_threshold=1.5)
     with pytest.raises(ValueError, match="threads"):
         gw.SemanticJudge(threads=0)
+
+
+def test_a_huge_context_is_read_only_up_to_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    judge = gw.SemanticJudge(max_context_chars=5_000)
+    seen: list[int] = []
+    encode = judge.encoder.encode
+
+    def counting(texts: list[str], *, cache: bool = False) -> list[_minilm.TokenVectors]:
+        if cache:
+            seen.append(sum(len(t) for t in texts))
+        return encode(texts, cache=cache)
+
+    monkeypatch.setattr(judge.encoder, "encode", counting)
+    passages = [CONTEXT[0] + " " + "Olive groves cover the hills of Jaén. " * 1300] * 64  # 3.2M
+    ev = gw.evaluate(PARAPHRASE, passages, judge=judge)
+    assert seen == [5_000]
+    # The part the model did read still supports the claim.
+    assert [c.verdict for c in ev.claims] == ["inferred"]

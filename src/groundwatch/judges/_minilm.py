@@ -151,6 +151,8 @@ class MiniLMEncoder:
         windows: list[tuple[int, int, list[int]]] = []
         for t, enc in enumerate(encodings):
             ids = enc.ids
+            if not ids:
+                continue
             start = 0
             while True:
                 windows.append((t, start, ids[start : start + WINDOW]))

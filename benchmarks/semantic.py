@@ -131,8 +131,12 @@ def learned_ceiling(
         target = judge._context(passages)
         meaning = [0.0]
         if fs and target.vectors is not None:
-            encoded = judge.encoder.encode([c.text for c, _ in judged])
-            meaning = [_match(tv, target).score if tv.pieces else 0.0 for tv in encoded]
+            texts = [c.text for c, _ in judged]
+            encoded = judge.encoder.encode(texts)
+            meaning = [
+                _match(t, tv, target).score if tv.pieces else 0.0
+                for t, tv in zip(texts, encoded, strict=True)
+            ]
         feats.append(
             [
                 ev.groundedness if ev.groundedness is not None else 1.0,

@@ -201,3 +201,18 @@ def test_a_huge_context_is_read_only_up_to_the_cap(monkeypatch: pytest.MonkeyPat
     assert seen == [5_000]
     # The part the model did read still supports the claim.
     assert [c.verdict for c in ev.claims] == ["inferred"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Ana and Luis Ortega, who are brother and sister, never launched Acme.",
+        "Ana and Luis Ortega, who are brother and sister, did not launch Acme in 1998.",
+    ],
+)
+def test_a_negated_paraphrase_is_not_rescued(judge: gw.SemanticJudge, answer: str) -> None:
+    # The wording is close enough for the model (a match above the threshold); the "not" is
+    # what it misses, so the negation of claim and evidence is compared separately.
+    (claim,) = gw.evaluate(answer, CONTEXT, judge=judge).claims
+    assert claim.verdict == "unsupported"
+    assert "differs in negation" in claim.reason

@@ -80,18 +80,17 @@ if TYPE_CHECKING:
 
 _logger = logging.getLogger(__name__)
 
-# Telemetry names of alerting. The shared ones come from telemetry/semconv.py; the alert event's
-# own attributes are defined here (candidates for semconv.py when it is consolidated).
-ALERT_EVENT_NAME = "groundwatch.alert"
+# Telemetry names of alerting (all defined in telemetry/semconv.py).
+ALERT_EVENT_NAME = sc.EVENT_ALERT
 ALERTS_METRIC = sc.METRIC_ALERTS
 ATTR_EVALUATION_NAME = sc.GEN_AI_EVALUATION_NAME
 ATTR_ROUTE = sc.GROUNDWATCH_ROUTE
-ATTR_ALERT_KIND = "groundwatch.alert.kind"
-ATTR_ALERT_METHOD = "groundwatch.alert.method"
-ATTR_ALERT_BASELINE = "groundwatch.alert.baseline"
-ATTR_ALERT_CURRENT = "groundwatch.alert.current"
-ATTR_ALERT_EVALUATIONS = "groundwatch.alert.evaluations"
-ATTR_ALERT_THRESHOLD = "groundwatch.alert.threshold"
+ATTR_ALERT_KIND = sc.GROUNDWATCH_ALERT_KIND
+ATTR_ALERT_METHOD = sc.GROUNDWATCH_ALERT_METHOD
+ATTR_ALERT_BASELINE = sc.GROUNDWATCH_ALERT_BASELINE
+ATTR_ALERT_CURRENT = sc.GROUNDWATCH_ALERT_CURRENT
+ATTR_ALERT_EVALUATIONS = sc.GROUNDWATCH_ALERT_EVALUATIONS
+ATTR_ALERT_THRESHOLD = sc.GROUNDWATCH_ALERT_THRESHOLD
 
 ScoreName = Literal["faithfulness", "groundedness", "hallucination_rate"]
 SCORE_NAMES: tuple[ScoreName, ...] = ("hallucination_rate", "groundedness", "faithfulness")

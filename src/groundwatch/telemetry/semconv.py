@@ -81,6 +81,22 @@ METRIC_JUDGE_ESCALATIONS: Final = "groundwatch.judge.escalations"
 METRIC_JUDGE_ESCALATIONS_UNIT: Final = "{evaluation}"
 GROUNDWATCH_ESCALATED: Final = "groundwatch.escalated"
 
+# --- alerts (groundwatch.alerts; README "Alerts on score drops") ---------------------------------
+EVENT_ALERT: Final = "groundwatch.alert"
+GROUNDWATCH_ALERT_KIND: Final = "groundwatch.alert.kind"
+"""``fired`` or ``resolved``."""
+GROUNDWATCH_ALERT_METHOD: Final = "groundwatch.alert.method"
+GROUNDWATCH_ALERT_BASELINE: Final = "groundwatch.alert.baseline"
+GROUNDWATCH_ALERT_CURRENT: Final = "groundwatch.alert.current"
+GROUNDWATCH_ALERT_EVALUATIONS: Final = "groundwatch.alert.evaluations"
+GROUNDWATCH_ALERT_THRESHOLD: Final = "groundwatch.alert.threshold"
+
+# --- integrations: record attributes they add ----------------------------------------------------
+GROUNDWATCH_LANGCHAIN_RUN_ID: Final = "groundwatch.langchain.run_id"
+"""The root LangChain run the record came from."""
+GROUNDWATCH_CONTEXTS_DROPPED: Final = "groundwatch.contexts.dropped"
+"""Retrieved passages past the cap that were not recorded."""
+
 SCORE_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 DURATION_BUCKETS: Final = (
     0.001,

@@ -29,6 +29,7 @@ from groundwatch import _guard
 from groundwatch._config import raise_internal_errors
 from groundwatch._inputs import MAX_PASSAGES
 from groundwatch._protocols import MonitorLike
+from groundwatch.telemetry import semconv
 
 from ._extract import (
     SCORE_KEYS,
@@ -570,9 +571,9 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         question = plain(question) if isinstance(question, str) else None
         answer = plain(answer)
         contexts = _Passages(root.documents, self._score_keys)
-        attributes: dict[str, Any] = {"groundwatch.langchain.run_id": str(root.run_id)}
+        attributes: dict[str, Any] = {semconv.GROUNDWATCH_LANGCHAIN_RUN_ID: str(root.run_id)}
         if root.dropped:
-            attributes["groundwatch.contexts.dropped"] = root.dropped
+            attributes[semconv.GROUNDWATCH_CONTEXTS_DROPPED] = root.dropped
         self._monitor.record(
             question=question,
             contexts=contexts,

@@ -6,8 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
-
+from ..extras import require_semantic_extra
 from .conftest import CONTEXT, GROUNDED, INVENTED, run_cli, write_jsonl
 
 
@@ -238,7 +237,7 @@ def test_lone_surrogate_escapes_in_json_input_do_not_break_the_outputs(tmp_path:
 
 
 def test_semantic_judge_passes_a_reworded_answer_the_local_judge_fails(tmp_path: Path) -> None:
-    pytest.importorskip("onnxruntime", reason="needs the semantic extra")
+    require_semantic_extra()
     row = {
         "id": "reworded",
         "contexts": [

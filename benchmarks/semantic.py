@@ -26,6 +26,7 @@ import random
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from accuracy import DATASETS, default_data_dir, load, rates
@@ -203,7 +204,7 @@ def main() -> None:
         judge = gw.SemanticJudge()
     except ImportError as exc:
         sys.exit(f"skipped: {exc}")
-    data = default_data_dir() if args.data is None else __import__("pathlib").Path(args.data)
+    data = default_data_dir() if args.data is None else Path(args.data)
     results = {}
     for name in DATASETS:
         path = data / f"{name}.jsonl"

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import pickle
+import signal
 import sys
+import time
 
 import pytest
 
@@ -217,3 +220,23 @@ def test_a_negated_paraphrase_is_not_rescued(judge: gw.SemanticJudge, answer: st
     (claim,) = gw.evaluate(answer, CONTEXT, judge=judge).claims
     assert claim.verdict == "unsupported"
     assert "differs in negation" in claim.reason
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_inherit_a_held_cache_lock(judge: gw.SemanticJudge) -> None:
+    judge.encoder._lock.acquire()  # as if another thread was encoding at fork time
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: judge once, exit with the verdict as the status
+            ok = gw.evaluate(PARAPHRASE, CONTEXT, judge=judge).label == "grounded"
+            os._exit(0 if ok else 1)
+    finally:
+        judge.encoder._lock.release()
+    deadline = time.monotonic() + 60
+    while (waited := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:  # deadlocked on the inherited lock
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on the cache lock")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(waited[1]) == 0

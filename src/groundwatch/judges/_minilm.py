@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from importlib import resources
@@ -79,6 +81,18 @@ class MiniLMEncoder:
         self.threads = threads
         self.cache_bytes = cache_bytes
         self._setup()
+        # A thread that held the cache lock does not exist in a forked child: a fresh lock.
+        wm = weakref.WeakMethod(self._at_fork_reinit)
+
+        def _after_fork() -> None:
+            method = wm()
+            if method is not None:
+                method()
+
+        os.register_at_fork(after_in_child=_after_fork)
+
+    def _at_fork_reinit(self) -> None:
+        self._lock = threading.Lock()
 
     def _setup(self) -> None:
         np, ort, tokenizers, model_pkg = _require()

@@ -27,7 +27,6 @@ import logging
 import os
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -37,6 +36,7 @@ from opentelemetry import context as otel_context
 from . import _guard, scoring
 from ._evaluate import aevaluate, evaluate, judge_name
 from ._inputs import prepare
+from ._weakhooks import reinit_after_fork
 from .telemetry import Stats
 from .telemetry import semconv as sc
 from .types import Evaluation, Judgement, Passage, RagRecord
@@ -328,14 +328,7 @@ class Worker:
         self.timeout_s = timeout_s
         self.policy = policy
         self._init_state()
-        wm = weakref.WeakMethod(self._at_fork_reinit)
-
-        def _after_fork() -> None:
-            method = wm()
-            if method is not None:
-                method()
-
-        os.register_at_fork(after_in_child=_after_fork)
+        reinit_after_fork(self._at_fork_reinit)
 
     def _init_state(self) -> None:
         self.queue: deque[RagRecord] = deque()

@@ -11,10 +11,8 @@ from __future__ import annotations
 import atexit
 import inspect
 import logging
-import os
 import random
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from typing import Any
@@ -28,6 +26,7 @@ from . import _config, _guard, scoring
 from ._evaluate import default_judge
 from ._inputs import MAX_PASSAGES
 from ._procpool import ProcessJudge
+from ._weakhooks import reinit_after_fork, weak_callback
 from ._worker import Worker
 from .judges import Judge
 from .sampling import (
@@ -183,23 +182,9 @@ class Monitor:
         )
         self._atexit: Callable[[], None] | None = None
         if shutdown_on_exit:
-            wm = weakref.WeakMethod(self._shutdown_at_exit)
-
-            def _at_exit() -> None:
-                method = wm()
-                if method is not None:
-                    method()
-
-            self._atexit = _at_exit
-            atexit.register(_at_exit)
-        wm_fork = weakref.WeakMethod(self._at_fork_reinit)
-
-        def _after_fork() -> None:
-            method = wm_fork()
-            if method is not None:
-                method()
-
-        os.register_at_fork(after_in_child=_after_fork)
+            self._atexit = weak_callback(self._shutdown_at_exit)
+            atexit.register(self._atexit)
+        reinit_after_fork(self._at_fork_reinit)
 
     def _queue_size(self) -> int:
         worker: Worker | None = getattr(self, "_worker", None)  # None while constructing

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import threading
-import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
+
+from .._weakhooks import reinit_after_fork
 
 if TYPE_CHECKING:
     import numpy as np
@@ -82,14 +82,7 @@ class MiniLMEncoder:
         self.cache_bytes = cache_bytes
         self._setup()
         # A thread that held the cache lock does not exist in a forked child: a fresh lock.
-        wm = weakref.WeakMethod(self._at_fork_reinit)
-
-        def _after_fork() -> None:
-            method = wm()
-            if method is not None:
-                method()
-
-        os.register_at_fork(after_in_child=_after_fork)
+        reinit_after_fork(self._at_fork_reinit)
 
     def _at_fork_reinit(self) -> None:
         self._lock = threading.Lock()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import threading
 import time
 import weakref
@@ -57,6 +56,7 @@ from opentelemetry import trace as trace_api
 
 from groundwatch import _guard
 from groundwatch._protocols import MonitorLike
+from groundwatch._weakhooks import reinit_after_fork
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -285,14 +285,7 @@ class Capture:
         self.evicted = 0
         self.no_retrieval = 0
         """Top-level turns that never retrieved (a plain chat engine): not recorded."""
-        reinit = weakref.WeakMethod(self._after_fork)  # weak: a fork hook cannot be removed
-
-        def after_fork_in_child() -> None:
-            method = reinit()
-            if method is not None:
-                method()
-
-        os.register_at_fork(after_in_child=after_fork_in_child)
+        reinit_after_fork(self._after_fork)
 
     def _after_fork(self) -> None:
         # The parent's queries do not continue in the child, and another thread may have held

@@ -68,6 +68,8 @@ def _cjk_units(run: str, out: list[str]) -> bool:
     return negated
 
 
+# Function characters: particles, conjunctions, prepositions, determiners and modal verbs
+# (能/可以/会/要), which paraphrases swap freely and which carry no fact of their own.
 _CJK_STOP = frozenset("的了是在和与及也就都而且或等这那个之为以于对把被着过其中将已从向")
 
 

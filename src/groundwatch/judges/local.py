@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -137,7 +138,7 @@ class _ContextIndex:
                     if chunk in seen:  # repeated boilerplate: index the first copy only
                         continue
                     seen.add(chunk)
-                    found, negated = context_units(chunk)
+                    found, negated = context_units(_mask(chunk, qs, c_start) if qs else chunk)
                     # Positions of relevant units; pairs only between relevant units at most
                     # one unit apart (the gappy pairs of the whole sequence, restricted).
                     rel = [(i, u) for i, u in enumerate(found) if u in relevant]
@@ -167,6 +168,7 @@ class _ContextIndex:
                                 post.append(sid)
                     self.all_pairs |= pair_set
         self.all_units = set(self.df)
+        self.texts = [p.text for p in passages]
         self.quantities = QuantityIndex(quantities)
         self._n1 = len(self.sentences) + 1.0
         self._absent_idf = math.log(1.0 + self._n1)
@@ -202,8 +204,33 @@ class _ParsedClaim:
 
 
 def _parse(span: ClaimSpan) -> _ParsedClaim:
-    found, negated, names = units(span.text)
-    return _ParsedClaim(span, found, negated, names, extract_quantities(span.text))
+    quantities = extract_quantities(span.text)
+    # Numbers are compared as quantities, so their digits, numerals and unit words are no
+    # words to align: "1.5 km" must not miss "1500 m" for want of the word "km".
+    found, negated, names = units(_mask(span.text, quantities))
+    return _ParsedClaim(span, found, negated, names, quantities)
+
+
+def _mask(text: str, quantities: Sequence[Quantity], offset: int = 0) -> str:
+    """``text`` with every quantity mention replaced by a word naming its kind.
+
+    Both sides of the alignment are masked the same way, so "1.5 km long" and "1500 m long"
+    read alike as words (``zqlength long``) while the values are compared as quantities.
+    ``offset`` is where ``text`` starts in the text the quantities' offsets refer to.
+    """
+    if not quantities:
+        return text
+    out: list[str] = []
+    pos = 0
+    for q in sorted(quantities, key=lambda q: q.start):
+        start, end = q.start - offset, q.end - offset
+        if start < pos or start < 0 or end > len(text):
+            continue
+        out.append(text[pos:start])
+        out.append(f" zq{q.kind} ")
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _index_for(contexts: Sequence[Passage], claims: list[_ParsedClaim]) -> _ContextIndex:
@@ -376,19 +403,31 @@ class LocalJudge:
         if f.best is not None:
             best = sentences[f.best]
             # Numbers: the evidence states another value of the same kind -> contradiction.
-            if unmatched and f.cover_window >= _CONFLICT_MIN_COVER:
-                for sid in [f.best] + [i for i in f.window if i != f.best]:
-                    if any(q.conflicts(x) for q in unmatched for x in sentences[sid].quantities):
+            # Judged on the part of the claim that holds the number, so a clause the claim adds
+            # ("... and include shipping costs") cannot hide a changed value.
+            if unmatched:
+                candidates = [f.best] + [i for i in f.window if i != f.best]
+                candidates += [sid for sid, _ in top if sid not in candidates]
+                segments = [_segment_weights(claim, q, weights) for q in unmatched]
+                for sid in candidates:
+                    s = sentences[sid]
+                    if not s.quantities:
+                        continue
+                    if any(
+                        seg >= _CONFLICT_MIN_COVER and any(q.conflicts(x) for x in s.quantities)
+                        for q, seg in (
+                            (q, _share(seg_w, s.units)) for q, seg_w in zip(unmatched, segments)
+                        )
+                    ):
                         f.conflict = sid
                         break
-            # Negation: a claim that negates what its closely aligned evidence asserts, or the
-            # reverse when the evidence is about as short as the claim (so the "not" is in the
-            # part that was aligned).
-            f.negation_flip = (
-                f.cover_sentence >= 0.7
-                and negated != best.negated
-                and (negated or best.size <= 2 * len(found) + 2)
-            )
+            # Negation: compared on the clauses of the evidence that the claim aligns with, so
+            # a "not" in another clause of the same sentence ("... and has no processing fee")
+            # is not counted against a claim that leaves that clause out.
+            if negated or best.negated:
+                f.negation_flip = f.cover_sentence >= 0.7 and _negation_differs(
+                    claim, index.texts[best.passage][best.start : best.end], weights
+                )
         return f
 
     def decide(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str]:
@@ -480,6 +519,93 @@ class LocalJudge:
             confidence=round(max(0.0, min(1.0, confidence)), 3),
         )
         return claim_out, f
+
+
+# Clause boundaries inside one sentence, English and Chinese.
+_CLAUSE = re.compile(
+    r"[,;:，；：、]\s*|\s+(?:and|but|while|whereas|although|though|yet|which|who|so)\s+"
+    r"|(?:但是|但|而且|并且|而|却|同时|所以|因此)"
+)
+_PLACEHOLDER = "zq"
+# A further clause joins the aligned span when it adds this share of the claim's weight.
+_CLAUSE_MIN_GAIN = 0.2
+
+
+def _clause_units(text: str) -> list[tuple[list[str], bool]]:
+    """The content units and the negation of each clause of ``text``."""
+    out: list[tuple[list[str], bool]] = []
+    pos = 0
+    for m in [*_CLAUSE.finditer(text), None]:
+        end = len(text) if m is None else m.start()
+        found, negated = context_units(text[pos:end])
+        if found or negated:
+            out.append((found, negated))
+        if m is not None:
+            pos = m.end()
+    return out
+
+
+def _negation_differs(claim: _ParsedClaim, sentence: str, weights: dict[str, float]) -> bool:
+    """Whether a clause of the claim negates where the evidence it aligns with does not, or
+    the reverse.
+
+    Each clause of the claim is aligned with clauses of the evidence sentence, greedily: the
+    one holding most of its weight, then each further one that adds a fair share of the units
+    still missing. Negation is compared on that aligned span only, so a "not" in another clause
+    of the same sentence ("... and has no processing fee") does not count against a claim that
+    leaves that clause out, and a flipped clause is caught even inside a long sentence.
+    """
+    evidence = [
+        (set(found) & weights.keys(), neg, len(found)) for found, neg in _clause_units(sentence)
+    ]
+    if not evidence:
+        return False
+    for found, claim_negated in _clause_units(_mask(claim.span.text, claim.quantities)):
+        own = {u: weights.get(u, 1.0) for u in found if not u.startswith(_PLACEHOLDER)}
+        total = sum(own.values())
+        if len(own) < 2 or total <= 0:
+            continue
+        covered: set[str] = set()
+        span_negated = False
+        span_size = 0
+        for units_in, neg, size in sorted(
+            evidence, key=lambda c: -sum(own.get(u, 0.0) for u in c[0])
+        ):
+            gain = sum(own.get(u, 0.0) for u in units_in - covered)
+            if gain <= 0 or (covered and gain < _CLAUSE_MIN_GAIN * total):
+                continue
+            covered |= units_in
+            span_negated = span_negated or neg
+            span_size += size
+        if sum(own.get(u, 0.0) for u in covered) < 0.6 * total:
+            continue  # this clause is not what the sentence says; nothing to compare
+        if claim_negated != span_negated and (claim_negated or span_size <= 2 * len(found) + 2):
+            return True
+    return False
+
+
+def _segment_weights(
+    claim: _ParsedClaim, q: Quantity, weights: dict[str, float]
+) -> dict[str, float]:
+    """The weights of the words in the clause of the claim that states ``q`` (no number
+    placeholders: those match any number of the same kind)."""
+    text = claim.span.text
+    start, end = 0, len(text)
+    for m in _CLAUSE.finditer(text):
+        if m.end() <= q.start:
+            start = m.end()
+        elif m.start() >= q.end:
+            end = m.start()
+            break
+    found = units(_mask(text[start:end], claim.quantities, start))[0]
+    return {u: weights.get(u, 1.0) for u in found if not u.startswith(_PLACEHOLDER)}
+
+
+def _share(weights: dict[str, float], have: frozenset[str]) -> float:
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    return sum(w for u, w in weights.items() if u in have) / total
 
 
 def _margin(value: float, threshold: float) -> float:

@@ -70,7 +70,9 @@ def _cjk_units(run: str, out: list[str]) -> bool:
 
 # Function characters: particles, conjunctions, prepositions, determiners and modal verbs
 # (能/可以/会/要), which paraphrases swap freely and which carry no fact of their own.
-_CJK_STOP = frozenset("的了是在和与及也就都而且或等这那个之为以于对把被着过其中将已从向")
+FUNCTION_CHARS = _CJK_STOP = frozenset(
+    "的了是在和与及也就都而且或等这那个之为以于对把被着过其中将已从向能可会要该此些"
+)
 
 
 def stem(word: str) -> str:

@@ -179,6 +179,20 @@ _CN_NUMBER = re.compile(
     r"(?P<pct>百分之)?(?P<num>[零〇一二两三四五六七八九十百千万亿]+(?:点[零〇一二三四五六七八九]+[万亿]?)?)"
     r"(?P<unit>" + _UNIT_ALT + r"|个)?",
 )
+# Half of a unit (半年 = 6个月, 半小时 = 30分钟); 一个半小时 and the like are left alone.
+_CN_HALF = re.compile(
+    r"(?<![一二两三四五六七八九十])半(?:个)?(?P<unit>年|月|小时|天|日|分钟|公斤|公里)"
+)
+_HALF_UNITS = {
+    "年": ("duration", "year"),
+    "月": ("duration", "month"),
+    "小时": ("duration", "hour"),
+    "天": ("duration", "day"),
+    "日": ("duration", "day"),
+    "分钟": ("duration", "minute"),
+    "公斤": ("mass", "kg"),
+    "公里": ("length", "km"),
+}
 # Full-width digits and decimal points read as ASCII (one character for one, so offsets hold).
 _FULLWIDTH = str.maketrans("０１２３４５６７８９．", "0123456789.")
 _WORD_NUMBER = re.compile(
@@ -385,6 +399,9 @@ def extract_quantities(text: str) -> list[Quantity]:
         step = _step_of(digits, scale, value, year_like)
         start = cur_match.start() if cur_match else num_start
         out.append(Quantity(value, step, kind, unit, start, m.end()))
+    for m in _CN_HALF.finditer(text) if "半" in text else ():
+        kind, unit = _HALF_UNITS[m.group("unit")]
+        out.append(Quantity(0.5, 0.1, kind, unit, m.start(), m.end()))
     for m in _CN_NUMBER.finditer(text) if _CN_HINT.search(text) else ():
         q = _cn_quantity(text, m)
         if q is not None:
@@ -457,7 +474,7 @@ class _MaybeNumber:
 
     @staticmethod
     def search(text: str) -> bool:
-        if _DIGIT_OR_CN.search(text):
+        if _DIGIT_OR_CN.search(text) or "半" in text:
             return True
         return bool(_WORD_NUMBER_HINT.search(text))
 

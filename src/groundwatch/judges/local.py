@@ -31,6 +31,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .. import _zh
+from .._contrast import cause_effect_reversed, direction_reversed
 from .._lexical import context_units, pairs, units
 from .._numbers import Quantity, QuantityIndex, extract_quantities
 from ..claims import ClaimSpan, sentence_spans, split_claims
@@ -169,6 +171,7 @@ class _ContextIndex:
                     self.all_pairs |= pair_set
         self.all_units = set(self.df)
         self.texts = [p.text for p in passages]
+        self._joined: str | None = None
         self.quantities = QuantityIndex(quantities)
         self._n1 = len(self.sentences) + 1.0
         self._absent_idf = math.log(1.0 + self._n1)
@@ -180,6 +183,17 @@ class _ContextIndex:
         if df is None:
             return self._absent_idf
         return math.log(1.0 + self._n1 / (df + 1.0))
+
+    @property
+    def joined(self) -> str:
+        """All passage texts in one string, for substring look-ups (built on first use)."""
+        if self._joined is None:
+            self._joined = "\n".join(self.texts)
+        return self._joined
+
+    def text_of(self, sid: int) -> str:
+        s = self.sentences[sid]
+        return self.texts[s.passage][s.start : s.end]
 
     def neighbours(self, sid: int) -> list[int]:
         """The sentence and its neighbours within the same passage."""
@@ -264,6 +278,12 @@ class ClaimFeatures:
     conflict: int | None = None
     """Sentence stating a conflicting quantity, if any."""
     negation_flip: bool = False
+    direction_flip: bool = False
+    """The evidence says the quantity went the other way (rose / fell, 增长 / 下降)."""
+    causal_flip: bool = False
+    """The claim swaps the cause and the effect its evidence states."""
+    novel_terms: list[str] = field(default_factory=list)
+    """Names (and, for Chinese, nouns) of the claim that the context never mentions."""
 
     @property
     def sentence_score(self) -> float:
@@ -325,7 +345,7 @@ class LocalJudge:
         parsed = [_parse(span) for span in spans]
         index = _index_for(contexts, parsed)
         q_units = set(units(question)[0]) if question else set()
-        return [self._judge_claim(c, index, contexts, q_units) for c in parsed]
+        return [self._judge_claim(c, index, contexts, q_units, question or "") for c in parsed]
 
     def features(
         self, answer: str, contexts: Sequence[Passage], question: str | None
@@ -334,12 +354,12 @@ class LocalJudge:
         parsed = [_parse(span) for span in split_claims(answer)]
         index = _index_for(contexts, parsed)
         q_units = set(units(question)[0]) if question else set()
-        return [self._measure(c, index, q_units) for c in parsed]
+        return [self._measure(c, index, q_units, question or "") for c in parsed]
 
     # -- internals ------------------------------------------------------------------------------
 
     def _measure(
-        self, claim: _ParsedClaim, index: _ContextIndex, q_units: set[str]
+        self, claim: _ParsedClaim, index: _ContextIndex, q_units: set[str], question: str = ""
     ) -> ClaimFeatures:
         found, negated, names = claim.units, claim.negated, claim.names
         f = ClaimFeatures(n_units=len(found))
@@ -378,7 +398,11 @@ class LocalJudge:
             f.cover_context = covered / total
         if claim_pairs:
             f.pair_context = len(claim_pairs & index.all_pairs) / len(claim_pairs)
-        f.novel_names = sum(1 for n in set(names) if n not in index.all_units and n not in q_units)
+        novel = [n for n in dict.fromkeys(names) if n not in index.all_units and n not in q_units]
+        if _HAS_CJK.search(claim.span.text):
+            novel += _zh.novel_terms(claim.span.text, index.joined, question)
+        f.novel_terms = novel
+        f.novel_names = len(novel)
         if acc:
             top = heapq.nlargest(_CANDIDATES, acc.items(), key=lambda kv: (kv[1], -kv[0]))
             best_key: tuple[float, float, int] | None = None
@@ -408,26 +432,31 @@ class LocalJudge:
             if unmatched:
                 candidates = [f.best] + [i for i in f.window if i != f.best]
                 candidates += [sid for sid, _ in top if sid not in candidates]
-                segments = [_segment_weights(claim, q, weights) for q in unmatched]
-                for sid in candidates:
-                    s = sentences[sid]
-                    if not s.quantities:
-                        continue
-                    if any(
-                        seg >= _CONFLICT_MIN_COVER and any(q.conflicts(x) for x in s.quantities)
-                        for q, seg in (
-                            (q, _share(seg_w, s.units)) for q, seg_w in zip(unmatched, segments)
+                segments = [(q, _segment_weights(claim, q, weights)) for q in unmatched]
+                f.conflict = next(
+                    (
+                        sid
+                        for sid in candidates
+                        if any(
+                            _share(seg, sentences[sid].units) >= _CONFLICT_MIN_COVER
+                            and any(q.conflicts(x) for x in sentences[sid].quantities)
+                            for q, seg in segments
                         )
-                    ):
-                        f.conflict = sid
-                        break
+                    ),
+                    None,
+                )
             # Negation: compared on the clauses of the evidence that the claim aligns with, so
             # a "not" in another clause of the same sentence ("... and has no processing fee")
             # is not counted against a claim that leaves that clause out.
+            evidence = index.text_of(f.best)
             if negated or best.negated:
-                f.negation_flip = f.cover_sentence >= 0.7 and _negation_differs(
-                    claim, index.texts[best.passage][best.start : best.end], weights
+                f.negation_flip = f.cover_sentence >= 0.6 and _negation_differs(
+                    claim, evidence, weights
                 )
+            if f.cover_sentence >= 0.6:
+                text = claim.span.text
+                f.direction_flip = direction_reversed(text, _aligned_clause(evidence, weights))
+                f.causal_flip = cause_effect_reversed(text, evidence, _unit_set)
         return f
 
     def decide(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str]:
@@ -453,6 +482,20 @@ class LocalJudge:
                 0.4 + 0.4 * f.cover_sentence,
                 "best",
             )
+        if f.direction_flip and f.best is not None:
+            return (
+                "contradicted",
+                "the evidence says it went the other way (up against down)",
+                0.4 + 0.4 * f.cover_sentence,
+                "best",
+            )
+        if f.causal_flip and f.best is not None:
+            return (
+                "contradicted",
+                "the evidence states the cause and the effect the other way round",
+                0.4 + 0.4 * f.cover_sentence,
+                "best",
+            )
         if f.numbers_unmatched:
             share = f.numbers_unmatched / max(f.numbers, 1)
             return (
@@ -464,7 +507,8 @@ class LocalJudge:
         if f.novel_names:
             return (
                 "unsupported",
-                f"{f.novel_names} name(s) of the claim appear nowhere in the context",
+                "names the context never mentions: "
+                + ", ".join(repr(t) for t in f.novel_terms[:3]),
                 0.55 + 0.1 * min(f.novel_names, 3),
                 "none",
             )
@@ -497,8 +541,9 @@ class LocalJudge:
         index: _ContextIndex,
         contexts: Sequence[Passage],
         q_units: set[str],
+        question: str,
     ) -> tuple[Claim, ClaimFeatures]:
-        f = self._measure(claim, index, q_units)
+        f = self._measure(claim, index, q_units, question)
         span = claim.span
         verdict, reason, confidence, backing = self.decide(f)
         sentences = index.sentences
@@ -527,6 +572,13 @@ _CLAUSE = re.compile(
     r"|(?:但是|但|而且|并且|而|却|同时|所以|因此)"
 )
 _PLACEHOLDER = "zq"
+_HAS_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def _unit_set(text: str) -> set[str]:
+    return set(units(text)[0])
+
+
 # A further clause joins the aligned span when it adds this share of the claim's weight.
 _CLAUSE_MIN_GAIN = 0.2
 
@@ -543,6 +595,20 @@ def _clause_units(text: str) -> list[tuple[list[str], bool]]:
         if m is not None:
             pos = m.end()
     return out
+
+
+def _aligned_clause(sentence: str, weights: dict[str, float]) -> str:
+    """The clause of ``sentence`` that holds most of a claim's weight."""
+    best, best_w = sentence, 0.0
+    pos = 0
+    for m in [*_CLAUSE.finditer(sentence), None]:
+        end = len(sentence) if m is None else m.start()
+        w = sum(weights.get(u, 0.0) for u in set(context_units(sentence[pos:end])[0]))
+        if w > best_w:
+            best, best_w = sentence[pos:end], w
+        if m is not None:
+            pos = m.end()
+    return best
 
 
 def _negation_differs(claim: _ParsedClaim, sentence: str, weights: dict[str, float]) -> bool:

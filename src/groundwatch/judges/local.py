@@ -37,6 +37,7 @@ from .._lexical import context_units, pairs, units
 from .._numbers import Quantity, QuantityIndex, extract_quantities
 from ..claims import ClaimSpan, sentence_spans, split_claims
 from ..types import Claim, Evidence, Judgement, Passage, Verdict
+from ._calibration import Calibration, default_calibration
 
 # Sentences longer than this are cut into chunks (tables, unpunctuated scraped text), so that
 # evidence stays a readable span and alignment stays local.
@@ -284,6 +285,14 @@ class ClaimFeatures:
     """The claim swaps the cause and the effect its evidence states."""
     novel_terms: list[str] = field(default_factory=list)
     """Names (and, for Chinese, nouns) of the claim that the context never mentions."""
+    negated: bool = False
+    """The claim itself negates."""
+    negation_unbacked: bool = False
+    """The claim negates while its best evidence and that evidence's neighbours do not."""
+    cjk: bool = False
+    """The claim is written in Chinese (or another CJK script)."""
+    question_share: float = 0.0
+    """Share of the claim's distinct units that the question contains (echoes)."""
 
     @property
     def sentence_score(self) -> float:
@@ -301,11 +310,22 @@ class ClaimFeatures:
 class LocalJudge:
     """Lexical and numeric alignment of each claim with the passages (the embedded default).
 
+    By default a fitted logistic model turns each claim's measurements into the probability that
+    the context backs it (see :mod:`groundwatch.judges._calibration`): a claim is backed at
+    ``min_probability`` or above, ``supported`` when one sentence states it and ``inferred``
+    otherwise, and ``Claim.confidence`` is the calibrated probability that the verdict is right.
+    ``calibrated=False`` decides with the two alignment thresholds instead.
+
     Args:
         support_threshold: alignment with one sentence for ``supported``.
         infer_threshold: overall alignment (sentence, neighbours, whole context) for
-            ``inferred``.
+            ``inferred``; used only with ``calibrated=False``.
         question_weight: weight of claim words that come from the question, in [0, 1].
+        calibrated: decide with the fitted model (default) or with the thresholds.
+        min_probability: probability of being backed from which a claim is supported or
+            inferred; ``None`` takes the calibration's own threshold.
+        calibration: another fitted model (benchmarks refit it per fold); ``None`` takes the
+            one shipped with the package.
     """
 
     name = "local"
@@ -315,6 +335,10 @@ class LocalJudge:
         support_threshold: float = DEFAULT_SUPPORT_THRESHOLD,
         infer_threshold: float = DEFAULT_INFER_THRESHOLD,
         question_weight: float = DEFAULT_QUESTION_WEIGHT,
+        *,
+        calibrated: bool = True,
+        min_probability: float | None = None,
+        calibration: Calibration | None = None,
     ) -> None:
         for label, value in (
             ("support_threshold", support_threshold),
@@ -326,6 +350,14 @@ class LocalJudge:
         self.support_threshold = support_threshold
         self.infer_threshold = min(infer_threshold, support_threshold)
         self.question_weight = question_weight
+        self.calibration = (calibration or default_calibration()) if calibrated else None
+        if min_probability is not None and not 0.0 <= min_probability <= 1.0:
+            raise ValueError(f"min_probability must be within [0, 1], got {min_probability!r}")
+        self.min_probability = (
+            min_probability
+            if min_probability is not None
+            else (self.calibration.threshold if self.calibration else 0.5)
+        )
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -362,8 +394,13 @@ class LocalJudge:
         self, claim: _ParsedClaim, index: _ContextIndex, q_units: set[str], question: str = ""
     ) -> ClaimFeatures:
         found, negated, names = claim.units, claim.negated, claim.names
-        f = ClaimFeatures(n_units=len(found))
         unique = list(dict.fromkeys(found))
+        f = ClaimFeatures(
+            n_units=len(found),
+            negated=negated,
+            cjk=_HAS_CJK.search(claim.span.text) is not None,
+            question_share=sum(u in q_units for u in unique) / len(unique) if unique else 0.0,
+        )
         weights = {
             u: index.idf(u) * (self.question_weight if u in q_units else 1.0) for u in unique
         }
@@ -399,7 +436,7 @@ class LocalJudge:
         if claim_pairs:
             f.pair_context = len(claim_pairs & index.all_pairs) / len(claim_pairs)
         novel = [n for n in dict.fromkeys(names) if n not in index.all_units and n not in q_units]
-        if _HAS_CJK.search(claim.span.text):
+        if f.cjk:
             novel += _zh.novel_terms(claim.span.text, index.joined, question)
         f.novel_terms = novel
         f.novel_names = len(novel)
@@ -449,6 +486,7 @@ class LocalJudge:
             # a "not" in another clause of the same sentence ("... and has no processing fee")
             # is not counted against a claim that leaves that clause out.
             evidence = index.text_of(f.best)
+            f.negation_unbacked = negated and not any(sentences[i].negated for i in f.window)
             if negated or best.negated:
                 f.negation_flip = f.cover_sentence >= 0.6 and _negation_differs(
                     claim, evidence, weights
@@ -464,76 +502,98 @@ class LocalJudge:
 
         ``evidence`` names what backs the verdict: ``"conflict"`` (the sentence stating another
         value), ``"best"`` (the aligned sentence), ``"cover"`` (the aligned sentence and the
-        neighbours that add to it) or ``"none"``.
+        neighbours that add to it) or ``"none"``. Every reason names what decided it.
         """
+        contradiction = self._contradiction(f)
+        if contradiction is not None:
+            return contradiction
+        if self.calibration is None:
+            return self._decide_by_thresholds(f)
+        p = self.calibration.probability(f)
+        support = f.sentence_score
+        if f.numbers_unmatched:
+            return "unsupported", _numbers_reason(f), 1.0 - p, "none"
+        if f.novel_names:
+            return "unsupported", _names_reason(f), 1.0 - p, "none"
+        if f.negation_unbacked:
+            return (
+                "unsupported",
+                "the claim says something is not so; no sentence near its evidence negates",
+                1.0 - p,
+                "none",
+            )
+        if f.best is not None and p >= self.min_probability:
+            if support >= self.support_threshold:
+                return "supported", _aligned_reason(f), p, "cover"
+            return "inferred", _covered_reason(f), p, "cover"
+        if f.n_units == 0 and f.numbers and f.best is not None:
+            return "supported", "its numbers are stated in the context", max(p, 0.6), "best"
+        return "unsupported", _weak_reason(f), 1.0 - p, "none"
+
+    def _contradiction(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str] | None:
+        """A contradiction found by one of the rules, with its measured precision."""
+        if f.best is None:
+            return None
+        cal = self.calibration
+        found: tuple[str, str, str, float] | None = None
+        if f.conflict is not None:
+            found = (
+                "conflict",
+                "the evidence states a different number or unit",
+                "conflict",
+                0.6 + 0.4 * min(1.0, f.cover_window),
+            )
+        elif f.negation_flip:
+            found = ("negation", "the evidence says the opposite (negation differs)", "best", 0.0)
+        elif f.direction_flip:
+            found = (
+                "direction",
+                "the evidence says it went the other way (up against down)",
+                "best",
+                0.0,
+            )
+        elif f.causal_flip:
+            found = (
+                "causal",
+                "the evidence states the cause and the effect the other way round",
+                "best",
+                0.0,
+            )
+        if found is None:
+            return None
+        rule, reason, backing, uncalibrated = found
+        if cal is not None:
+            confidence = cal.precision_of(rule)
+        else:
+            confidence = uncalibrated or 0.4 + 0.4 * f.cover_sentence
+        return "contradicted", reason, confidence, backing
+
+    def _decide_by_thresholds(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str]:
+        """The uncalibrated rule: alignment thresholds, confidence from the margin."""
         support = f.sentence_score
         infer = f.score
-        if f.conflict is not None:
-            return (
-                "contradicted",
-                "the evidence states a different number or unit",
-                0.6 + 0.4 * min(1.0, f.cover_window),
-                "conflict",
-            )
-        if f.negation_flip and f.best is not None:
-            return (
-                "contradicted",
-                "the evidence says the opposite (negation differs)",
-                0.4 + 0.4 * f.cover_sentence,
-                "best",
-            )
-        if f.direction_flip and f.best is not None:
-            return (
-                "contradicted",
-                "the evidence says it went the other way (up against down)",
-                0.4 + 0.4 * f.cover_sentence,
-                "best",
-            )
-        if f.causal_flip and f.best is not None:
-            return (
-                "contradicted",
-                "the evidence states the cause and the effect the other way round",
-                0.4 + 0.4 * f.cover_sentence,
-                "best",
-            )
         if f.numbers_unmatched:
             share = f.numbers_unmatched / max(f.numbers, 1)
-            return (
-                "unsupported",
-                f"{f.numbers_unmatched} number(s) of the claim appear nowhere in the context",
-                0.6 + 0.3 * min(1.0, share),
-                "none",
-            )
+            return "unsupported", _numbers_reason(f), 0.6 + 0.3 * min(1.0, share), "none"
         if f.novel_names:
-            return (
-                "unsupported",
-                "names the context never mentions: "
-                + ", ".join(repr(t) for t in f.novel_terms[:3]),
-                0.55 + 0.1 * min(f.novel_names, 3),
-                "none",
-            )
+            return "unsupported", _names_reason(f), 0.55 + 0.1 * min(f.novel_names, 3), "none"
         if f.best is not None and support >= self.support_threshold:
             return (
                 "supported",
-                f"aligned with one passage sentence ({support:.0%})",
+                _aligned_reason(f),
                 _margin(support, self.support_threshold),
                 "cover",
             )
         if f.best is not None and infer >= self.infer_threshold:
             return (
                 "inferred",
-                f"the context covers {infer:.0%} of it, across sentences or in other words",
+                _covered_reason(f),
                 0.25 + 0.5 * _margin(infer, self.infer_threshold),
                 "cover",
             )
         if f.n_units == 0 and f.numbers and f.best is not None:
             return "supported", "its numbers are stated in the context", 0.6, "best"
-        return (
-            "unsupported",
-            f"the context covers only {infer:.0%} of it",
-            _margin(infer, self.infer_threshold),
-            "none",
-        )
+        return "unsupported", _weak_reason(f), _margin(infer, self.infer_threshold), "none"
 
     def _judge_claim(
         self,
@@ -672,6 +732,37 @@ def _share(weights: dict[str, float], have: frozenset[str]) -> float:
     if total <= 0:
         return 0.0
     return sum(w for u, w in weights.items() if u in have) / total
+
+
+def _numbers_reason(f: ClaimFeatures) -> str:
+    return f"{f.numbers_unmatched} number(s) of the claim appear nowhere in the context"
+
+
+def _names_reason(f: ClaimFeatures) -> str:
+    return "names the context never mentions: " + ", ".join(repr(t) for t in f.novel_terms[:3])
+
+
+def _aligned_reason(f: ClaimFeatures) -> str:
+    return (
+        f"aligned with one passage sentence ({f.sentence_score:.0%}: {f.cover_sentence:.0%} of"
+        f" its words, {f.pair_sentence:.0%} of its word pairs)"
+    )
+
+
+def _covered_reason(f: ClaimFeatures) -> str:
+    return (
+        f"the context covers {f.score:.0%} of it, across sentences or in other words"
+        f" (best sentence {f.cover_sentence:.0%}, with its neighbours {f.cover_window:.0%})"
+    )
+
+
+def _weak_reason(f: ClaimFeatures) -> str:
+    if f.best is None:
+        return "no passage sentence shares its words"
+    return (
+        f"the context covers only {f.score:.0%} of it (closest sentence"
+        f" {f.cover_sentence:.0%} of its words, whole context {f.cover_context:.0%})"
+    )
 
 
 def _margin(value: float, threshold: float) -> float:

@@ -12,6 +12,7 @@ import pytest
 import groundwatch as gw
 from groundwatch._numbers import extract_quantities
 
+from ..extras import require_zh_extra
 from .zh_cases import CASES, PASSAGES
 
 
@@ -162,6 +163,7 @@ def test_chinese_set_is_large_and_balanced() -> None:
 
 
 def test_chinese_paraphrase_vs_hallucination_balanced_accuracy() -> None:
+    require_zh_extra()  # names and nouns the context lacks come from the segmenter
     ba, misses = _balanced_accuracy()
     assert ba >= 0.85, "\n".join(misses)
 
@@ -204,6 +206,13 @@ def test_reversed_direction_is_a_contradiction(answer: str, context: str) -> Non
     ],
 )
 def test_chinese_entity_swap_is_unsupported(answer: str, key: str) -> None:
+    require_zh_extra()
     ev = gw.evaluate(answer, [PASSAGES[key]])
     assert ev.label == "hallucinated"
     assert ev.claims[0].verdict in ("unsupported", "contradicted")
+
+
+def test_titles_are_names_without_the_extra() -> None:
+    ev = gw.evaluate("该成果发表在《自然》杂志上。", [PASSAGES["study"]])
+    assert ev.claims[0].verdict == "unsupported"
+    assert "自然" in ev.claims[0].reason

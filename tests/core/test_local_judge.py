@@ -174,11 +174,13 @@ def test_confidence_is_high_for_clear_cases_and_lower_for_borderline_ones() -> N
     assert unrelated.claims[0].verdict == "unsupported"
     # Calibrated probabilities: high for the clear cases, lower on the borderline, never a
     # certainty the dev data does not bear out.
-    assert verbatim.claims[0].confidence is not None and verbatim.claims[0].confidence >= 0.9
-    assert unrelated.claims[0].confidence is not None and unrelated.claims[0].confidence >= 0.9
-    assert borderline.claims[0].confidence is not None
-    assert borderline.claims[0].confidence < 0.8
-    assert verbatim.claims[0].confidence < 1.0
+    # (On AttributionBench dev even claims sharing no word with their context are labelled
+    # faithful 3 times in 10, which bounds the confidence of "unsupported" for them.)
+    v, u, b = (ev.claims[0].confidence for ev in (verbatim, unrelated, borderline))
+    assert v is not None and u is not None and b is not None
+    assert 0.9 <= v < 1.0
+    assert 0.6 <= u < 1.0
+    assert b < min(u, 0.6)
 
 
 def test_deterministic() -> None:

@@ -293,6 +293,8 @@ class ClaimFeatures:
     """The claim is written in Chinese (or another CJK script)."""
     question_share: float = 0.0
     """Share of the claim's distinct units that the question contains (echoes)."""
+    closest: str = ""
+    """Where the best sentence is and how it begins, for reasons ("passage 2: 'The tower…'")."""
 
     @property
     def sentence_score(self) -> float:
@@ -486,6 +488,8 @@ class LocalJudge:
             # a "not" in another clause of the same sentence ("... and has no processing fee")
             # is not counted against a claim that leaves that clause out.
             evidence = index.text_of(f.best)
+            snippet = evidence if len(evidence) <= 60 else evidence[:57].rstrip() + "..."
+            f.closest = f"passage {best.passage}: {snippet!r}"
             f.negation_unbacked = negated and not any(sentences[i].negated for i in f.window)
             if negated or best.negated:
                 f.negation_flip = f.cover_sentence >= 0.6 and _negation_differs(
@@ -760,8 +764,8 @@ def _weak_reason(f: ClaimFeatures) -> str:
     if f.best is None:
         return "no passage sentence shares its words"
     return (
-        f"the context covers only {f.score:.0%} of it (closest sentence"
-        f" {f.cover_sentence:.0%} of its words, whole context {f.cover_context:.0%})"
+        f"the context covers only {f.score:.0%} of it; the closest sentence ({f.closest}) has"
+        f" {f.cover_sentence:.0%} of its words, the whole context {f.cover_context:.0%}"
     )
 
 

@@ -138,7 +138,12 @@ def held_out(
         name: [None] * len(rows_by_set[name]) for name in fitted
     }
     for fold in range(k):
-        train = [r for name in fitted for r, f in zip(rows_by_set[name], folds[name]) if f != fold]
+        train = [
+            r
+            for name in fitted
+            for r, f in zip(rows_by_set[name], folds[name], strict=True)
+            if f != fold
+        ]
         model = fitter(train)
         for name in fitted:
             for i, (r, f) in enumerate(zip(rows_by_set[name], folds[name], strict=True)):

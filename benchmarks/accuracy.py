@@ -128,12 +128,15 @@ class Judged:
 
 
 def held_out(
-    rows_by_set: dict[str, list[Row]], k: int, fitter: Callable[[list[Row]], Calibration]
+    rows_by_set: dict[str, list[Row]],
+    k: int,
+    fitter: Callable[[list[Row]], Calibration],
+    seed: int = 0,
 ) -> dict[str, list[Judged]]:
     """Each row judged by a model that was not fitted on it."""
     out: dict[str, list[Judged]] = {}
     fitted = [name for name in FIT_SETS if name in rows_by_set]
-    folds = {name: folds_of(len(rows_by_set[name]), k) for name in fitted}
+    folds = {name: folds_of(len(rows_by_set[name]), k, seed) for name in fitted}
     judged: dict[str, list[Judged | None]] = {
         name: [None] * len(rows_by_set[name]) for name in fitted
     }
@@ -189,11 +192,11 @@ def reliability(outcomes: Sequence[tuple[float, bool]], bins: int) -> list[tuple
     return out
 
 
-def overlap_kfold(rows: list[dict[str, Any]], k: int) -> list[bool]:
+def overlap_kfold(rows: list[dict[str, Any]], k: int, seed: int = 0) -> list[bool]:
     """The baseline's prediction for each row, its threshold chosen on the other folds."""
     scores = [overlap_score(r["answer"], r["context"]) for r in rows]
     golds = [r["label"] == "faithful" for r in rows]
-    folds = folds_of(len(rows), k)
+    folds = folds_of(len(rows), k, seed)
     preds = [False] * len(rows)
     for fold in range(k):
         train = [i for i in range(len(rows)) if folds[i] != fold]
@@ -220,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=default_data_dir())
     parser.add_argument("--limit", type=int, default=None, help="rows per set (quick runs)")
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3, help="k-fold shuffles to average")
     args = parser.parse_args(argv)
     raw: dict[str, list[dict[str, Any]]] = {}
     rows_by_set: dict[str, list[Row]] = {}
@@ -240,13 +244,18 @@ def main(argv: list[str] | None = None) -> int:
         per_s = len(preds) / (time.perf_counter() - start)
         golds = [r["label"] == "faithful" for r in raw[name]]
         shipped[name] = (rates(preds, golds), per_s)
-    judged = held_out(rows_by_set, args.folds, fit)
+    repeats = [held_out(rows_by_set, args.folds, fit, seed) for seed in range(args.repeats)]
+    baselines = [
+        {name: overlap_kfold(rows, args.folds, seed) for name, rows in raw.items()}
+        for seed in range(args.repeats)
+    ]
+    judged = repeats[0]
 
     print(
         f"BA = balanced accuracy of grounded vs not; R+ / R- = recall of faithful / hallucinated."
-        f"\nheld out: {args.folds}-fold for {', '.join(FIT_SETS)} (the decision layer is fitted"
-        " on both); FaithBench is never fitted on. 'shipped' is the packaged model on every row"
-        " (in-sample where it was fitted)."
+        f"\nheld out: {args.folds}-fold, mean of {args.repeats} shuffles, for {', '.join(FIT_SETS)}"
+        " (the decision layer is fitted on them); FaithBench is never fitted on. 'shipped' is the"
+        " packaged model on every row (in-sample where it was fitted)."
     )
     print()
     header = (
@@ -256,24 +265,37 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
 
-    def line(name: str, js: list[Judged], baseline: list[bool], extra: str = "") -> None:
-        golds = [j.row.faithful for j in js]
-        ba, rp, rn = rates([j.grounded for j in js], golds)
-        oba, orp, orn = rates(baseline, golds)
+    def mean_rates(parts: list[tuple[list[bool], list[bool]]]) -> tuple[float, float, float]:
+        got = [rates(p, g) for p, g in parts]
+        return (
+            sum(x[0] for x in got) / len(got),
+            sum(x[1] for x in got) / len(got),
+            sum(x[2] for x in got) / len(got),
+        )
+
+    def line(name: str, idx: list[int] | None, extra: str = "") -> None:
+        judge_parts, base_parts = [], []
+        for rep, base in zip(repeats, baselines, strict=True):
+            js = rep[dataset] if idx is None else [rep[dataset][i] for i in idx]
+            bl = base[dataset] if idx is None else [base[dataset][i] for i in idx]
+            golds = [j.row.faithful for j in js]
+            judge_parts.append(([j.grounded for j in js], golds))
+            base_parts.append((bl, golds))
+        ba, rp, rn = mean_rates(judge_parts)
+        oba, orp, orn = mean_rates(base_parts)
+        n = len(judge_parts[0][1])
         print(
-            f"{name:<38}{len(js):>6}  {ba:>11.3f} {rp:>6.3f} {rn:>6.3f}"
+            f"{name:<38}{n:>6}  {ba:>11.3f} {rp:>6.3f} {rn:>6.3f}"
             f"  {oba:>10.3f} {orp:>6.3f} {orn:>6.3f}{extra}"
         )
 
-    for name, js in judged.items():
-        (sba, _, _), per_s = shipped[name]
-        baseline = overlap_kfold(raw[name], args.folds)
-        line(name, js, baseline, f"  {sba:>10.3f} {per_s:>9.0f}")
-        if name == "attributionbench_dev":
+    for dataset, js in judged.items():
+        (sba, _, _), per_s = shipped[dataset]
+        line(dataset, None, f"  {sba:>10.3f} {per_s:>9.0f}")
+        if dataset == "attributionbench_dev":
             # One setting for the whole set, as for the judge; sliced by source.
             for source in sorted({j.row.source for j in js}):
-                idx = [i for i, j in enumerate(js) if j.row.source == source]
-                line(f"  {source}", [js[i] for i in idx], [baseline[i] for i in idx])
+                line(f"  {source}", [i for i, j in enumerate(js) if j.row.source == source])
     zh_ba, zh_n = chinese_set()
     print(f"{'own Chinese set (tests/core)':<38}{zh_n:>6}  {zh_ba:>11.3f}  (shipped model)")
 

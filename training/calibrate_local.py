@@ -2,7 +2,8 @@
 
 The model is a logistic regression over the measurements ``LocalJudge`` takes of each claim
 (``groundwatch.judges._calibration.FEATURES``), predicting whether the context backs the claim.
-It is fitted on the claims of two labelled dev sets in ``../shared/data``:
+There is one model per script, each fitted on the claims of the dev set of its language in
+``../shared/data``:
 
 * AttributionBench dev (English): a claim of a faithful answer is backed; the claim of a
   one-claim hallucinated answer is not; longer hallucinated answers, whose bad claim is not
@@ -39,8 +40,11 @@ from groundwatch._inputs import prepare  # noqa: E402
 from groundwatch.judges._calibration import (  # noqa: E402
     CONTRADICTION_RULES,
     FEATURES,
+    SCRIPTS,
     Calibration,
+    LogisticModel,
     feature_vector,
+    script_of,
 )
 from groundwatch.judges.local import ClaimFeatures, LocalJudge  # noqa: E402
 from groundwatch.scoring import context_is_substantive  # noqa: E402
@@ -134,17 +138,18 @@ def _rule_of(f: ClaimFeatures) -> str | None:
 
 
 def fit(rows: Sequence[Row]) -> Calibration:
-    """Fit the logistic model and measure the contradiction rules on ``rows``."""
+    """Fit one logistic model per script and measure the contradiction rules on ``rows``."""
     from sklearn.linear_model import LogisticRegression
 
-    xs: list[list[float]] = []
-    ys: list[int] = []
-    groups: list[tuple[str, bool]] = []
+    data: dict[str, tuple[list[list[float]], list[int], list[tuple[str, bool]]]] = {
+        script: ([], [], []) for script in SCRIPTS
+    }
     fired: dict[str, list[int]] = {rule: [0, 0] for rule in CONTRADICTION_RULES}
     for row in rows:
         for f, label in zip(row.features, row.claim_labels, strict=True):
             if label is None:
                 continue
+            xs, ys, groups = data[script_of(f)]
             xs.append(feature_vector(f))
             ys.append(int(label))
             groups.append((row.dataset, label))
@@ -152,21 +157,27 @@ def fit(rows: Sequence[Row]) -> Calibration:
             if rule is not None:
                 fired[rule][0] += not label  # a contradiction of an unbacked claim is right
                 fired[rule][1] += 1
-    totals: dict[tuple[str, bool], int] = {}
-    for g in groups:
-        totals[g] = totals.get(g, 0) + 1
-    weights = [len(groups) / (len(totals) * totals[g]) for g in groups]
-    model = LogisticRegression(C=REGULARISATION_C, max_iter=5000)
-    model.fit(xs, ys, sample_weight=weights)
+    models: dict[str, LogisticModel] = {}
+    for script, (xs, ys, groups) in data.items():
+        if len(set(ys)) < 2:
+            raise ValueError(f"no claims of both classes to fit the {script} model on")
+        totals: dict[tuple[str, bool], int] = {}
+        for g in groups:
+            totals[g] = totals.get(g, 0) + 1
+        weights = [len(groups) / (len(totals) * totals[g]) for g in groups]
+        model = LogisticRegression(C=REGULARISATION_C, max_iter=5000)
+        model.fit(xs, ys, sample_weight=weights)
+        models[script] = LogisticModel(
+            coef=tuple(float(c) for c in model.coef_[0]), intercept=float(model.intercept_[0])
+        )
     precision = {rule: (right + 1) / (n + 2) for rule, (right, n) in fired.items()}
     return Calibration(
-        coef=tuple(float(c) for c in model.coef_[0]),
-        intercept=float(model.intercept_[0]),
+        models=models,
         threshold=0.5,
         contradiction_precision=precision,
         meta={
             "fitted_on": sorted({r.dataset for r in rows}),
-            "claims": len(xs),
+            "claims": {script: len(d[1]) for script, d in data.items()},
             "script": "training/calibrate_local.py",
         },
     )
@@ -186,9 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     calibration = fit(rows)
     data = calibration.to_json()
     print(f"fitted on {data['meta']['claims']} claims")
-    for name, c in zip(FEATURES, data["coef"], strict=True):
-        print(f"  {name:<22}{c:>9.3f}")
-    print(f"  {'intercept':<22}{data['intercept']:>9.3f}")
+    print(f"  {'feature':<22}" + "".join(f"{s:>9}" for s in SCRIPTS))
+    models = data["models"]
+    for i, name in enumerate(FEATURES):
+        print(f"  {name:<22}" + "".join(f"{models[s]['coef'][i]:>9.3f}" for s in SCRIPTS))
+    print(f"  {'intercept':<22}" + "".join(f"{models[s]['intercept']:>9.3f}" for s in SCRIPTS))
     print(f"  contradiction precision: {data['contradiction_precision']}")
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     if args.check:

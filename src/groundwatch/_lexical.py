@@ -138,7 +138,9 @@ def units(text: str) -> tuple[list[str], bool, list[str]]:
             continue
         s = _cached_stem(low)
         out.append(s)
-        if tok[0].isupper() and prev_end >= 0:
+        # Short all-capital words (TV, CEO, FC, UK) are abbreviations a context often spells
+        # out or leaves implicit, not names whose absence shows an invention.
+        if tok[0].isupper() and prev_end >= 0 and not (len(tok) <= 3 and tok.isupper()):
             gap = text[prev_end : m.start()]
             if not any(ch in ".!?:\n" for ch in gap) and prev_text:
                 names.append(s)

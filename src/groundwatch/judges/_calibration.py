@@ -1,9 +1,10 @@
 """The local judge's fitted decision layer: from a claim's measurements to a probability.
 
 ``LocalJudge`` measures each claim (coverage of its words and word pairs by one sentence, by the
-sentence and its neighbours, by the whole context; numbers; names). A small logistic model,
-fitted on the labelled dev data by ``training/calibrate_local.py``, turns those measurements
-into the probability that the context backs the claim. The coefficients ship as a data file
+sentence and its neighbours, by the whole context; numbers; names). A small logistic model per
+script (English words, Chinese characters), fitted on the labelled dev data by
+``training/calibrate_local.py``, turns those measurements into the probability that the context
+backs the claim. The coefficients ship as a data file
 (``_calibration.json``) beside this module; inference is a dot product in pure Python.
 
 Contradictions (a conflicting number, a flipped negation, direction or cause) stay rules: they
@@ -36,10 +37,6 @@ FEATURES: tuple[str, ...] = (
     "log_units",
     "question_share",
     "negated",
-    "cjk",
-    "cjk_cover_sentence",
-    "cjk_pair_sentence",
-    "cjk_cover_context",
     "little_context_cover",
     "little_sentence_cover",
 )
@@ -47,10 +44,17 @@ FEATURES: tuple[str, ...] = (
 
 CONTRADICTION_RULES: tuple[str, ...] = ("conflict", "negation", "direction", "causal")
 
+SCRIPTS: tuple[str, ...] = ("latin", "cjk")
+"""One model per script: Chinese character units and English word units measure on different
+scales, and each model is fitted on the dev set of its language."""
+
+
+def script_of(f: ClaimFeatures) -> str:
+    return "cjk" if f.cjk else "latin"
+
 
 def feature_vector(f: ClaimFeatures) -> list[float]:
     """The model's inputs for one claim, in :data:`FEATURES` order."""
-    cjk = 1.0 if f.cjk else 0.0
     return [
         f.cover_sentence,
         f.pair_sentence,
@@ -63,10 +67,6 @@ def feature_vector(f: ClaimFeatures) -> list[float]:
         math.log1p(f.n_units),
         f.question_share,
         1.0 if f.negated else 0.0,
-        cjk,
-        cjk * f.cover_sentence,
-        cjk * f.pair_sentence,
-        cjk * f.cover_context,
         # Hinges let the linear model be surer where almost nothing of the claim is there.
         max(0.0, 0.4 - f.cover_context),
         max(0.0, 0.4 - f.cover_sentence),
@@ -74,14 +74,11 @@ def feature_vector(f: ClaimFeatures) -> list[float]:
 
 
 @dataclass(frozen=True)
-class Calibration:
-    """Coefficients of the logistic model and the rules' measured precision."""
+class LogisticModel:
+    """``sigmoid(intercept + coef . features)``."""
 
     coef: tuple[float, ...]
     intercept: float
-    threshold: float = 0.5
-    contradiction_precision: Mapping[str, float] = field(default_factory=dict)
-    meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if len(self.coef) != len(FEATURES):
@@ -90,13 +87,31 @@ class Calibration:
                 f"{len(FEATURES)} features"
             )
 
-    def probability(self, f: ClaimFeatures) -> float:
-        """Probability that the context backs the claim."""
-        z = self.intercept + sum(c * x for c, x in zip(self.coef, feature_vector(f), strict=True))
+    def probability(self, x: list[float]) -> float:
+        z = self.intercept + sum(c * v for c, v in zip(self.coef, x, strict=True))
         if z >= 0:
             return 1.0 / (1.0 + math.exp(-z))
         e = math.exp(z)
         return e / (1.0 + e)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The per-script logistic models and the rules' measured precision."""
+
+    models: Mapping[str, LogisticModel]
+    threshold: float = 0.5
+    contradiction_precision: Mapping[str, float] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        missing = [s for s in SCRIPTS if s not in self.models]
+        if missing:
+            raise ValueError(f"calibration lacks a model for {', '.join(missing)}")
+
+    def probability(self, f: ClaimFeatures) -> float:
+        """Probability that the context backs the claim."""
+        return self.models[script_of(f)].probability(feature_vector(f))
 
     def precision_of(self, rule: str) -> float:
         """How often a contradiction found by ``rule`` was right on the fitting data."""
@@ -104,10 +119,15 @@ class Calibration:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "version": 1,
+            "version": 2,
             "features": list(FEATURES),
-            "coef": [round(c, 6) for c in self.coef],
-            "intercept": round(self.intercept, 6),
+            "models": {
+                script: {
+                    "coef": [round(c, 6) for c in m.coef],
+                    "intercept": round(m.intercept, 6),
+                }
+                for script, m in self.models.items()
+            },
             "threshold": self.threshold,
             "contradiction_precision": {
                 k: round(v, 4) for k, v in self.contradiction_precision.items()
@@ -121,8 +141,12 @@ class Calibration:
         if names != FEATURES:
             raise ValueError(f"calibration features {names} differ from the judge's {FEATURES}")
         return cls(
-            coef=tuple(float(c) for c in data["coef"]),
-            intercept=float(data["intercept"]),
+            models={
+                str(script): LogisticModel(
+                    coef=tuple(float(c) for c in m["coef"]), intercept=float(m["intercept"])
+                )
+                for script, m in data["models"].items()
+            },
             threshold=float(data.get("threshold", 0.5)),
             contradiction_precision={
                 str(k): float(v) for k, v in data.get("contradiction_precision", {}).items()

@@ -1,26 +1,27 @@
-"""The embedded default judge: deterministic, pure Python, no network, no model.
+"""The embedded default judge: deterministic, pure Python, no network, no model download.
 
-How a claim is judged (the README's "How the local judge decides" has the user-facing version):
+How a claim is judged (``docs/judges.md`` has the user-facing version):
 
 1. The passages are cut into sentences once per call and indexed, keeping only units that some
    claim uses: content units (stemmed words, single CJK characters), pairs of units at most one
-   unit apart, quantities (numbers with kind, unit and precision), negation. Unit weights are
-   smoothed inverse sentence frequencies over the passages themselves; units the *question*
-   contains weigh less, because an answer echoing the question is not evidence of support.
+   unit apart, quantities (numbers with kind, unit and precision; in the word stream each one
+   stands as a word naming its kind, so "1.5 km" and "1500 m" read alike), negation. Unit
+   weights are smoothed inverse sentence frequencies over the passages themselves; units the
+   *question* contains weigh less, because an answer echoing the question is not evidence.
 2. Each claim is aligned with its best sentence (and that sentence with its neighbours, for
    claims that combine adjacent sentences) through the inverted index.
-3. Numbers are compared as quantities: a claim's number must match one of the context (rounding
-   and formats allowed); a number that matches nothing while the aligned evidence states another
-   value of the same kind (500万 vs 800万, 3个月 vs 3年, 1889 vs 1899) is a contradiction. A
-   flipped negation against closely aligned evidence is a contradiction too. An unmatched number
-   without such evidence, or a capitalised name absent from the context, makes it unsupported.
-4. Otherwise unit and pair coverage decide: by one sentence -> ``supported``; by the sentence,
-   its neighbours and the whole context together -> ``inferred``; else ``unsupported``.
+3. Rules find contradictions on the aligned evidence: a number that matches nothing while the
+   evidence states another value of the same kind (500万 vs 800万, 3个月 vs 3年), judged on the
+   clause of the claim that states it; a negation that differs on the aligned clauses; a change
+   that goes the other way (rose / fell); cause and effect swapped. A number, a name (or, for
+   Chinese with the ``zh`` extra, a noun) the context never mentions makes a claim unsupported.
+4. Otherwise a fitted logistic model (:mod:`._calibration`) turns the coverage measurements
+   into the probability that the context backs the claim: backed claims are ``supported`` when
+   one sentence states them, ``inferred`` when it takes several or other words.
 
-``Claim.confidence`` is the margin of that decision: 1.0 far from every threshold (verbatim
-support, no overlap at all, a number conflict in well aligned evidence), 0.5 on a threshold;
-``inferred`` never exceeds 0.75 because overlap cannot tell a fair paraphrase from a plausible
-invention. A cascade uses it to send unclear claims to an LLM judge.
+``Claim.confidence`` is the calibrated probability that the verdict is right (for the rules,
+their measured precision); a cascade sends the answers with an unsure claim to an LLM judge.
+``LocalJudge(calibrated=False)`` keeps the hand-set thresholds of step 4 instead.
 """
 
 from __future__ import annotations
@@ -538,38 +539,38 @@ class LocalJudge:
         """A contradiction found by one of the rules, with its measured precision."""
         if f.best is None:
             return None
-        cal = self.calibration
-        found: tuple[str, str, str, float] | None = None
         if f.conflict is not None:
-            found = (
+            rule, reason, backing = (
                 "conflict",
                 "the evidence states a different number or unit",
                 "conflict",
-                0.6 + 0.4 * min(1.0, f.cover_window),
             )
         elif f.negation_flip:
-            found = ("negation", "the evidence says the opposite (negation differs)", "best", 0.0)
+            rule, reason, backing = (
+                "negation",
+                "the evidence says the opposite (negation differs)",
+                "best",
+            )
         elif f.direction_flip:
-            found = (
+            rule, reason, backing = (
                 "direction",
                 "the evidence says it went the other way (up against down)",
                 "best",
-                0.0,
             )
         elif f.causal_flip:
-            found = (
+            rule, reason, backing = (
                 "causal",
                 "the evidence states the cause and the effect the other way round",
                 "best",
-                0.0,
             )
-        if found is None:
-            return None
-        rule, reason, backing, uncalibrated = found
-        if cal is not None:
-            confidence = cal.precision_of(rule)
         else:
-            confidence = uncalibrated or 0.4 + 0.4 * f.cover_sentence
+            return None
+        if self.calibration is not None:
+            confidence = self.calibration.precision_of(rule)
+        elif rule == "conflict":
+            confidence = 0.6 + 0.4 * min(1.0, f.cover_window)
+        else:
+            confidence = 0.4 + 0.4 * f.cover_sentence
         return "contradicted", reason, confidence, backing
 
     def _decide_by_thresholds(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str]:

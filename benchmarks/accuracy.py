@@ -6,6 +6,8 @@ Printed in one run, for each dev set in ``../shared/data``:
   decision layer was not fitted on: 5-fold for the sets it is fitted on (AttributionBench,
   UHGEval: fit on four folds of both, measure on the fifth), the shipped model for FaithBench
   (never fitted on);
+* ``thresholds``: the same measurements decided by the hand-set thresholds instead of the
+  fitted layer (``LocalJudge(calibrated=False)``, nothing fitted);
 * the overlap baseline: share of the answer's content words found in the context, its
   threshold chosen on four folds and measured on the fifth;
 * the same per ``source_dataset`` of AttributionBench;
@@ -260,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     header = (
         f"{'dataset':<38}{'n':>6}  {'held-out BA':>11} {'R+':>6} {'R-':>6}"
-        f"  {'overlap BA':>10} {'R+':>6} {'R-':>6}  {'shipped BA':>10} {'answers/s':>9}"
+        f"  {'overlap BA':>10} {'R+':>6} {'R-':>6}  {'thresholds':>10}"
+        f"  {'shipped BA':>10} {'answers/s':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -291,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
 
     for dataset, js in judged.items():
         (sba, _, _), per_s = shipped[dataset]
-        line(dataset, None, f"  {sba:>10.3f} {per_s:>9.0f}")
+        rule = [Judged(j.row, None) for j in js]
+        tba = rates([j.grounded for j in rule], [j.row.faithful for j in rule])[0]
+        line(dataset, None, f"  {tba:>10.3f}  {sba:>10.3f} {per_s:>9.0f}")
         if dataset == "attributionbench_dev":
             # One setting for the whole set, as for the judge; sliced by source.
             for source in sorted({j.row.source for j in js}):

@@ -31,9 +31,6 @@ LABEL_ALIASES: dict[str, ExpectedLabel] = {
     "unfaithful": "hallucinated",
 }
 
-FIELDS = ("id", "question", "contexts", "answer", "label")
-"""Recognised fields; ``context`` is accepted as a synonym of ``contexts``."""
-
 
 class InputFileError(Exception):
     """The input cannot be read at all (missing file, unknown format, not UTF-8, no header)."""

@@ -124,12 +124,10 @@ class JUnitWriter:
             "w+", encoding="utf-8"
         )
         self.tests = self.failures = self.errors = self.skipped = 0
-        self._seconds = 0.0
         self._started = time.strftime("%Y-%m-%dT%H:%M:%S")
 
     def _case(self, name: str, seconds: float, body: str, classname: str | None = None) -> None:
         self.tests += 1
-        self._seconds += seconds
         self._cases.write(
             f"    <testcase classname={xml_attr(classname or self._classname)} "
             f'name={xml_attr(name)} time="{seconds:.6f}"'

@@ -26,7 +26,7 @@ from .. import _config, _guard, scoring
 from .._evaluate import default_judge
 from .._inputs import MAX_PASSAGES
 from .._weakhooks import reinit_after_fork, weak_callback
-from ..judges import Judge
+from ..judges import CascadeJudge, Judge
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
 from ..types import Evaluation, RagRecord
@@ -184,6 +184,8 @@ class Monitor:
         self._shut = False
         self._lock = threading.Lock()
         self.stats = Stats(self._queue_size)
+        if isinstance(self.judge, CascadeJudge):
+            self.stats.escalating.append(self.judge)
         self._telemetry = Telemetry(
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,

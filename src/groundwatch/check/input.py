@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ._inputs import clean_text
+from .._inputs import clean_text
 
 ExpectedLabel = Literal["faithful", "hallucinated"]
 
@@ -30,9 +30,6 @@ LABEL_ALIASES: dict[str, ExpectedLabel] = {
     "hallucinated": "hallucinated",
     "unfaithful": "hallucinated",
 }
-
-FIELDS = ("id", "question", "contexts", "answer", "label")
-"""Recognised fields; ``context`` is accepted as a synonym of ``contexts``."""
 
 
 class InputFileError(Exception):

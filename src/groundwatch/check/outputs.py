@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
-from ._check_input import InvalidRow, Row
-from ._check_summary import CheckSummary, Threshold, claim_line, failing_claims, is_failure
-from .types import Evaluation
+from ..types import Evaluation
+from .input import InvalidRow, Row
+from .summary import CheckSummary, Threshold, claim_line, failing_claims, is_failure
 
 _COPY_CHUNK_CHARS = 16_384
 """Cases are copied from the temporary file in chunks this size: memory stays small."""
@@ -124,12 +124,10 @@ class JUnitWriter:
             "w+", encoding="utf-8"
         )
         self.tests = self.failures = self.errors = self.skipped = 0
-        self._seconds = 0.0
         self._started = time.strftime("%Y-%m-%dT%H:%M:%S")
 
     def _case(self, name: str, seconds: float, body: str, classname: str | None = None) -> None:
         self.tests += 1
-        self._seconds += seconds
         self._cases.write(
             f"    <testcase classname={xml_attr(classname or self._classname)} "
             f'name={xml_attr(name)} time="{seconds:.6f}"'

@@ -1,0 +1,382 @@
+"""The background worker: bounded queue, a daemon thread with an asyncio loop, flush, shutdown,
+fork safety. Modelled on OpenTelemetry's ``BatchProcessor``.
+
+Request path (any host thread): :meth:`Worker.submit` appends to a ``deque`` and, only when the
+worker is idle, wakes it with one ``call_soon_threadsafe``. Nothing else: no lock held, no I/O
+beyond that wake-up, no scoring.
+
+Worker thread (``groundwatch-worker``), one path for every record: the loop takes a batch off
+the queue (:meth:`Worker._take_batch`, as many as the runner asks for, waiting up to
+``BATCH_DELAY_S`` for more), prepares each record once (:func:`~.runner.prepare_record`; one
+that cannot be read fails alone with ``invalid_input``), hands the batch to its
+:class:`~.runner.Runner` with OpenTelemetry instrumentation suppressed, and passes the results
+to ``finish`` (the monitor's telemetry and ``on_result`` callbacks). Up to
+``runner.concurrency`` batches are in flight; what waits stays in the bounded queue, so overload
+shows up as ``queue_full`` on the request path, not as unbounded memory.
+
+Accounting: every record handed to :meth:`submit` ends in exactly one of
+``groundwatch.evaluations`` (label != error: evaluated; label == error: failed) or
+``groundwatch.evaluations.dropped`` (never scored: shutdown deadline, fork, internal error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from opentelemetry import context as otel_context
+
+from .. import _guard, scoring
+from .._weakhooks import reinit_after_fork
+from ..integration import suppressed_context
+from ..telemetry import Stats
+from ..telemetry import semconv as sc
+from ..types import Evaluation, RagRecord
+from .runner import InvalidRecord, Prepared, Result, Runner, error_evaluation, prepare_record
+
+BATCH_DELAY_S = 0.02
+"""How long the worker lets records gather before sending a batch smaller than the runner
+asks for (OpenTelemetry's BatchSpanProcessor has the same schedule delay); a flush or shutdown
+cuts it short. Async judges ask for batches of one, which never wait."""
+
+Finished = tuple[RagRecord, "Evaluation | object", int, int]
+"""``(record, evaluation, start_ns, end_ns)``; the evaluation may be a ``LazyEvaluation``."""
+Finish = Callable[[list[Finished]], None]
+
+
+class Worker:
+    """Queue + thread + loop; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        runner: Runner,
+        finish: Finish,
+        stats: Stats,
+        max_queue_size: int,
+        timeout_s: float,
+        policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
+    ) -> None:
+        self.runner = runner
+        self.concurrency = runner.concurrency
+        self.finish = finish
+        self.stats = stats
+        self.max_queue_size = max_queue_size
+        self.timeout_s = timeout_s
+        self.policy = policy
+        self._init_state()
+        reinit_after_fork(self._at_fork_reinit)
+
+    def _init_state(self) -> None:
+        self.queue: deque[RagRecord] = deque()
+        self._pid = os.getpid()
+        self._start_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._awake = False
+        self._stopped = False
+        self._stopping = False  # set on the loop: take nothing more off the queue
+        self._stop_sent = False  # shutdown() has asked the loop to stop
+        self._wakeup: asyncio.Event | None = None
+        self._next_seq = 0
+        self._inflight: dict[int, asyncio.Task[None]] = {}
+        self._flush_waiters: list[tuple[int, threading.Event]] = []
+        self._hurry: asyncio.Event | None = None
+
+    # --- request path --------------------------------------------------------------------------
+
+    def submit(self, record: RagRecord) -> bool:
+        """Queue a sampled record; ``False`` when the queue is full (the caller counts it)."""
+        if self._pid != os.getpid():
+            # A fork the at-fork hook did not see (e.g. os.fork from C code).
+            self._at_fork_reinit()
+        queue = self.queue
+        # Checked without a lock: concurrent callers may overshoot the bound by one record each,
+        # which keeps memory bounded and costs no lock on the request path.
+        if len(queue) >= self.max_queue_size:
+            return False
+        queue.append(record)
+        if self._stopped:
+            # shutdown() ran between the monitor's check and this append: its final count is
+            # over, so count this record dropped here (whoever pops a record counts it).
+            self._drain_dropped()
+        elif not self._awake:
+            self._wake()
+        return True
+
+    def _wake(self) -> None:
+        loop = self._loop
+        if loop is None:
+            self._start()
+            return
+        self._awake = True
+        # A plain try (not contextlib.suppress): this is on the request path.
+        try:  # noqa: SIM105
+            loop.call_soon_threadsafe(self._set_wakeup)
+        except RuntimeError:
+            pass  # loop closed: shut down; shutdown() counts what is left in the queue
+
+    def _set_wakeup(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._loop is not None or self._stopped:
+                return
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(
+                target=self._thread_main, args=(loop,), name="groundwatch-worker", daemon=True
+            )
+            self._awake = True
+            self._thread = thread
+            self._loop = loop
+            thread.start()
+
+    # --- worker thread -------------------------------------------------------------------------
+
+    def _thread_main(self, loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.create_task(self._main())
+            loop.run_forever()
+        finally:
+            try:
+                tasks = asyncio.all_tasks(loop)
+                for task in tasks:
+                    task.cancel()
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                # A task cancelled before its first step never ran _run's handlers.
+                self.stats.count_dropped(sc.ERROR_SHUTDOWN, len(self._inflight))
+                self._inflight.clear()
+                self._drain_dropped()
+            finally:
+                loop.close()
+
+    async def _main(self) -> None:
+        self._wakeup = asyncio.Event()
+        self._hurry = asyncio.Event()
+        semaphore = asyncio.Semaphore(self.concurrency)
+        while not self._stopping:
+            try:
+                await self._dispatch(semaphore)
+                return
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                # A bug of ours must not leave records queued forever: log, breathe, go on.
+                _guard.internal_error("worker", exc, reraise=False)
+                await asyncio.sleep(0.1)
+
+    async def _dispatch(self, semaphore: asyncio.Semaphore) -> None:
+        assert self._wakeup is not None
+        loop = asyncio.get_running_loop()
+        queue = self.queue
+        while True:
+            # Order matters (see submit): mark idle and clear the event *before* looking at the
+            # queue, so a record appended after the look always finds us idle and wakes us.
+            if self._stopping:
+                return
+            self._awake = False
+            self._wakeup.clear()
+            if not queue:
+                await self._wakeup.wait()
+            self._awake = True
+            while queue and not self._stopping:
+                await semaphore.acquire()
+                if self._stopping:
+                    semaphore.release()
+                    break
+                records = await self._take_batch(self.runner.batch_size())
+                if not records:
+                    semaphore.release()
+                    break
+                seqs = range(self._next_seq, self._next_seq + len(records))
+                self._next_seq += len(records)
+                task = loop.create_task(self._run_batch(records, seqs, semaphore))
+                for seq in seqs:
+                    self._inflight[seq] = task
+
+    async def _take_batch(self, size: int) -> list[RagRecord]:
+        """Up to ``size`` records, waiting up to ``BATCH_DELAY_S`` for more to arrive (unless a
+        flush is waiting or the worker is stopping)."""
+        assert self._hurry is not None
+        queue = self.queue
+        if len(queue) < size and not self._flush_waiters and not self._stopping:
+            # _awake stays True meanwhile: submit() does not wake the loop per record.
+            self._hurry.clear()
+            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                await asyncio.wait_for(self._hurry.wait(), BATCH_DELAY_S)
+        records: list[RagRecord] = []
+        while len(records) < size and not self._stopping:
+            try:
+                records.append(queue.popleft())
+            except IndexError:
+                break
+        return records
+
+    async def _run_batch(
+        self, records: list[RagRecord], seqs: range, semaphore: asyncio.Semaphore
+    ) -> None:
+        finished = False
+        try:
+            results = await self._evaluate(records)
+            finished = True
+            # Synchronous from here: a cancellation (shutdown) cannot split the accounting.
+            self.finish(
+                [(r, ev, start, end) for r, (ev, start, end) in zip(records, results, strict=True)]
+            )
+        except asyncio.CancelledError:
+            if not finished:
+                self.stats.count_dropped(sc.ERROR_SHUTDOWN, len(records))
+            raise
+        except BaseException as exc:
+            if not finished:
+                self.stats.count_dropped(sc.ERROR_INTERNAL, len(records))
+            _guard.internal_error("worker", exc, reraise=False)
+        finally:
+            for seq in seqs:
+                self._inflight.pop(seq, None)
+            semaphore.release()
+            self._check_flush()
+
+    async def _evaluate(self, records: list[RagRecord]) -> list[Result]:
+        """Prepare each record once and run the batch; one result per record, in order."""
+        results: list[Result | None] = [None] * len(records)
+        items: list[Prepared] = []
+        where: list[int] = []
+        for i, record in enumerate(records):
+            try:
+                items.append(prepare_record(record))
+            except InvalidRecord as exc:
+                now = time.time_ns()
+                empty = Prepared("", [], None, False)
+                failed = error_evaluation(sc.ERROR_INVALID_INPUT, str(exc), empty, self.runner.name)
+                results[i] = (failed, now, now)
+                continue
+            where.append(i)
+        if items:
+            # The judge's own HTTP / LLM calls must not create spans in the user's traces nor
+            # re-enter our callbacks: instrumentations check this key. The worker's task
+            # context is its own, so attach/detach here cannot leak into the host.
+            token = otel_context.attach(suppressed_context())
+            try:
+                await self.runner.start()
+                done = await self.runner.run(items, self.policy, self.timeout_s)
+            finally:
+                otel_context.detach(token)
+            for i, result in zip(where, done, strict=True):
+                results[i] = result
+        return [r for r in results if r is not None]
+
+    # --- flush / shutdown ----------------------------------------------------------------------
+
+    def _check_flush(self) -> None:
+        if not self._flush_waiters:
+            return
+        # The lowest unfinished sequence number: in-flight tasks are in start order.
+        low = next(iter(self._inflight), self._next_seq)
+        still = []
+        for target, event in self._flush_waiters:
+            if self._next_seq >= target and low >= target:
+                event.set()
+            else:
+                still.append((target, event))
+        self._flush_waiters = still
+
+    def _add_flush_waiter(self, event: threading.Event) -> None:
+        # Everything queued or in flight now gets a sequence number below target.
+        self._flush_waiters.append((self._next_seq + len(self.queue), event))
+        self._set_wakeup()
+        if self._hurry is not None:
+            self._hurry.set()
+        self._check_flush()
+
+    def in_worker_thread(self) -> bool:
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until everything queued now is scored and emitted; ``False`` on timeout."""
+        loop = self._loop
+        if loop is None:
+            return not self.queue
+        if self.in_worker_thread():
+            return False  # an on_result callback flushing would wait for itself
+        if self._stop_sent:
+            # The loop is stopping (it may still be finishing a batch): a callback posted to
+            # it now would never run. What is left ends with the thread, scored or dropped.
+            thread = self._thread
+            if thread is not None:
+                thread.join(max(0.0, timeout_s))
+            return not self.queue and not self._inflight
+        done = threading.Event()
+        try:
+            loop.call_soon_threadsafe(self._add_flush_waiter, done)
+        except RuntimeError:
+            return not self.queue and not self._inflight
+        return done.wait(max(0.0, timeout_s))
+
+    def _drain_dropped(self) -> None:
+        """Pop what is queued and count it dropped. Popping one by one (atomic) means a record
+        appended concurrently is counted exactly once, by whoever pops it."""
+        n = 0
+        while True:
+            try:
+                self.queue.popleft()
+            except IndexError:
+                break
+            n += 1
+        self.stats.count_dropped(sc.ERROR_SHUTDOWN, n)
+
+    def _stop_on_loop(self) -> None:
+        self._stopping = True
+        if self._hurry is not None:
+            self._hurry.set()
+        self._drain_dropped()
+        for task in list(self._inflight.values()):
+            task.cancel()  # _run counts each as dropped
+        asyncio.get_running_loop().stop()
+
+    def shutdown(self, timeout_s: float) -> bool:
+        """Score what is queued within the deadline, count the rest as dropped, stop."""
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        with self._start_lock:
+            already = self._stopped
+            self._stopped = True
+        if already:
+            return True
+        flushed = self.flush(timeout_s)
+        loop, thread = self._loop, self._thread
+        joined = True
+        if loop is not None and thread is not None:
+            self._stop_sent = True
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._stop_on_loop)
+            if not self.in_worker_thread():
+                thread.join(max(0.05, deadline - time.monotonic()))
+                joined = not thread.is_alive()
+        # Appended by a record() racing with shutdown after the loop had stopped.
+        self._drain_dropped()
+        return flushed and joined
+
+    # --- fork ----------------------------------------------------------------------------------
+
+    def _at_fork_reinit(self) -> None:
+        # The child has no worker thread: what the parent had queued or in flight is the
+        # parent's to score, so the child counts it as dropped and starts afresh (lazily, on
+        # its first record), like OpenTelemetry's BatchProcessor.
+        if self._pid == os.getpid():
+            return
+        inherited = len(self.queue) + len(self._inflight)
+        stopped = self._stopped
+        self._init_state()
+        self._stopped = stopped
+        self.stats.reinit_after_fork()
+        self.stats.count_dropped(sc.ERROR_FORK, inherited)
+        self.runner.at_fork_reinit()

@@ -24,7 +24,7 @@ CONTEXT = [
     "Seville. Today the business employs roughly 400 people and sells irrigation equipment "
     "across southern Europe. Its headquarters moved to Madrid in 2010."
 ]
-PARAPHRASE = "Ana and Luis Ortega, who are brother and sister, launched Acme in 1998."
+PARAPHRASE = "A brother and sister founded Acme in a Seville garage."
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def judge() -> gw.SemanticJudge:
 def test_paraphrase_the_local_judge_rejects_is_inferred_with_located_evidence(
     judge: gw.SemanticJudge,
 ) -> None:
-    local = gw.evaluate(PARAPHRASE, CONTEXT, judge=gw.LocalJudge(calibrated=False))
+    local = gw.evaluate(PARAPHRASE, CONTEXT, judge=gw.LocalJudge())
     assert local.label == "hallucinated"
     assert [c.verdict for c in local.claims] == ["unsupported"]
 
@@ -75,7 +75,7 @@ def test_unrelated_claim_stays_unsupported_with_its_meaning_match(
 def test_number_and_name_rejections_are_not_second_guessed(
     judge: gw.SemanticJudge, answer: str, verdict: str, reason: str
 ) -> None:
-    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge(calibrated=False))
+    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge())
     ev = gw.evaluate(answer, CONTEXT, judge=judge)
     assert [c.verdict for c in ev.claims] == [verdict]
     assert reason in ev.claims[0].reason
@@ -84,7 +84,7 @@ def test_number_and_name_rejections_are_not_second_guessed(
 
 def test_claims_the_local_judge_accepts_are_unchanged(judge: gw.SemanticJudge) -> None:
     answer = "Acme sells irrigation equipment across southern Europe. It employs 400 people."
-    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge(calibrated=False))
+    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge())
     ev = gw.evaluate(answer, CONTEXT, judge=judge)
     assert ev.claims == local.claims
     assert {c.verdict for c in ev.claims} <= {"supported", "inferred"}
@@ -94,18 +94,19 @@ def test_chinese_claims_get_no_second_look(judge: gw.SemanticJudge) -> None:
     # The model is English; a Chinese claim keeps the lexical verdict and reason.
     context = ["该公司于1998年在塞维利亚成立，目前约有400名员工。"]
     answer = "这家企业由两位兄妹创办，总部设在马德里。"
-    local = gw.evaluate(answer, context, judge=gw.LocalJudge(calibrated=False))
+    local = gw.evaluate(answer, context, judge=gw.LocalJudge())
     ev = gw.evaluate(answer, context, judge=judge)
     assert ev.claims == local.claims
     assert all("meaning match" not in c.reason for c in ev.claims)
 
 
 def test_threshold_decides_between_inferred_and_unsupported() -> None:
-    strict = gw.SemanticJudge(support_threshold=0.99)
+    # The fixed threshold on the meaning match is the uncalibrated rule.
+    strict = gw.SemanticJudge(support_threshold=0.99, calibrated=False)
     (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=strict).claims
     assert claim.verdict == "unsupported"
     assert "meaning match only" in claim.reason
-    lenient = gw.SemanticJudge(support_threshold=0.5)
+    lenient = gw.SemanticJudge(support_threshold=0.5, calibrated=False)
     (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=lenient).claims
     assert claim.verdict == "inferred"
 

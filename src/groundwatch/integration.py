@@ -33,8 +33,6 @@ from ._weakhooks import reinit_after_fork, weak_callback
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
 
-    from .runtime.monitor import Monitor
-
 __all__ = [
     "MAX_PASSAGES",
     "SUPPRESS_INSTRUMENTATION_KEYS",
@@ -117,9 +115,3 @@ class MonitorLike(Protocol):
     ) -> None: ...
 
     def record_failure(self, error_type: str, *, route: str | None = None) -> None: ...
-
-
-if TYPE_CHECKING:
-
-    def _monitor_is_monitor_like(monitor: Monitor) -> MonitorLike:
-        return monitor  # mypy checks that the real Monitor fits the protocol

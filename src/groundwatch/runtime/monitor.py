@@ -226,6 +226,7 @@ class Monitor:
         route: str | None = None,
         attributes: Mapping[str, Any] | None = None,
         always_score: bool = False,
+        decision: Decision | None = None,
     ) -> None:
         """Hand one RAG interaction to the monitor. Returns at once; never raises.
 
@@ -240,17 +241,19 @@ class Monitor:
             route: the pipeline's name, for per-route sampling and metric attributes.
             attributes: extra attributes for the evaluation span (primitive values only).
             always_score: score this record whatever the sampler says (a thumbs-down).
+            decision: the sampler's decision taken for this interaction with :meth:`decide`
+                (integrations: when its retrieval started); the sampler is not asked again.
         """
         try:
-            decision, error_type = self._record(
-                question, contexts, answer, span_context, route, attributes, always_score
+            outcome, error_type = self._record(
+                question, contexts, answer, span_context, route, attributes, always_score, decision
             )
         except Exception as exc:
-            decision, error_type = Decision.ERROR, sc.ERROR_INTERNAL
-            self.stats.count_decision(decision.value, error_type)
+            outcome, error_type = Decision.ERROR, sc.ERROR_INTERNAL
+            self.stats.count_decision(outcome.value, error_type)
             _guard.internal_error("record", exc)
             return
-        self.stats.count_decision(decision.value, error_type)
+        self.stats.count_decision(outcome.value, error_type)
 
     def _record(
         self,
@@ -261,6 +264,7 @@ class Monitor:
         route: str | None,
         attributes: Mapping[str, Any] | None,
         always_score: bool,
+        decided: Decision | None,
     ) -> tuple[Decision, str | None]:
         if self._shut:
             return Decision.ERROR, sc.ERROR_SHUTDOWN
@@ -296,11 +300,14 @@ class Monitor:
         if self._disabled:
             return Decision.NOT_SAMPLED, None
         if not always_score:
-            try:
-                decision = self.sampler.decide(record)
-            except Exception as exc:
-                _guard.user_error("sampler", exc)
-                return Decision.ERROR, sc.ERROR_SAMPLER
+            if decided is not None:
+                decision = decided
+            else:
+                try:
+                    decision = self.sampler.decide(record)
+                except Exception as exc:
+                    _guard.user_error("sampler", exc)
+                    return Decision.ERROR, sc.ERROR_SAMPLER
             if decision is not _SAMPLED:
                 return Decision(decision), None
         try:
@@ -317,6 +324,58 @@ class Monitor:
         if not self._worker.submit(record):
             return Decision.QUEUE_FULL, None
         return _SAMPLED, None
+
+    def decide(
+        self, *, span_context: SpanContext | None = None, route: str | None = None
+    ) -> Decision:
+        """The sampler's decision for an interaction, taken before its content exists.
+
+        For integrations, when an interaction's retrieval starts (its trace id is known then):
+        an interaction that will not be scored need keep no documents and build no record. End
+        it with ``record(..., decision=SAMPLED)`` or :meth:`record_decision`, which count it;
+        ``decide`` counts nothing. The sampler sees a record with the span context and route
+        only (the built-in samplers need no more). Never raises: a raising sampler gives
+        ``ERROR``.
+        """
+        try:
+            if self._disabled:
+                return Decision.NOT_SAMPLED
+            if span_context is None:
+                span_context = _get_current_span().get_span_context()
+            valid = isinstance(span_context, SpanContext) and span_context.is_valid
+            record = RagRecord(
+                None,
+                (),
+                "",
+                route if route is not None else self.route,
+                None,
+                "%016x" % _getrandbits(64),  # noqa: UP031 (the fastest spelling)
+                span_context.trace_id if valid else 0,
+                span_context.span_id if valid else 0,
+                False,
+                span_context if valid else None,
+            )
+            return Decision(self.sampler.decide(record))
+        except Exception as exc:
+            _guard.user_error("sampler", exc)
+            return Decision.ERROR
+
+    def record_decision(self, decision: Decision, *, route: str | None = None) -> None:
+        """Count an interaction that :meth:`decide` did not sample, in place of ``record``.
+
+        Counted as ``groundwatch.records{groundwatch.decision=<decision>}`` (``ERROR``: the
+        sampler raised, ``error.type=sampler_error``). Never raises.
+        """
+        try:
+            decision = Decision(decision)
+            if decision is Decision.ERROR:
+                self.stats.count_decision(decision.value, sc.ERROR_SAMPLER)
+            elif self._shut:
+                self.stats.count_decision(Decision.ERROR.value, sc.ERROR_SHUTDOWN)
+            else:
+                self.stats.count_decision(decision.value)
+        except Exception as exc:
+            _guard.internal_error("record_decision", exc)
 
     def record_failure(self, error_type: str, *, route: str | None = None) -> None:
         """Count an interaction that could not be turned into a record.

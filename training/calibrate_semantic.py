@@ -4,8 +4,7 @@
 unsupported (no missing number or name, no contradiction; English text) a second look by
 meaning. This script fits the logistic model that decides that second look: inputs are the
 lexical measurements (``FEATURES``) plus the meaning match, the target is whether the context
-backs the claim, on AttributionBench dev (claim labels as in ``calibrate_local.py``; each class
-weighs the same). FaithBench is never fitted on. Needs ``pip install -e ".[semantic]"``.
+backs the claim, on AttributionBench dev (claim labels as in ``calibrate_local.py``). FaithBench is never fitted on. Needs ``pip install -e ".[semantic]"``.
 
 Usage::
 
@@ -116,12 +115,12 @@ def second_look_samples(
 def fit_second_look(samples: Sequence[tuple[list[float], bool]]) -> LogisticModel:
     from sklearn.linear_model import LogisticRegression
 
+    # No class weights: the claims the first stage rejects are mostly unbacked, and the second
+    # look must be calibrated to that population, or it promotes half of them.
     xs = [x for x, _ in samples]
     ys = [int(y) for _, y in samples]
-    pos = sum(ys)
-    weights = [len(ys) / (2 * (pos if y else len(ys) - pos)) for y in ys]
     model = LogisticRegression(C=REGULARISATION_C, max_iter=5000)
-    model.fit(xs, ys, sample_weight=weights)
+    model.fit(xs, ys)
     return LogisticModel(
         coef=tuple(float(c) for c in model.coef_[0]), intercept=float(model.intercept_[0])
     ).expect(SEMANTIC_FEATURES)

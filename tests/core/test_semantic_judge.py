@@ -51,6 +51,19 @@ def test_paraphrase_the_local_judge_rejects_is_inferred_with_located_evidence(
     assert ev.evidence_rejected == 0
 
 
+def test_the_calibrated_second_look_decides_by_probability() -> None:
+    judge = gw.SemanticJudge(calibrated=True)
+    assert judge.local.calibration is not None
+    (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=judge).claims
+    assert claim.verdict == "inferred"
+    assert claim.confidence is not None and 0.5 <= claim.confidence < 1.0
+    (other,) = gw.evaluate(
+        "The company makes rockets for space tourism.", CONTEXT, judge=judge
+    ).claims
+    assert other.verdict == "unsupported"
+    assert "meaning match only" in other.reason
+
+
 def test_unrelated_claim_stays_unsupported_with_its_meaning_match(
     judge: gw.SemanticJudge,
 ) -> None:
@@ -75,7 +88,7 @@ def test_unrelated_claim_stays_unsupported_with_its_meaning_match(
 def test_number_and_name_rejections_are_not_second_guessed(
     judge: gw.SemanticJudge, answer: str, verdict: str, reason: str
 ) -> None:
-    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge())
+    local = gw.evaluate(answer, CONTEXT, judge=judge.local)
     ev = gw.evaluate(answer, CONTEXT, judge=judge)
     assert [c.verdict for c in ev.claims] == [verdict]
     assert reason in ev.claims[0].reason
@@ -84,7 +97,7 @@ def test_number_and_name_rejections_are_not_second_guessed(
 
 def test_claims_the_local_judge_accepts_are_unchanged(judge: gw.SemanticJudge) -> None:
     answer = "Acme sells irrigation equipment across southern Europe. It employs 400 people."
-    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge())
+    local = gw.evaluate(answer, CONTEXT, judge=judge.local)
     ev = gw.evaluate(answer, CONTEXT, judge=judge)
     assert ev.claims == local.claims
     assert {c.verdict for c in ev.claims} <= {"supported", "inferred"}
@@ -94,19 +107,18 @@ def test_chinese_claims_get_no_second_look(judge: gw.SemanticJudge) -> None:
     # The model is English; a Chinese claim keeps the lexical verdict and reason.
     context = ["该公司于1998年在塞维利亚成立，目前约有400名员工。"]
     answer = "这家企业由两位兄妹创办，总部设在马德里。"
-    local = gw.evaluate(answer, context, judge=gw.LocalJudge())
+    local = gw.evaluate(answer, context, judge=judge.local)
     ev = gw.evaluate(answer, context, judge=judge)
     assert ev.claims == local.claims
     assert all("meaning match" not in c.reason for c in ev.claims)
 
 
 def test_threshold_decides_between_inferred_and_unsupported() -> None:
-    # The fixed threshold on the meaning match is the uncalibrated rule.
-    strict = gw.SemanticJudge(support_threshold=0.99, calibrated=False)
+    strict = gw.SemanticJudge(support_threshold=0.99)
     (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=strict).claims
     assert claim.verdict == "unsupported"
     assert "meaning match only" in claim.reason
-    lenient = gw.SemanticJudge(support_threshold=0.5, calibrated=False)
+    lenient = gw.SemanticJudge(support_threshold=0.5)
     (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=lenient).claims
     assert claim.verdict == "inferred"
 

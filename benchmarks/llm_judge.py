@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from accuracy import default_data_dir  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
-from groundwatch.judges._text import estimate_tokens  # noqa: E402
+from groundwatch.judging.judges._text import estimate_tokens  # noqa: E402
 from tests.llm_judge.fake_openai import (  # noqa: E402
     FakeOpenAIServer,
     Recorded,
@@ -153,7 +153,7 @@ def raw_client_rate(rows: list[dict[str, Any]], concurrency: int) -> float:
     ceiling for any judge built on it (same prompts, no groundwatch code around them)."""
     import openai
 
-    from groundwatch.judges._prompt import build_prompt
+    from groundwatch.judging.judges._prompt import build_prompt
 
     prompts = [
         build_prompt(

@@ -41,9 +41,9 @@ from calibrate_semantic import measure as measure_with_meaning
 
 import groundwatch as gw
 from groundwatch._inputs import prepare
-from groundwatch.judges._calibration import feature_vector
-from groundwatch.judges.semantic import _match
-from groundwatch.scoring import score
+from groundwatch.judging.judges._calibration import feature_vector
+from groundwatch.judging.judges.semantic import DEFAULT_SUPPORT_THRESHOLD, _match
+from groundwatch.judging.scoring import DEFAULT_MIN_GROUNDEDNESS, score
 from groundwatch.types import Judgement
 
 GRID = [round(0.66 + 0.01 * i, 2) for i in range(21)]  # 0.66 .. 0.86
@@ -76,7 +76,7 @@ def run_dataset(
         return out
 
     table = {t: labels_at(t) for t in [*GRID, 2.0]}  # 2.0: nothing passes = LocalJudge alone
-    judge.support_threshold = gw.judges.semantic.DEFAULT_SUPPORT_THRESHOLD
+    judge.support_threshold = DEFAULT_SUPPORT_THRESHOLD
     shipped = labels_at(judge.support_threshold)
     result = {
         "n": len(rows),
@@ -211,7 +211,7 @@ def _grounded_row(row: MatchedRow, verdicts: list[str]) -> bool:
     if "contradicted" in verdicts:
         return False
     backed = sum(v in ("supported", "inferred") for v in verdicts)
-    return backed / len(verdicts) >= gw.scoring.DEFAULT_MIN_GROUNDEDNESS
+    return backed / len(verdicts) >= DEFAULT_MIN_GROUNDEDNESS
 
 
 def _labels(rows: list[MatchedRow], calibration: Any, second: Any) -> tuple[list[bool], list[bool]]:
@@ -273,7 +273,10 @@ def calibrated_table(judge: gw.SemanticJudge, data: Path, limit: int | None) -> 
         )
     fb = measured.get("faithbench_dev")
     if fb:
-        from groundwatch.judges._calibration import default_calibration, default_semantic_model
+        from groundwatch.judging.judges._calibration import (
+            default_calibration,
+            default_semantic_model,
+        )
 
         a, b = _labels(fb, default_calibration(), default_semantic_model())
         golds = [r.faithful for r in fb]

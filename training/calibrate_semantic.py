@@ -1,10 +1,11 @@
-"""Fit ``SemanticJudge``'s second-look model (``judges/_calibration_semantic.json``).
+"""Fit ``SemanticJudge``'s second-look model (``judging/judges/_calibration_semantic.json``).
 
 ``SemanticJudge`` runs the calibrated ``LocalJudge`` first and gives the claims it left plainly
 unsupported (no missing number or name, no contradiction; English text) a second look by
 meaning. This script fits the logistic model that decides that second look: inputs are the
 lexical measurements (``FEATURES``) plus the meaning match, the target is whether the context
-backs the claim, on AttributionBench dev (claim labels as in ``calibrate_local.py``). FaithBench is never fitted on. Needs ``pip install -e ".[semantic]"``.
+backs the claim, on AttributionBench dev (claim labels as in ``calibrate_local.py``).
+FaithBench is never fitted on. Needs ``pip install -e ".[semantic]"``.
 
 Usage::
 
@@ -33,18 +34,18 @@ from calibrate_local import (  # noqa: E402
 )
 
 from groundwatch._inputs import prepare  # noqa: E402
-from groundwatch.judges._calibration import (  # noqa: E402
+from groundwatch.judging.judges._calibration import (  # noqa: E402
     SEMANTIC_FEATURES,
     Calibration,
     LogisticModel,
     feature_vector,
 )
-from groundwatch.judges.local import ClaimFeatures, LocalJudge  # noqa: E402
-from groundwatch.judges.semantic import SemanticJudge  # noqa: E402
-from groundwatch.scoring import context_is_substantive  # noqa: E402
+from groundwatch.judging.judges.local import ClaimFeatures, LocalJudge  # noqa: E402
+from groundwatch.judging.judges.semantic import SemanticJudge  # noqa: E402
+from groundwatch.judging.scoring import context_is_substantive  # noqa: E402
 
 FIT_SET = "attributionbench_dev"
-SHIPPED = ROOT / "src" / "groundwatch" / "judges" / "_calibration_semantic.json"
+SHIPPED = ROOT / "src" / "groundwatch" / "judging" / "judges" / "_calibration_semantic.json"
 
 
 @dataclass

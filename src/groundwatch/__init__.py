@@ -2,9 +2,10 @@
 
 import logging
 
-from ._evaluate import aevaluate, evaluate
 from .alerts import Alert, AlertingHook, DropDetector
-from .judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge, SemanticJudge
+from .judging.evaluate import aevaluate, evaluate
+from .judging.judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge, SemanticJudge
+from .judging.scoring import LabelPolicy
 from .runtime.monitor import Monitor
 from .runtime.sampling import (
     Decision,
@@ -14,7 +15,6 @@ from .runtime.sampling import (
     Sampler,
     TokenBudgetSampler,
 )
-from .scoring import LabelPolicy
 from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())

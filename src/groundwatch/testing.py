@@ -262,8 +262,8 @@ import re as _re  # noqa: E402, RUF100
 from collections.abc import Sequence as _Sequence  # noqa: E402, RUF100
 from typing import Any as _Any  # noqa: E402, RUF100
 
-from ._evaluate import evaluate as _evaluate  # noqa: E402, RUF100
-from .judges import Judge as _Judge  # noqa: E402, RUF100
+from .judging.evaluate import evaluate as _evaluate  # noqa: E402, RUF100
+from .judging.judges import Judge as _Judge  # noqa: E402, RUF100
 from .types import Claim as _Claim  # noqa: E402, RUF100
 from .types import Evaluation as _Evaluation  # noqa: E402, RUF100
 from .types import Passage as _Passage  # noqa: E402, RUF100

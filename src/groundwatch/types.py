@@ -80,8 +80,8 @@ class Usage(BaseModel):
 class Judgement(BaseModel):
     """What a judge returns: claims with verdicts and evidence, before scoring.
 
-    Judges do not compute scores or labels; :func:`groundwatch.scoring.score` does, the same for
-    every judge. A judge that fails sets ``error`` (a short reason) instead of raising.
+    Judges do not compute scores or labels; :func:`groundwatch.judging.scoring.score` does, the
+    same for every judge. A judge that fails sets ``error`` (a short reason) instead of raising.
     """
 
     claims: list[Claim] = Field(default_factory=list)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 import groundwatch as gw
-from groundwatch.scoring import LabelPolicy, context_is_substantive, locate_quote, score
+from groundwatch.judging.scoring import LabelPolicy, context_is_substantive, locate_quote, score
 from groundwatch.types import Claim, Evidence, Judgement, Passage
 
 PASSAGES = [

@@ -12,8 +12,8 @@ import time
 import pytest
 
 import groundwatch as gw
-from groundwatch.judges import _minilm
-from groundwatch.judges.semantic import DEFAULT_SUPPORT_THRESHOLD
+from groundwatch.judging.judges import _minilm
+from groundwatch.judging.judges.semantic import DEFAULT_SUPPORT_THRESHOLD
 
 from ..extras import require_semantic_extra
 
@@ -152,7 +152,7 @@ def test_model_failure_keeps_the_lexical_verdicts(
         raise RuntimeError("onnxruntime exploded")
 
     monkeypatch.setattr(judge.encoder, "encode", broken)
-    with caplog.at_level(logging.WARNING, logger="groundwatch.judges.semantic"):
+    with caplog.at_level(logging.WARNING, logger="groundwatch.judging.judges.semantic"):
         ev = gw.evaluate(PARAPHRASE, CONTEXT, judge=judge)
     assert [c.verdict for c in ev.claims] == ["unsupported"]
     assert ev.label == "hallucinated"

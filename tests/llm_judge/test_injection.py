@@ -135,7 +135,7 @@ def test_injection_in_another_passage_does_not_hurt_a_grounded_answer(
 
 def _last_request_stub(answer: str, passages: list[str]) -> Any:
     """A request-shaped object for the honest model, built from the inputs directly."""
-    from groundwatch.judges._prompt import build_prompt
+    from groundwatch.judging.judges._prompt import build_prompt
 
     prompt = build_prompt(
         answer, [gw.Passage(text=p) for p in passages], None, max_context_tokens=10_000

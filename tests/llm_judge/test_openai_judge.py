@@ -13,7 +13,7 @@ import pytest
 
 import groundwatch as gw
 from groundwatch import OpenAIJudge
-from groundwatch.judges._prompt import PROMPT_VERSION, SYSTEM_PROMPT
+from groundwatch.judging.judges._prompt import PROMPT_VERSION, SYSTEM_PROMPT
 
 from .conftest import TEST_KEY
 from .fake_openai import FakeOpenAIServer, Reply, parse_prompt

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groundwatch.judges._prompt import build_prompt, new_nonce, trim_passages
-from groundwatch.judges._text import estimate_tokens
-from groundwatch.scoring import locate_quote
+from groundwatch.judging.judges._prompt import build_prompt, new_nonce, trim_passages
+from groundwatch.judging.judges._text import estimate_tokens
+from groundwatch.judging.scoring import locate_quote
 from groundwatch.types import Passage
 
 _WORDS = ["tower", "metres", "Paris", "1889", "2.1", "公司", "收入", "the", "is", "of", "river"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from groundwatch.judges._reply import parse_reply
+from groundwatch.judging.judges._reply import parse_reply
 
 ITEMS = [
     {"claim": 'A "quoted" {brace} claim', "passage": 1, "quote": "x", "verdict": "supported"},

@@ -5,7 +5,11 @@ from __future__ import annotations
 import email.utils
 import random
 
-from groundwatch.judges._resilience import CircuitBreaker, backoff_seconds, retry_after_seconds
+from groundwatch.judging.judges._resilience import (
+    CircuitBreaker,
+    backoff_seconds,
+    retry_after_seconds,
+)
 
 
 def test_backoff_grows_is_capped_and_jittered() -> None:

@@ -24,8 +24,8 @@ from typing import IO, Any
 
 import groundwatch
 
-from .._evaluate import aevaluate, judge_name
-from ..judges import Judge
+from ..judging.evaluate import aevaluate, judge_name
+from ..judging.judges import Judge
 from ..types import Evaluation
 from .input import InputFileError, InvalidRow, Row, count_rows, read_rows
 from .outputs import JsonLinesWriter, JUnitWriter, Sink

@@ -509,7 +509,7 @@ def run(args: argparse.Namespace) -> int:
         print(_LANGCHAIN_HINT, file=sys.stderr)
         return 2
 
-    from ..judges import LocalJudge
+    from ..judging.judges import LocalJudge
     from ..runtime.monitor import Monitor
     from ..runtime.sampling import RatioSampler
 

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import IO, Any
 
-from .._evaluate import judge_name
+from ..judging.evaluate import judge_name
 from ..types import Passage
 from .process import compact, read_message, write_message
 from .runner import Prepared, evaluate_prepared

@@ -23,8 +23,9 @@ import types
 from collections.abc import Coroutine, Generator, Sequence
 from typing import Any
 
-from .. import _guard, scoring
-from .._evaluate import judge_name
+from .. import _guard
+from ..judging import scoring
+from ..judging.evaluate import judge_name
 from .runner import Prepared, Result, judgement_of, scored, timeout_evaluation
 from .thread import ThreadRunner
 

@@ -22,11 +22,12 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import SpanContext, TracerProvider
 
-from .. import _config, _guard, scoring
-from .._evaluate import default_judge
+from .. import _config, _guard
 from .._inputs import MAX_PASSAGES
 from .._weakhooks import reinit_after_fork, weak_callback
-from ..judges import CascadeJudge, Judge
+from ..judging import scoring
+from ..judging.evaluate import default_judge
+from ..judging.judges import CascadeJudge, Judge
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
 from ..types import RagRecord

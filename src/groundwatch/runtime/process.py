@@ -39,8 +39,8 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
-from .. import scoring
-from .._evaluate import judge_name
+from ..judging import scoring
+from ..judging.evaluate import judge_name
 from ..types import VERDICTS, Evaluation, Usage, Verdict
 from .runner import (
     JudgeSpeed,

@@ -24,8 +24,8 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from .. import scoring
 from .._inputs import prepare
+from ..judging import scoring
 from ..telemetry import semconv as sc
 from ..types import Evaluation, Judgement, Passage, RagRecord
 

@@ -10,8 +10,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .. import scoring
-from .._evaluate import judge_name
+from ..judging import scoring
+from ..judging.evaluate import judge_name
 from .runner import (
     MAX_STUCK_JUDGE_THREADS,
     JudgeSpeed,

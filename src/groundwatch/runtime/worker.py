@@ -31,9 +31,10 @@ from collections import deque
 
 from opentelemetry import context as otel_context
 
-from .. import _guard, scoring
+from .. import _guard
 from .._weakhooks import reinit_after_fork
 from ..integration import suppressed_context
+from ..judging import scoring
 from ..telemetry import Stats
 from ..telemetry import semconv as sc
 from ..types import RagRecord

@@ -4,7 +4,7 @@ Text becomes *units*: light-stemmed content words for alphabetic scripts, and ch
 CJK runs (no dictionary needed). Consecutive units also form *pairs*, which capture word order
 and phrasing ("capital of France" vs "France's capital" share units, not pairs); for Chinese,
 pairs are character bigrams, close to words. Numbers (digits, number words, scale words such as
-"million" or 万) are left to :mod:`groundwatch._numbers`, which compares them as quantities.
+"million" or 万) are left to :mod:`groundwatch.judging.numbers`, which compares them as quantities.
 """
 
 from __future__ import annotations

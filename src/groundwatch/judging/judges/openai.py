@@ -2,7 +2,7 @@
 
 One request per answer. The model lists the answer's claims and gives each a verdict with a
 verbatim quote from a numbered passage; groundwatch then checks every quote against its passage
-(:mod:`groundwatch.scoring`), so a verdict the passages do not back cannot count.
+(:mod:`groundwatch.judging.scoring`), so a verdict the passages do not back cannot count.
 
 Works with OpenAI, Azure OpenAI (v1 endpoint or a client you build), vLLM, Ollama, LM Studio
 and any other server that speaks ``POST /v1/chat/completions``.
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import context as otel_context
 
-from ..types import Judgement, Passage, Usage
+from ...types import Judgement, Passage, Usage
 from ._loop import LoopThread
 from ._prompt import PROMPT_VERSION, RESPONSE_FORMATS, build_prompt
 from ._reply import Checks, parse_reply, to_claims

@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .._lexical import STOPWORDS, units
+from ...types import Claim, Evidence, Judgement, Passage
 from ..claims import sentence_spans
-from ..types import Claim, Evidence, Judgement, Passage
+from ..lexical import STOPWORDS, units
 from ._calibration import LogisticModel, default_semantic_model, semantic_vector
 from ._minilm import MiniLMEncoder, TokenVectors
 from .local import ClaimFeatures, LocalJudge, _margin

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .._weakhooks import reinit_after_fork
+from ..._weakhooks import reinit_after_fork
 
 if TYPE_CHECKING:
     import numpy as np

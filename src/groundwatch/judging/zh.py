@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from ._lexical import FUNCTION_CHARS
+from .lexical import FUNCTION_CHARS
 
 _logger = logging.getLogger(__name__)
 

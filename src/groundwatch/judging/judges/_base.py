@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ..types import Judgement, Passage
+from ...types import Judgement, Passage
 
 
 @runtime_checkable
@@ -16,7 +16,8 @@ class Judge(Protocol):
 
     ``judge`` may be a plain method or a coroutine function. It should not raise: a failure is a
     ``Judgement`` with ``error`` set (the caller also guards against judges that do raise).
-    Scores and labels are not the judge's business; :mod:`groundwatch.scoring` computes them.
+    Scores and labels are not the judge's business; :mod:`groundwatch.judging.scoring` computes
+    them.
     """
 
     name: str

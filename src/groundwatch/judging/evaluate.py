@@ -9,11 +9,11 @@ import threading
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
+from .._inputs import prepare
+from ..types import Evaluation, Judgement, Passage
 from . import scoring
-from ._inputs import prepare
 from .judges import Judge, LocalJudge
 from .judges._base import call_judge
-from .types import Evaluation, Judgement, Passage
 
 _logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ._lexical import units
-from ._numbers import extract_quantities
+from .lexical import units
+from .numbers import extract_quantities
 
 # A sentence ends at . ! ? (followed by the end, or by a space and no lower-case letter) or at
 # CJK enders, or at a line break. "2.1" stays whole (no space after the dot); initials, "U.S.",

@@ -25,7 +25,7 @@ import math
 import threading
 from collections.abc import Collection, Sequence
 
-from ..types import Judgement, Passage, Usage, Verdict
+from ...types import Judgement, Passage, Usage, Verdict
 from ._base import Judge, call_judge
 
 _logger = logging.getLogger(__name__)

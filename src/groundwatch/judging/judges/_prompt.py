@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..types import Passage
+from ...types import Passage
 from ._text import content_tokens, estimate_tokens
 
 PROMPT_VERSION = "2026-11-29.1"

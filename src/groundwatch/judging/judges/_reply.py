@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...types import Claim, Evidence, Passage, Verdict
 from ..claims import split_claims
 from ..scoring import locate_quote
-from ..types import Claim, Evidence, Passage, Verdict
 from ._text import content_tokens, numbers, overlap
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)(?:```|$)", re.S)

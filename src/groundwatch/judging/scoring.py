@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .types import Claim, Evaluation, Evidence, Judgement, Label, Passage
+from ..types import Claim, Evaluation, Evidence, Judgement, Label, Passage
 
 DEFAULT_MIN_FAITHFULNESS = 1.0
 """Any contradicted claim makes an answer hallucinated."""

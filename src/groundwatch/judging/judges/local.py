@@ -32,12 +32,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .. import _zh
-from .._contrast import cause_effect_reversed, direction_reversed
-from .._lexical import context_units, pairs, units
-from .._numbers import Quantity, QuantityIndex, extract_quantities
+from ...types import Claim, Evidence, Judgement, Passage, Verdict
+from .. import zh
 from ..claims import ClaimSpan, sentence_spans, split_claims
-from ..types import Claim, Evidence, Judgement, Passage, Verdict
+from ..contrast import cause_effect_reversed, direction_reversed
+from ..lexical import context_units, pairs, units
+from ..numbers import Quantity, QuantityIndex, extract_quantities
 from ._calibration import Calibration, default_calibration
 
 # Sentences longer than this are cut into chunks (tables, unpunctuated scraped text), so that
@@ -314,7 +314,7 @@ class LocalJudge:
     """Lexical and numeric alignment of each claim with the passages (the embedded default).
 
     By default a fitted logistic model turns each claim's measurements into the probability that
-    the context backs it (see :mod:`groundwatch.judges._calibration`): a claim is backed at
+    the context backs it (see :mod:`groundwatch.judging.judges._calibration`): a claim is backed at
     ``min_probability`` or above, ``supported`` when one sentence states it and ``inferred``
     otherwise, and ``Claim.confidence`` is the calibrated probability that the verdict is right.
     ``calibrated=False`` decides with the two alignment thresholds instead.
@@ -373,7 +373,7 @@ class LocalJudge:
         self, answer: str, contexts: Sequence[Passage], question: str | None
     ) -> list[tuple[Claim, ClaimFeatures]]:
         """Each claim with its verdict and the measurements behind it (for judges that build on
-        this one, like :class:`~groundwatch.judges.semantic.SemanticJudge`)."""
+        this one, like :class:`~groundwatch.judging.judges.semantic.SemanticJudge`)."""
         spans = split_claims(answer)
         if not spans:
             return []
@@ -440,7 +440,7 @@ class LocalJudge:
             f.pair_context = len(claim_pairs & index.all_pairs) / len(claim_pairs)
         novel = [n for n in dict.fromkeys(names) if n not in index.all_units and n not in q_units]
         if f.cjk:
-            novel += _zh.novel_terms(claim.span.text, index.joined, question)
+            novel += zh.novel_terms(claim.span.text, index.joined, question)
         f.novel_terms = novel
         f.novel_names = len(novel)
         if acc:

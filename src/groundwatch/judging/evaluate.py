@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from .._inputs import prepare
+from ..telemetry.semconv import ERROR_INTERNAL
 from ..types import Evaluation, Judgement, Passage
 from . import scoring
 from .judges import Judge, LocalJudge
@@ -34,8 +35,17 @@ def judge_name(judge: Any) -> str:
     return str(getattr(judge, "name", None) or type(judge).__name__)
 
 
-def _error_judgement(exc: BaseException) -> Judgement:
-    return Judgement(error=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__qualname__)
+def judgement_from_error(exc: BaseException) -> Judgement:
+    """What a judge that raised ``exc`` gave: an error named after the exception, or
+    ``internal`` for a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
+    ``KeyboardInterrupt``), which the runtime catches so that it cannot end its worker."""
+    if isinstance(exc, Exception):
+        return Judgement(
+            error=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__qualname__
+        )
+    return Judgement(
+        error=f"the judge raised {type(exc).__name__}"[:500], error_type=ERROR_INTERNAL
+    )
 
 
 def _run_coroutine_blocking(awaitable: Awaitable[Judgement]) -> Judgement:
@@ -67,26 +77,23 @@ def _run_coroutine_blocking(awaitable: Awaitable[Judgement]) -> Judgement:
     return result[0]
 
 
-def _finish(
+def score_judgement(
     judgement: Any,
     answer: str,
     passages: Sequence[Passage],
-    judge: Any,
-    policy: scoring.LabelPolicy,
-    truncated: bool,
+    judge_name: str,
+    policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
+    truncated: bool = False,
 ) -> Evaluation:
+    """Score what a judge returned for one prepared answer (anything but a ``Judgement`` is an
+    ``invalid_judgement`` error). Shared by :func:`evaluate` and the runtime's runners."""
     if not isinstance(judgement, Judgement):
         judgement = Judgement(
             error=f"judge returned {type(judgement).__name__}, not a Judgement",
             error_type="invalid_judgement",
         )
     return scoring.score(
-        judgement,
-        answer,
-        passages,
-        judge_name=judge_name(judge),
-        policy=policy,
-        truncated=truncated,
+        judgement, answer, passages, judge_name=judge_name, policy=policy, truncated=truncated
     )
 
 
@@ -125,8 +132,8 @@ def evaluate(
             judgement = _run_coroutine_blocking(judgement)
     except Exception as exc:
         _logger.debug("judge %s failed", judge_name(judge), exc_info=True)
-        judgement = _error_judgement(exc)
-    return _finish(judgement, answer, passages, judge, policy, truncated)
+        judgement = judgement_from_error(exc)
+    return score_judgement(judgement, answer, passages, judge_name(judge), policy, truncated)
 
 
 async def aevaluate(
@@ -145,5 +152,5 @@ async def aevaluate(
         judgement: Any = await call_judge(judge, answer, passages, question)
     except Exception as exc:
         _logger.debug("judge %s failed", judge_name(judge), exc_info=True)
-        judgement = _error_judgement(exc)
-    return _finish(judgement, answer, passages, judge, policy, truncated)
+        judgement = judgement_from_error(exc)
+    return score_judgement(judgement, answer, passages, judge_name(judge), policy, truncated)

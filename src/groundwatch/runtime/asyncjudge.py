@@ -25,8 +25,8 @@ from typing import Any
 
 from .. import _guard
 from ..judging import scoring
-from ..judging.evaluate import judge_name
-from .runner import Prepared, Result, judgement_of, scored, timeout_evaluation
+from ..judging.evaluate import judge_name, judgement_from_error
+from .runner import Prepared, Result, scored, timeout_evaluation
 from .thread import ThreadRunner
 
 _logger = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class AsyncRunner:
         except BaseException as exc:
             # Caught here, inside the task: asyncio re-raises SystemExit and KeyboardInterrupt
             # out of the event loop, which would end the worker.
-            return judgement_of(exc)
+            return judgement_from_error(exc)
 
     def _blocked(self, seconds: float) -> None:
         if self.off_loop is not None:

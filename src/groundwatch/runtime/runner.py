@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .._inputs import prepare
 from ..judging import scoring
+from ..judging.evaluate import judgement_from_error, score_judgement
 from ..telemetry import semconv as sc
 from ..types import Evaluation, Judgement, Passage, RagRecord
 
@@ -118,20 +119,9 @@ def scored(
     judge: str,
     policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
 ) -> Evaluation:
-    """Score a judge's result for one prepared record (something not a ``Judgement`` is an
-    ``invalid_judgement`` error)."""
-    if not isinstance(judgement, Judgement):
-        judgement = Judgement(
-            error=f"judge returned {type(judgement).__name__}, not a Judgement",
-            error_type="invalid_judgement",
-        )
-    return scoring.score(
-        judgement,
-        item.answer,
-        item.passages,
-        judge_name=judge,
-        policy=policy,
-        truncated=item.truncated,
+    """Score a judge's result for one prepared record."""
+    return score_judgement(
+        judgement, item.answer, item.passages, judge, policy, truncated=item.truncated
     )
 
 
@@ -146,19 +136,6 @@ def timeout_evaluation(timeout_s: float, item: Prepared, judge: str) -> Evaluati
     )
 
 
-def judgement_of(exc: BaseException) -> Judgement:
-    """What a judge that raised ``exc`` gave: an error named after the exception, or
-    ``internal`` for a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
-    ``KeyboardInterrupt``): caught so that it cannot end the worker, and counted."""
-    if isinstance(exc, Exception):
-        return Judgement(
-            error=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__qualname__
-        )
-    return Judgement(
-        error=f"the judge raised {type(exc).__name__}"[:500], error_type=sc.ERROR_INTERNAL
-    )
-
-
 def evaluate_prepared(
     judge: Any, item: Prepared, policy: scoring.LabelPolicy, name: str
 ) -> Evaluation:
@@ -170,7 +147,7 @@ def evaluate_prepared(
             # A sync judge returning an awaitable: this thread runs no loop, so run it here.
             judgement = asyncio.run(_awaited(judgement))
     except BaseException as exc:
-        judgement = judgement_of(exc)
+        judgement = judgement_from_error(exc)
     return scored(judgement, item, name, policy)
 
 

@@ -40,7 +40,7 @@ def passages(nodes: list[NodeWithScore]) -> list[Passage]:
 
 
 def assert_clean() -> None:
-    capture = groundwatch_llamaindex._capture
+    capture = groundwatch_llamaindex._instrument._capture
     assert capture is not None
     assert capture.open_roots == 0
     assert capture.tracked_spans == 0
@@ -417,7 +417,7 @@ def test_turn_without_retrieval_makes_no_record(
     """A plain chat turn has no context to be grounded in: not recorded, not a failure."""
     engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=3))
     assert str(engine.chat(QUESTIONS["eiffel"])) == "text text text"
-    capture = groundwatch_llamaindex._capture
+    capture = groundwatch_llamaindex._instrument._capture
     assert capture is not None
     assert monitor.records == [] and monitor.failures == []
     assert capture.no_retrieval == 1

@@ -58,7 +58,7 @@ def main() -> None:
     sizes = [int(a) for a in sys.argv[1:]] or [20_000, 100_000]
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        _, baseline_kib, _ = measure(["-c", "import groundwatch, groundwatch._cli_check"])
+        _, baseline_kib, _ = measure(["-c", "import groundwatch, groundwatch.check.cli"])
         print(
             f"{'rows':>8} {'input MB':>9} {'outputs MB':>11} {'seconds':>8} {'rows/s':>7} "
             f"{'peak RSS MB':>12} {'over baseline MB':>17}"

@@ -5,8 +5,8 @@ import logging
 from ._evaluate import aevaluate, evaluate
 from .alerts import Alert, AlertingHook, DropDetector
 from .judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge, SemanticJudge
-from .monitor import Monitor
-from .sampling import (
+from .runtime.monitor import Monitor
+from .runtime.sampling import (
     Decision,
     RateLimitSampler,
     RatioSampler,

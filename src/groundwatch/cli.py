@@ -15,8 +15,8 @@ from . import __version__
 
 # (subcommand, module): each module defines add_parser(subparsers) and run(args) -> int.
 _SUBCOMMANDS: tuple[tuple[str, str], ...] = (
-    ("check", "groundwatch._cli_check"),
-    ("demo", "groundwatch._cli_demo"),
+    ("check", "groundwatch.check.cli"),
+    ("demo", "groundwatch.demo.cli"),
 )
 
 

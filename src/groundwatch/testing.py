@@ -18,7 +18,8 @@ first, so a test can record and assert at once::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
@@ -28,9 +29,10 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import SpanContext, Tracer
 
-from .monitor import Monitor
+from ._inputs import to_passage
+from .runtime.monitor import Monitor
 from .telemetry import semconv
 from .types import Evaluation, RagRecord
 
@@ -176,6 +178,60 @@ if pytest is not None:
     groundwatch_telemetry = pytest.fixture(_fixture, name="groundwatch_telemetry")
     __all__ += ["capgw", "groundwatch_telemetry"]
 
+# --- a recording monitor (integrations) ---------------------------------------------------------
+
+
+class RecordingMonitor:
+    """A :class:`~groundwatch.integration.MonitorLike` that keeps every call instead of scoring.
+
+    For testing an integration (yours or ours) without a worker: run the pipeline with the
+    integration attached to a ``RecordingMonitor`` and look at what it was handed.
+
+    Attributes:
+        records: one dict per ``record`` call: ``question``, ``contexts`` (the items as passed,
+            in a list), ``passages`` (each item turned into a :class:`~groundwatch.Passage`, as
+            the monitor's worker does), ``answer``, ``span_context``, ``route``, ``attributes``
+            (a dict) and ``always_score``.
+        failures: one ``(error_type, route)`` per ``record_failure`` call.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.records: list[dict[str, Any]] = []
+        self.failures: list[tuple[str, str | None]] = []
+
+    def record(
+        self,
+        *,
+        question: str | None,
+        contexts: Sequence[Any],
+        answer: str,
+        span_context: SpanContext | None = None,
+        route: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        always_score: bool = False,
+    ) -> None:
+        items = list(contexts)
+        call = {
+            "question": question,
+            "contexts": items,
+            "passages": [to_passage(item, i) for i, item in enumerate(items)],
+            "answer": answer,
+            "span_context": span_context,
+            "route": route,
+            "attributes": dict(attributes or {}),
+            "always_score": always_score,
+        }
+        with self._lock:
+            self.records.append(call)
+
+    def record_failure(self, error_type: str, *, route: str | None = None) -> None:
+        with self._lock:
+            self.failures.append((error_type, route))
+
+
+__all__ += ["RecordingMonitor"]
+
 # --- assertions (offline gate) -------------------------------------------------------------------
 
 # Imported here, aliased, so this section merges with the fixture section above without clashes
@@ -185,7 +241,6 @@ from collections.abc import Sequence as _Sequence  # noqa: E402, RUF100
 from typing import Any as _Any  # noqa: E402, RUF100
 
 from ._evaluate import evaluate as _evaluate  # noqa: E402, RUF100
-from ._inputs import to_passage as _to_passage  # noqa: E402, RUF100
 from .judges import Judge as _Judge  # noqa: E402, RUF100
 from .types import Claim as _Claim  # noqa: E402, RUF100
 from .types import Evaluation as _Evaluation  # noqa: E402, RUF100
@@ -288,7 +343,7 @@ def assert_grounded(
     lines = [f"answer is not grounded: {'; '.join(problems)} [{ev.explanation}]"]
     if ev.label == "insufficient_context":
         lines.append("  the retrieved context has nothing substantive on the question")
-    passages = [_to_passage(item, i) for i, item in enumerate(contexts)]
+    passages = [to_passage(item, i) for i, item in enumerate(contexts)]
     for claim in contradicted + [c for c in ev.claims if c.verdict == "unsupported"]:
         lines.append(f"  [{claim.verdict}] {claim.text!r}")
         lines.append(f"      {_evidence_text(claim, passages)}")

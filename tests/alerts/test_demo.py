@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from groundwatch import _cli_demo
+from groundwatch.demo import cli as demo_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -159,7 +159,7 @@ def test_demo_without_langchain(
     args = argparse.Namespace(
         requests=10, sample_rate=0.5, seed=1, prometheus_port=None, linger=0.0
     )
-    assert _cli_demo.run(args) == 2
+    assert demo_cli.run(args) == 2
     assert "pip install 'groundwatch[langchain]'" in capsys.readouterr().err
 
 
@@ -176,5 +176,5 @@ def test_core_does_not_import_langchain() -> None:
 
 def test_demo_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
     bad = argparse.Namespace(requests=10, sample_rate=0.0, seed=1, prometheus_port=None, linger=0)
-    assert _cli_demo.run(bad) == 2
+    assert demo_cli.run(bad) == 2
     assert "--sample-rate" in capsys.readouterr().err

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from groundwatch._check_summary import CheckSummary
-from groundwatch._cli_check import GateOptions, run_check
+from groundwatch.check.cli import GateOptions, run_check
+from groundwatch.check.summary import CheckSummary
 
 from .conftest import ScriptedJudge, write_jsonl
 

@@ -7,9 +7,9 @@ import hashlib
 import re
 from pathlib import Path
 
-from groundwatch._check_input import Row
-from groundwatch._check_summary import CheckSummary
-from groundwatch._report import HtmlReportWriter, highlight_answer
+from groundwatch.check.input import Row
+from groundwatch.check.report import HtmlReportWriter, highlight_answer
+from groundwatch.check.summary import CheckSummary
 from groundwatch.types import Claim, Evaluation
 
 from .report_cases import HOSTILE, build_report

@@ -9,9 +9,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import groundwatch as gw
-from groundwatch._check_input import Row
-from groundwatch._check_summary import CheckSummary
-from groundwatch._cli_check import GateOptions, check_rows, run_check
+from groundwatch.check.cli import GateOptions, check_rows, run_check
+from groundwatch.check.input import Row
+from groundwatch.check.summary import CheckSummary
 from groundwatch.types import Claim, Evaluation, Judgement, Passage
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from groundwatch._check_input import Row
-from groundwatch._check_summary import CheckSummary
+from groundwatch.check.input import Row
+from groundwatch.check.summary import CheckSummary
 from groundwatch.types import Claim, Evaluation
 
 

@@ -10,7 +10,7 @@ import asyncio
 import functools
 import itertools
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -37,7 +37,6 @@ from langchain_core.runnables import (
     RunnablePassthrough,
 )
 from langchain_core.vectorstores import InMemoryVectorStore
-from opentelemetry.trace import SpanContext
 
 ANSWER = "Refunds are accepted within 30 days of purchase with a receipt."
 
@@ -241,36 +240,3 @@ def run(
         raise ValueError(mode)
 
     return asyncio.run(main())
-
-
-@dataclass
-class RecordingMonitor:
-    """Test double for the capture contract of ``groundwatch.Monitor``: keeps every call."""
-
-    records: list[dict[str, Any]] = field(default_factory=list)
-    failures: list[tuple[str, str | None]] = field(default_factory=list)
-
-    def record(
-        self,
-        *,
-        question: str | None,
-        contexts: Sequence[Any],
-        answer: str,
-        span_context: SpanContext | None = None,
-        route: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        always_score: bool = False,
-    ) -> None:
-        self.records.append(
-            {
-                "question": question,
-                "contexts": list(contexts),
-                "answer": answer,
-                "span_context": span_context,
-                "route": route,
-                "attributes": dict(attributes or {}),
-            }
-        )
-
-    def record_failure(self, error_type: str, *, route: str | None = None) -> None:
-        self.failures.append((error_type, route))

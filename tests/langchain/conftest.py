@@ -10,9 +10,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Tracer
 
 from groundwatch import _guard
-from groundwatch.testing import capgw  # noqa: F401
-
-from .chains import RecordingMonitor
+from groundwatch.testing import (
+    RecordingMonitor,
+    capgw,  # noqa: F401
+)
 
 
 @pytest.fixture

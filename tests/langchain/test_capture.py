@@ -12,12 +12,13 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import RunnableLambda
 from opentelemetry.trace import Tracer
 
+from groundwatch.testing import RecordingMonitor
+
 from .chains import (
     ANSWER,
     CASES,
     MODES,
     FailingRetriever,
-    RecordingMonitor,
     build,
     chat_model,
     format_docs,

@@ -14,7 +14,9 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import Runnable, RunnablePassthrough
 from opentelemetry.trace import Tracer
 
-from .chains import FACTS, PROMPT, RecordingMonitor, TopicRetriever, documents, format_docs
+from groundwatch.testing import RecordingMonitor
+
+from .chains import FACTS, PROMPT, TopicRetriever, documents, format_docs
 
 N = 24
 

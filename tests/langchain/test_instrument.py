@@ -9,7 +9,9 @@ import pytest
 from groundwatch_langchain import GroundwatchCallbackHandler
 from langchain_core.callbacks import BaseCallbackManager
 
-from .chains import CASES, RecordingMonitor, build, run
+from groundwatch.testing import RecordingMonitor
+
+from .chains import CASES, build, run
 
 
 @pytest.mark.parametrize("case_name", CASES)

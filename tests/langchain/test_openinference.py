@@ -13,7 +13,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from .chains import RecordingMonitor, build, run
+from groundwatch.testing import RecordingMonitor
+
+from .chains import build, run
 
 # OpenInference's own use of a deprecated LangChain API, not ours.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:openinference")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
-from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -16,9 +14,6 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
-from opentelemetry.trace import SpanContext
-
-from groundwatch._inputs import to_passage
 
 _WORD = re.compile(r"[a-z0-9]+")
 _SENTENCE = re.compile(r"[A-Z][^.\n]*\.")
@@ -101,40 +96,3 @@ class BagOfWordsEmbedding(BaseEmbedding):
 
     def _get_text_embedding(self, text: str) -> list[float]:
         return self._vector(text)
-
-
-class RecordingMonitor:
-    """Has ``groundwatch.Monitor``'s ``record``/``record_failure`` signature; keeps the calls."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.records: list[dict[str, Any]] = []
-        self.failures: list[tuple[str, str | None]] = []
-
-    def record(
-        self,
-        *,
-        question: str | None,
-        contexts: Sequence[Any],
-        answer: str,
-        span_context: SpanContext | None = None,
-        route: str | None = None,
-        attributes: dict[str, Any] | None = None,
-        always_score: bool = False,
-    ) -> None:
-        with self._lock:
-            self.records.append(
-                {
-                    "question": question,
-                    # As the monitor's worker does: every item becomes a Passage.
-                    "contexts": [to_passage(item, i) for i, item in enumerate(contexts)],
-                    "answer": answer,
-                    "span_context": span_context,
-                    "route": route,
-                    "attributes": dict(attributes or {}),
-                }
-            )
-
-    def record_failure(self, error_type: str, *, route: str | None = None) -> None:
-        with self._lock:
-            self.failures.append((error_type, route))

@@ -11,9 +11,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from groundwatch.testing import capgw  # noqa: F401  (the runtime's in-memory telemetry fixture)
+from groundwatch.testing import (
+    RecordingMonitor,
+    capgw,  # noqa: F401  (the runtime's in-memory telemetry fixture)
+)
 
-from ._fakes import BagOfWordsEmbedding, ContextAnswerLLM, RecordingMonitor
+from ._fakes import BagOfWordsEmbedding, ContextAnswerLLM
 
 FACTS = {
     "eiffel": "The Eiffel Tower is 330 metres tall. It was completed in 1889 for the World's Fair.",

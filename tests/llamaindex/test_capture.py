@@ -27,8 +27,9 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from opentelemetry.sdk.trace import TracerProvider
 
 from groundwatch import Passage
+from groundwatch.testing import RecordingMonitor
 
-from ._fakes import ContextAnswerLLM, RecordingMonitor
+from ._fakes import ContextAnswerLLM
 from .conftest import FACTS, QUESTIONS
 
 
@@ -80,9 +81,9 @@ async def test_query_engine_records_question_nodes_and_answer(
     [record] = monitor.records
     assert record["question"] == QUESTIONS["eiffel"]
     assert record["answer"] == text
-    assert record["contexts"] == passages(response.source_nodes)
-    assert record["contexts"][0].metadata == {"topic": "eiffel"}
-    assert isinstance(record["contexts"][0].score, float)
+    assert record["passages"] == passages(response.source_nodes)
+    assert record["passages"][0].metadata == {"topic": "eiffel"}
+    assert isinstance(record["passages"][0].score, float)
     assert record["span_context"] == request_span.get_span_context()
     expected = {"llama_index.engine": "RetrieverQueryEngine"}
     if streaming:
@@ -159,9 +160,9 @@ async def test_condense_plus_context_chat_records_each_turn(
         assert text == FACTS[key].split(". ")[0].rstrip(".") + "."
         assert record["question"] == QUESTIONS[key]
         assert record["answer"] == text
-        assert record["contexts"] == passages(response.source_nodes)
-        assert [c.id for c in record["contexts"]] == [response.source_nodes[0].node.node_id]
-        assert record["contexts"][0].metadata == {"topic": key}
+        assert record["passages"] == passages(response.source_nodes)
+        assert [c.id for c in record["passages"]] == [response.source_nodes[0].node.node_id]
+        assert record["passages"][0].metadata == {"topic": key}
         assert record["span_context"] == span_context
         assert record["attributes"]["llama_index.engine"] == "CondensePlusContextChatEngine"
     assert_clean()
@@ -176,8 +177,8 @@ def test_chat_engine_over_a_query_engine_makes_one_record(
     assert record["question"] == QUESTIONS["amazon"]
     assert record["answer"] == response.response
     assert record["attributes"]["llama_index.engine"] == "CondenseQuestionChatEngine"
-    assert record["contexts"] == passages(response.source_nodes)
-    assert record["contexts"]
+    assert record["passages"] == passages(response.source_nodes)
+    assert record["passages"]
     assert_clean()
 
 
@@ -201,8 +202,8 @@ def test_records_the_nodes_after_postprocessing(
     response = engine.query(QUESTIONS["eiffel"])
     [record] = monitor.records
     assert len(response.source_nodes) == 1
-    assert record["contexts"] == passages(response.source_nodes)
-    assert record["contexts"][0].score == 0.99
+    assert record["passages"] == passages(response.source_nodes)
+    assert record["passages"][0].score == 0.99
 
 
 class PlannerLLM(ContextAnswerLLM):
@@ -257,7 +258,7 @@ def test_sub_question_engine_records_every_retrieved_node(
     assert record["question"] == question
     assert record["answer"] == response.response
     # The documents retrieved by both sub-queries, not the synthesised "Sub question:" nodes.
-    texts = [c.text for c in record["contexts"]]
+    texts = [c.text for c in record["passages"]]
     assert len(texts) == 2
     assert any("Eiffel" in t for t in texts) and any("Fuji" in t for t in texts)
     assert not any(t.startswith("Sub question") for t in texts)
@@ -293,7 +294,7 @@ async def test_concurrent_async_queries_do_not_mix(
         assert record["span_context"] == span_context
         assert record["question"] == QUESTIONS[key]
         assert record["answer"] == text == FACTS[key].split(". ")[0].rstrip(".") + "."
-        [context] = record["contexts"]  # similarity_top_k=1: its own document, no other's
+        [context] = record["passages"]  # similarity_top_k=1: its own document, no other's
         assert context.metadata == {"topic": key}
         assert context.text == FACTS[key]
     assert_clean()
@@ -308,7 +309,7 @@ def test_concurrent_threads_do_not_mix(
         answers = list(pool.map(lambda k: str(engine.query(QUESTIONS[k])), keys))
     assert len(monitor.records) == len(keys)
     for record in monitor.records:
-        [context] = record["contexts"]
+        [context] = record["passages"]
         key = context.metadata["topic"]
         assert record["question"] == QUESTIONS[key]
         assert record["answer"] == FACTS[key].split(". ")[0].rstrip(".") + "."
@@ -365,10 +366,10 @@ def test_mock_llm_and_mock_embedding_pipeline(monitor: RecordingMonitor) -> None
     response = engine.query("Anything?")
     [record] = monitor.records
     assert record["answer"] == response.response == "text text text text text"
-    assert sorted(c.id for c in record["contexts"]) == sorted(
+    assert sorted(c.id for c in record["passages"]) == sorted(
         n.node.node_id for n in response.source_nodes
     )
-    assert len(record["contexts"]) == 2
+    assert len(record["passages"]) == 2
 
 
 def test_suppressed_instrumentation_makes_no_record(

@@ -22,7 +22,9 @@ from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ._fakes import ContextAnswerLLM, RecordingMonitor
+from groundwatch.testing import RecordingMonitor
+
+from ._fakes import ContextAnswerLLM
 from .conftest import QUESTIONS
 
 

@@ -22,9 +22,9 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
-from groundwatch.testing import GroundwatchTelemetry
+from groundwatch.testing import GroundwatchTelemetry, RecordingMonitor
 
-from ..langchain.chains import RecordingMonitor, build
+from ..langchain.chains import build
 from ..llamaindex._fakes import BagOfWordsEmbedding, ContextAnswerLLM
 
 QUESTION = "What is the refund policy?"

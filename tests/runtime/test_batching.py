@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import groundwatch as gw
-from groundwatch import _procpool
+from groundwatch.runtime import process
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -31,14 +31,14 @@ MIXED = "The Eiffel Tower stands 330 metres tall. It is painted gold."
 def sends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Sizes of the evaluate_batch messages sent to worker processes."""
     sizes: list[int] = []
-    real = _procpool._Child.send
+    real = process._Child.send
 
     def spy(self: Any, message: Any) -> None:
         if message[0] == "evaluate_batch":
             sizes.append(len(message[1][0]))
         real(self, message)
 
-    monkeypatch.setattr(_procpool._Child, "send", spy)
+    monkeypatch.setattr(process._Child, "send", spy)
     return sizes
 
 

@@ -391,16 +391,16 @@ def test_accounting_holds_when_shutdown_races_with_recording_threads(
 def test_process_executor_does_not_retry_a_failed_start_per_record(
     capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from groundwatch import _procpool
+    from groundwatch.runtime import process
 
     attempts: list[str] = []
-    real = _procpool._Child._popen
+    real = process._Child._popen
 
     def counting(env: dict[str, str]) -> Any:
         attempts.append(sys.executable)
         return real(env)
 
-    monkeypatch.setattr(_procpool._Child, "_popen", staticmethod(counting))
+    monkeypatch.setattr(process._Child, "_popen", staticmethod(counting))
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     monitor = capgw.monitor(judge=EchoJudge(), executor="process")
     for _ in range(3):

@@ -18,8 +18,8 @@ from groundwatch import (
     RatioSampler,
     RouteSampler,
     TokenBudgetSampler,
-    sampling,
 )
+from groundwatch.runtime import sampling
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 

@@ -13,22 +13,25 @@ root's state and handed to the monitor with the record instead.
 from __future__ import annotations
 
 import asyncio
-import functools
 import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
-from groundwatch import _guard
-from groundwatch._config import raise_internal_errors
-from groundwatch._inputs import MAX_PASSAGES
-from groundwatch._protocols import MonitorLike
+from groundwatch.integration import (
+    MAX_PASSAGES,
+    MonitorLike,
+    guarded,
+    internal_error,
+    raise_internal_errors,
+    user_error,
+)
 from groundwatch.telemetry import semconv
 
 from ._extract import (
@@ -116,17 +119,13 @@ class _RootRun:
 _F = TypeVar("_F", bound=Callable[..., None])
 
 
+def _report(handler: GroundwatchCallbackHandler, where: str, exc: Exception) -> None:
+    handler._internal_error(where, exc)
+
+
 def _guarded(method: _F) -> _F:
     """Run a callback so that no exception of ours ever reaches LangChain or the host."""
-
-    @functools.wraps(method)
-    def wrapper(self: GroundwatchCallbackHandler, *args: Any, **kwargs: Any) -> None:
-        try:
-            method(self, *args, **kwargs)
-        except Exception as exc:
-            self._internal_error(method.__name__, exc)
-
-    return cast("_F", wrapper)
+    return guarded(method.__name__, _report)(method)
 
 
 class GroundwatchCallbackHandler(BaseCallbackHandler):
@@ -558,7 +557,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             question = self._question(inputs)
         except Exception as exc:
             self._count("extractor_errors")
-            _guard.user_error("langchain extractor", exc)
+            user_error("langchain extractor", exc)
             return
         if not isinstance(answer, str):
             self._count("no_answer")
@@ -598,7 +597,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         # it on because ``raise_error`` follows the same switch.
         with self._lock:
             self._counts["internal_errors"] += 1
-        _guard.internal_error(f"langchain.{where}", exc)
+        internal_error(f"langchain.{where}", exc)
 
 
 class _Passages(Sequence[Any]):

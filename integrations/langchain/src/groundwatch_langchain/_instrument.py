@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from groundwatch._protocols import MonitorLike
+from groundwatch.integration import MonitorLike
 
 from ._handler import GroundwatchCallbackHandler
 

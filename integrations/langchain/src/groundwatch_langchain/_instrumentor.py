@@ -18,7 +18,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
-from groundwatch._protocols import MonitorLike
+from groundwatch.integration import MonitorLike
 
 from . import _instrument
 

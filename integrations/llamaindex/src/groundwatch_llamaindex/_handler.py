@@ -12,12 +12,12 @@ is finished, however it finishes, and is bounded.
 Work done here runs on the host's request path, so it is capture only: remember references,
 turn the chosen nodes into passage mappings at the end and hand them to ``Monitor.record`` (which
 only samples and enqueues). Nothing here raises into LlamaIndex: every entry point is guarded,
-and failures are logged with a rate limit and counted (``groundwatch._guard``, the core's).
+and failures are logged with a rate limit and counted (the core's guard, from
+``groundwatch.integration``).
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import threading
 import time
@@ -29,7 +29,7 @@ from collections.abc import (
     Generator,
     Iterator,
 )
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import (
@@ -51,12 +51,15 @@ from llama_index.core.instrumentation.events.retrieval import (
 from llama_index.core.instrumentation.span import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import NodeWithScore, QueryBundle
-from opentelemetry import context as otel_context
 from opentelemetry import trace as trace_api
 
-from groundwatch import _guard
-from groundwatch._protocols import MonitorLike
-from groundwatch._weakhooks import reinit_after_fork
+from groundwatch.integration import (
+    MonitorLike,
+    guarded,
+    internal_error,
+    reinit_after_fork,
+    suppressed,
+)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -164,33 +167,13 @@ class _Root:
         self.writer_seen = False
 
 
+def _report(handler: Any, where: str, exc: Exception) -> None:
+    handler._capture.internal_error(where, exc)
+
+
 def _guarded(where: str) -> Callable[[_F], _F]:
     """Never let an exception out of a handler method into LlamaIndex: log, count, go on."""
-
-    def decorate(fn: _F) -> _F:
-        @functools.wraps(fn)
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(self, *args, **kwargs)
-            except Exception as exc:
-                self._capture.internal_error(where, exc)
-                return None
-
-        return cast(_F, wrapper)
-
-    return decorate
-
-
-_SUPPRESS_KEYS = (
-    getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation"),
-    "suppress_instrumentation",
-)
-
-
-def _suppressed() -> bool:
-    """Instrumentation is suppressed here, as on groundwatch's worker while a judge runs: a judge
-    that queries LlamaIndex itself must not feed records back into the monitor."""
-    return any(otel_context.get_value(key) for key in _SUPPRESS_KEYS)
+    return guarded(where, _report)
 
 
 def _query_text(value: Any) -> str | None:
@@ -352,7 +335,7 @@ class Capture:
         self.errors += 1
         # Counted in groundwatch.errors and logged at most once a minute by the core's guard;
         # never re-raised: the caller is LlamaIndex (or the application iterating a stream).
-        _guard.internal_error(f"llama_index {where}", exc, reraise=False)
+        internal_error(f"llama_index {where}", exc, reraise=False)
 
     # --- spans ------------------------------------------------------------------------------
 
@@ -383,7 +366,7 @@ class Capture:
         if _kind(instance) != _ENGINE or _method(id_) not in ROOT_METHODS:
             return
         binding = self._match(instance)
-        if binding is None or _suppressed():
+        if binding is None or suppressed():
             return
         span_context = trace_api.get_current_span().get_span_context()
         root = _Root(

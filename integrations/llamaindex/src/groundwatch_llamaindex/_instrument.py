@@ -6,7 +6,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from groundwatch._protocols import MonitorLike
+    from groundwatch.integration import MonitorLike
 
     from ._handler import Capture
 

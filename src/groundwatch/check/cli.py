@@ -24,13 +24,13 @@ from typing import IO, Any
 
 import groundwatch
 
-from ._check_input import InputFileError, InvalidRow, Row, count_rows, read_rows
-from ._check_summary import CheckSummary, Threshold
-from ._evaluate import aevaluate, judge_name
-from ._outputs import JsonLinesWriter, JUnitWriter, Sink
-from ._report import DEFAULT_MAX_CASES_PER_LABEL, HtmlReportWriter
-from .judges import Judge
-from .types import Evaluation
+from .._evaluate import aevaluate, judge_name
+from ..judges import Judge
+from ..types import Evaluation
+from .input import InputFileError, InvalidRow, Row, count_rows, read_rows
+from .outputs import JsonLinesWriter, JUnitWriter, Sink
+from .report import DEFAULT_MAX_CASES_PER_LABEL, HtmlReportWriter
+from .summary import CheckSummary, Threshold
 
 EXIT_OK = 0
 EXIT_THRESHOLD = 1

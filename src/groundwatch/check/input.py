@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ._inputs import clean_text
+from .._inputs import clean_text
 
 ExpectedLabel = Literal["faithful", "hallucinated"]
 

@@ -24,8 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._check_input import InvalidRow, Row
-from .types import LABELS, VERDICTS, Claim, Evaluation
+from ..types import LABELS, VERDICTS, Claim, Evaluation
+from .input import InvalidRow, Row
 
 SCORED_LABELS = frozenset({"grounded", "hallucinated", "insufficient_context"})
 FLAGGED_LABELS = frozenset({"hallucinated", "insufficient_context"})

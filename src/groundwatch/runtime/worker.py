@@ -33,25 +33,18 @@ from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 
-from . import _guard, scoring
-from ._evaluate import aevaluate, evaluate, judge_name
-from ._inputs import prepare
-from ._weakhooks import reinit_after_fork
-from .telemetry import Stats
-from .telemetry import semconv as sc
-from .types import Evaluation, Judgement, Passage, RagRecord
+from .. import _guard, scoring
+from .._evaluate import aevaluate, evaluate, judge_name
+from .._inputs import prepare
+from .._weakhooks import reinit_after_fork
+from ..integration import suppressed_context
+from ..telemetry import Stats
+from ..telemetry import semconv as sc
+from ..types import Evaluation, Judgement, Passage, RagRecord
 
 T = TypeVar("T")
 
 _logger = logging.getLogger(__name__)
-
-# The context key OpenTelemetry instrumentations check (opentelemetry.context defines it since
-# 1.x; opentelemetry-instrumentation's ``suppress_instrumentation`` also sets the plain string
-# key, which older instrumentations read). Setting both needs no extra dependency.
-_SUPPRESS_KEYS: tuple[str, ...] = (
-    getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation"),
-    "suppress_instrumentation",
-)
 
 MAX_STUCK_JUDGE_THREADS = 4
 """Sync judge calls that timed out but never returned: past this many, fail fast instead of
@@ -65,13 +58,6 @@ same schedule delay); a flush or shutdown cuts it short."""
 Finished = tuple[RagRecord, "Evaluation | Any", int, int]
 """``(record, evaluation, start_ns, end_ns)``; the evaluation may be a ``LazyEvaluation``."""
 Finish = Callable[[list[Finished]], None]
-
-
-def suppressed_context() -> otel_context.Context:
-    ctx = otel_context.get_current()
-    for key in _SUPPRESS_KEYS:
-        ctx = otel_context.set_value(key, True, ctx)
-    return ctx
 
 
 def _error_evaluation(

@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from . import _demo_data as data
-from .alerts import Alert, AlertingHook, DropDetector, OTelAlertEmitter
-from .types import Evaluation, RagRecord
+from ..alerts import Alert, AlertingHook, DropDetector, OTelAlertEmitter
+from ..types import Evaluation, RagRecord
+from . import data
 
 if TYPE_CHECKING:
     from langchain_core.runnables import Runnable
@@ -509,9 +509,9 @@ def run(args: argparse.Namespace) -> int:
         print(_LANGCHAIN_HINT, file=sys.stderr)
         return 2
 
-    from .judges import LocalJudge
-    from .monitor import Monitor
-    from .sampling import RatioSampler
+    from ..judges import LocalJudge
+    from ..runtime.monitor import Monitor
+    from ..runtime.sampling import RatioSampler
 
     started = time.perf_counter()
     requests, rate, seed = args.requests, args.sample_rate, args.seed

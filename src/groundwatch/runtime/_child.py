@@ -1,7 +1,7 @@
-"""The worker process of ``Monitor(executor="process")``: ``python -m groundwatch._procworker``.
+"""The worker process of ``Monitor(executor="process")``: ``python -m groundwatch.runtime._child``.
 
 Reads ``(op, payload)`` messages on stdin, answers on a private copy of stdout (see
-:mod:`groundwatch._procpool` for the protocol), exits on EOF.
+:mod:`groundwatch.runtime.process` for the protocol), exits on EOF.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import sys
 import time
 from typing import IO, Any
 
-from ._evaluate import evaluate
-from ._procpool import compact, read_message, write_message
-from .types import Passage
+from .._evaluate import evaluate
+from ..types import Passage
+from .process import compact, read_message, write_message
 
 
 def _error(exc: BaseException) -> tuple[str, tuple[str, str]]:

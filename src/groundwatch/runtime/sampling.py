@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from .types import Evaluation, RagRecord
+from ..types import Evaluation, RagRecord
 
 __all__ = [
     "Decision",

@@ -3,7 +3,7 @@
 ``record()`` runs on the host's request path: it captures references and the current span
 context, asks the sampler, appends to a bounded queue and returns, in microseconds (see
 ``benchmarks/overhead.py``). Scoring and telemetry happen on the background worker
-(:mod:`groundwatch._worker`).
+(:mod:`groundwatch.runtime.worker`).
 """
 
 from __future__ import annotations
@@ -22,13 +22,15 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import SpanContext, TracerProvider
 
-from . import _config, _guard, scoring
-from ._evaluate import default_judge
-from ._inputs import MAX_PASSAGES
-from ._procpool import ProcessJudge
-from ._weakhooks import reinit_after_fork, weak_callback
-from ._worker import Worker
-from .judges import Judge
+from .. import _config, _guard, scoring
+from .._evaluate import default_judge
+from .._inputs import MAX_PASSAGES
+from .._weakhooks import reinit_after_fork, weak_callback
+from ..judges import Judge
+from ..telemetry import Stats, Telemetry
+from ..telemetry import semconv as sc
+from ..types import Evaluation, RagRecord
+from .process import ProcessJudge
 from .sampling import (
     Decision,
     RateLimitSampler,
@@ -37,9 +39,7 @@ from .sampling import (
     inner_samplers,
     sampling_rate,
 )
-from .telemetry import Stats, Telemetry
-from .telemetry import semconv as sc
-from .types import Evaluation, RagRecord
+from .worker import Worker
 
 __all__ = ["Monitor", "ResultCallback"]
 

@@ -29,8 +29,10 @@ from collections import Counter
 from pathlib import Path
 from typing import IO
 
-from ._check_input import InvalidRow, Row
-from ._check_summary import (
+from .._inputs import to_passage
+from ..types import LABELS, VERDICTS, Claim, Evaluation
+from .input import InvalidRow, Row
+from .summary import (
     EXPECTED_LABELS,
     FLAGGED_LABELS,
     HISTOGRAM_BINS,
@@ -38,8 +40,6 @@ from ._check_summary import (
     CheckSummary,
     Threshold,
 )
-from ._inputs import to_passage
-from .types import LABELS, VERDICTS, Claim, Evaluation
 
 DEFAULT_MAX_CASES_PER_LABEL = 2_000
 """Answer cards per label in one report: a browser cannot show 100,000; failures are not

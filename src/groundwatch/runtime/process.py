@@ -8,7 +8,7 @@ inputs and waits on a pipe (without the GIL).
 Why a plain ``subprocess`` and not ``multiprocessing``: ``fork`` is unsafe in a threaded host,
 and ``spawn``/``forkserver`` re-import the host's ``__main__`` module in the child, running any
 top-level code a script has outside ``if __name__ == "__main__"``. ``python -m
-groundwatch._procworker`` imports only groundwatch and the judge's own module.
+groundwatch.runtime._child`` imports only groundwatch and the judge's own module.
 
 Protocol over the child's stdin/stdout: 8-byte big-endian length, then a pickle of
 ``(op, payload)``; replies are ``("ok", value)`` or ``("error", (type name, message))``. The
@@ -38,11 +38,11 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
-from . import scoring
-from ._evaluate import aevaluate, judge_name
-from ._worker import BatchItem, _ewma, _ThreadJudge, batch_size_for, run_in_daemon_thread
-from .telemetry.semconv import ERROR_TIMEOUT
-from .types import VERDICTS, Evaluation, Judgement, Passage, Usage, Verdict
+from .. import scoring
+from .._evaluate import aevaluate, judge_name
+from ..telemetry.semconv import ERROR_TIMEOUT
+from ..types import VERDICTS, Evaluation, Judgement, Passage, Usage, Verdict
+from .worker import BatchItem, _ewma, _ThreadJudge, batch_size_for, run_in_daemon_thread
 
 _logger = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ class _Child:
     @staticmethod
     def _popen(env: dict[str, str]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-m", "groundwatch._procworker"],
+            [sys.executable, "-m", "groundwatch.runtime._child"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             # Unbuffered: a reply deadline waits on the pipe with select(), which would not

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
-from ._check_input import InvalidRow, Row
-from ._check_summary import CheckSummary, Threshold, claim_line, failing_claims, is_failure
-from .types import Evaluation
+from ..types import Evaluation
+from .input import InvalidRow, Row
+from .summary import CheckSummary, Threshold, claim_line, failing_claims, is_failure
 
 _COPY_CHUNK_CHARS = 16_384
 """Cases are copied from the temporary file in chunks this size: memory stays small."""

@@ -1,0 +1,1 @@
+"""``groundwatch check``: the offline gate for CI (command, input, summary, outputs, report)."""

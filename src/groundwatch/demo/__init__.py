@@ -1,0 +1,1 @@
+"""``groundwatch demo``: simulated production traffic through a real LangChain RAG chain."""

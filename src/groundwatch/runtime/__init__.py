@@ -1,0 +1,1 @@
+"""The runtime: a record from ``Monitor.record`` through sampling and the worker to the judge."""

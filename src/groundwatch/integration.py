@@ -13,7 +13,9 @@ needs five things from the core, all here:
 - :func:`reinit_after_fork` / :func:`weak_callback`: fork and exit hooks that do not keep the
   integration's objects alive;
 - the limits a capture should respect (:data:`MAX_PASSAGES`) and :func:`raise_internal_errors`
-  (the switch our own test suites set to turn logged errors into failures).
+  (the switch our own test suites set to turn logged errors into failures);
+- :func:`instrumentor_monitor`: the monitor an OpenTelemetry instrumentor's ``instrument(**kwargs)``
+  records into (``opentelemetry-instrument`` passes none, so one is built from the environment).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ __all__ = [
     "SUPPRESS_INSTRUMENTATION_KEYS",
     "MonitorLike",
     "guarded",
+    "instrumentor_monitor",
     "internal_error",
     "raise_internal_errors",
     "reinit_after_fork",
@@ -121,3 +124,28 @@ if TYPE_CHECKING:
 
     def _monitor_is_monitor_like(monitor: Monitor) -> MonitorLike:
         return monitor  # mypy checks that the real Monitor fits the protocol
+
+
+INSTRUMENT_PROVIDER_KWARGS = ("tracer_provider", "meter_provider", "logger_provider")
+
+
+def instrumentor_monitor(kwargs: dict[str, Any]) -> tuple[MonitorLike, Monitor | None]:
+    """The monitor an instrumentor's ``instrument(**kwargs)`` records into.
+
+    Pops ``monitor`` and the three provider arguments from ``kwargs`` (the rest is the
+    integration's own). Without a monitor, builds a :class:`~groundwatch.Monitor` configured from
+    the ``GROUNDWATCH_*`` variables on the given providers (the global ones by default), which is
+    what ``opentelemetry-instrument`` gets.
+
+    Returns:
+        The monitor, and the same monitor again when it was built here (the instrumentor then
+        owns it and shuts it down in ``uninstrument``), else None.
+    """
+    monitor: MonitorLike | None = kwargs.pop("monitor", None)
+    providers = {name: kwargs.pop(name, None) for name in INSTRUMENT_PROVIDER_KWARGS}
+    if monitor is not None:
+        return monitor, None
+    from .runtime.monitor import Monitor
+
+    owned = Monitor(**providers)
+    return owned, owned

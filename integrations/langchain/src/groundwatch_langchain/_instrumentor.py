@@ -18,7 +18,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
-from groundwatch.integration import MonitorLike
+from groundwatch.integration import MonitorLike, instrumentor_monitor
 
 from . import _instrument
 
@@ -27,21 +27,6 @@ if TYPE_CHECKING:
 
 _instruments = ("langchain-core >= 1.0, < 2",)
 """The LangChain versions this integration supports (declared once, as instrumentations do)."""
-
-
-def _monitor_from(kwargs: dict[str, Any]) -> tuple[MonitorLike, Monitor | None]:
-    """The monitor to record into, and the one the instrumentor built (and so owns), if any."""
-    monitor: MonitorLike | None = kwargs.pop("monitor", None)
-    providers = {
-        name: kwargs.pop(name, None)
-        for name in ("tracer_provider", "meter_provider", "logger_provider")
-    }
-    if monitor is not None:
-        return monitor, None
-    import groundwatch
-
-    owned = groundwatch.Monitor(**providers)
-    return owned, owned
 
 
 class GroundwatchLangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -67,7 +52,7 @@ class GroundwatchLangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return self._monitor
 
     def _instrument(self, **kwargs: Any) -> MonitorLike:
-        monitor, owned = _monitor_from(kwargs)
+        monitor, owned = instrumentor_monitor(kwargs)
         _instrument.instrument(monitor, **kwargs)
         self._monitor, self._owned = monitor, owned
         return monitor

@@ -85,11 +85,26 @@ class WorstCase:
 
 @dataclass(frozen=True)
 class Threshold:
-    """One gate condition and whether the run met it."""
+    """One gate condition and whether the run met it.
+
+    ``metric`` and ``limit`` say which answers a failed threshold blames (:meth:`blames`): the
+    JUnit file marks exactly those answers failed, so it shows red tests only on a red build.
+    """
 
     name: str
     passed: bool
     text: str
+    metric: str = ""
+    limit: float | None = None
+
+    def blames(self, label: str, faithfulness: float | None, groundedness: float | None) -> bool:
+        """Whether an answer with these results is one this failed threshold fails on."""
+        if self.passed or self.limit is None:
+            return False
+        if self.metric == "hallucination_rate":
+            return label == "hallucinated"
+        score = {"faithfulness": faithfulness, "groundedness": groundedness}.get(self.metric)
+        return score is not None and score < self.limit - 1e-12
 
 
 @dataclass
@@ -214,32 +229,33 @@ class CheckSummary:
     ) -> list[Threshold]:
         """Evaluate every gate condition that was asked for (judge errors always are)."""
         out: list[Threshold] = []
-        for name, value, limit in (
-            ("mean faithfulness", self.mean_faithfulness, min_faithfulness),
-            ("mean groundedness", self.mean_groundedness, min_groundedness),
+        for metric, value, limit in (
+            ("faithfulness", self.mean_faithfulness, min_faithfulness),
+            ("groundedness", self.mean_groundedness, min_groundedness),
         ):
             if limit is None:
                 continue
+            name = f"mean {metric}"
             if value is None:
-                out.append(Threshold(name, False, f"{name}: no scored answer to check >= {limit}"))
+                text = f"{name}: no scored answer to check >= {limit}"
+                out.append(Threshold(name, False, text, metric, limit))
             else:
                 ok = value >= limit - 1e-12
-                out.append(Threshold(name, ok, f"{name} {value:.3f} {'>=' if ok else '<'} {limit}"))
+                text = f"{name} {value:.3f} {'>=' if ok else '<'} {limit}"
+                out.append(Threshold(name, ok, text, metric, limit))
         if max_hallucination_rate is not None:
             rate = self.hallucination_rate
-            name = "hallucination rate"
+            name, metric = "hallucination rate", "hallucination_rate"
             if rate is None:
-                out.append(Threshold(name, False, f"{name}: no scored answer to check"))
+                text = f"{name}: no scored answer to check"
+                out.append(Threshold(name, False, text, metric, max_hallucination_rate))
             else:
                 ok = rate <= max_hallucination_rate + 1e-12
-                out.append(
-                    Threshold(
-                        name,
-                        ok,
-                        f"{name} {rate:.1%} {'<=' if ok else '>'} {max_hallucination_rate:.1%} "
-                        f"({self.labels['hallucinated']} of {self.scored} scored answers)",
-                    )
+                text = (
+                    f"{name} {rate:.1%} {'<=' if ok else '>'} {max_hallucination_rate:.1%} "
+                    f"({self.labels['hallucinated']} of {self.scored} scored answers)"
                 )
+                out.append(Threshold(name, ok, text, metric, max_hallucination_rate))
         errors = self.labels["error"]
         ok = errors <= max_errors
         out.append(

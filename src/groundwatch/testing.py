@@ -20,21 +20,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, Tracer
 
 from ._inputs import to_passage
 from .runtime.monitor import Monitor
 from .telemetry import semconv
 from .types import Evaluation, RagRecord
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import ReadableLogRecord
+    from opentelemetry.sdk.trace import ReadableSpan
+
+SDK_INSTALL_HINT = (
+    "groundwatch.testing's telemetry fixture needs the OpenTelemetry SDK (groundwatch itself "
+    'depends on the API only): pip install "groundwatch[testing]", or from a clone of the '
+    'repository pip install -e ".[testing]"'
+)
 
 __all__: list[str] = ["GroundwatchTelemetry"]
 
@@ -56,6 +59,23 @@ class GroundwatchTelemetry:
     """
 
     def __init__(self) -> None:
+        # The SDK is imported here, not with the module: assert_grounded and RecordingMonitor
+        # work with the API alone, and the fixture says what to install when the SDK is missing.
+        try:
+            from opentelemetry.sdk._logs import LoggerProvider
+            from opentelemetry.sdk._logs.export import (
+                InMemoryLogRecordExporter,
+                SimpleLogRecordProcessor,
+            )
+            from opentelemetry.sdk.metrics import MeterProvider
+            from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+            from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+                InMemorySpanExporter,
+            )
+        except ImportError as exc:
+            raise ImportError(SDK_INSTALL_HINT) from exc
         self.span_exporter = InMemorySpanExporter()
         self.tracer_provider = TracerProvider(shutdown_on_exit=False)
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.span_exporter))

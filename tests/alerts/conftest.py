@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from prometheus_client import REGISTRY, CollectorRegistry
 
 
 @pytest.fixture
@@ -22,3 +25,28 @@ def otel() -> Iterator[
     yield logger_provider, logs, meter_provider, reader
     logger_provider.shutdown()
     meter_provider.shutdown()
+
+
+def prometheus_reader(registry: CollectorRegistry) -> PrometheusMetricReader:
+    """A Prometheus reader exposing on ``registry`` (not the process-wide one).
+
+    ``registry=`` exists from opentelemetry-exporter-prometheus 0.63b0 on; the lowest version
+    groundwatch allows (0.60b0, tested by .ci/run) registers on prometheus_client's global
+    registry, so its collector is moved to ours.
+    """
+    try:
+        return PrometheusMetricReader(registry=registry)  # type: ignore[call-arg,unused-ignore]
+    except TypeError:
+        reader = PrometheusMetricReader()
+        collector = reader._collector  # type: ignore[attr-defined,unused-ignore]
+        REGISTRY.unregister(collector)
+        registry.register(collector)
+        original = reader.shutdown
+
+        def shutdown(*args: Any, **kwargs: Any) -> Any:  # it unregisters from the global one
+            registry.unregister(collector)
+            REGISTRY.register(collector)
+            return original(*args, **kwargs)
+
+        reader.shutdown = shutdown  # type: ignore[method-assign]
+        return reader

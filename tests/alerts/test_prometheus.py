@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 import yaml
 from opentelemetry._logs import NoOpLoggerProvider
-from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.trace import NoOpTracerProvider
 from prometheus_client import CollectorRegistry, generate_latest
@@ -27,6 +26,8 @@ from prometheus_client.parser import text_string_to_metric_families
 import groundwatch as gw
 from groundwatch import Judgement, LocalJudge, Passage, Usage
 from groundwatch.alerts import AlertingHook, DropDetector, OTelAlertEmitter
+
+from .conftest import prometheus_reader
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "examples" / "prometheus" / "groundwatch-alerts.yml"
@@ -82,7 +83,7 @@ def exposition() -> Iterator[dict[str, set[str]]]:
     """Sample name -> label names, in the real Prometheus exporter's text exposition of what a
     real Monitor emits (with the drop detector's counter from the real emitter)."""
     registry = CollectorRegistry()
-    reader = PrometheusMetricReader(registry=registry)
+    reader = prometheus_reader(registry)
     provider = MeterProvider(metric_readers=[reader])
     hook = AlertingHook(
         DropDetector(warmup=5, floors=None, target_arl=50, mean_target_arl=50),

@@ -23,13 +23,14 @@ from typing import Any
 
 import pytest
 from opentelemetry._logs import NoOpLoggerProvider
-from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.trace import NoOpTracerProvider
 from prometheus_client import CollectorRegistry, start_http_server
 
 import groundwatch as gw
 from groundwatch.alerts import AlertingHook, DropDetector, OTelAlertEmitter
+
+from .conftest import prometheus_reader
 
 RULES = Path(__file__).resolve().parents[2] / "examples" / "prometheus" / "groundwatch-alerts.yml"
 CONTEXT = "The Model X battery lasts 12 hours. Charging takes 90 minutes."
@@ -86,7 +87,7 @@ class Server:
 @pytest.fixture
 def exporter_port() -> Iterator[tuple[int, MeterProvider]]:
     registry = CollectorRegistry()
-    provider = MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)])
+    provider = MeterProvider(metric_readers=[prometheus_reader(registry)])
     port = _port()
     server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
     yield port, provider

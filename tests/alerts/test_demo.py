@@ -73,6 +73,27 @@ def test_demo_runs_and_alerts() -> None:
     assert strip(again.stdout) == strip(text)
 
 
+def _readme_sample() -> list[str]:
+    text = (ROOT / "README.md").read_text("utf-8")
+    block = text.split("<!-- demo-output: groundwatch demo -->\n```\n", 1)[1]
+    return block.split("\n```", 1)[0].splitlines()
+
+
+def test_readme_sample_output_is_the_default_run() -> None:
+    """The README shows `groundwatch demo` as it prints, bar the progress lines and run time."""
+    out = subprocess.run(
+        [sys.executable, "-m", "groundwatch", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(),
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    shown = [x for x in out.stdout.splitlines() if not x.startswith(("Done in", "["))]
+    assert _readme_sample() == shown
+
+
 class _OTLPSink(BaseHTTPRequestHandler):
     paths: ClassVar[list[str]] = []
 

@@ -57,7 +57,7 @@ _OTLP_HINT = (
 )
 _PROMETHEUS_HINT = (
     "--prometheus-port needs the Prometheus exporter:\n"
-    "    pip install opentelemetry-exporter-prometheus"
+    '    pip install -e ".[prometheus]"   (opentelemetry-exporter-prometheus)'
 )
 
 

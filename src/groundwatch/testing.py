@@ -256,11 +256,11 @@ __all__ += ["RecordingMonitor"]
 
 # Imported here, aliased, so this section merges with the fixture section above without clashes
 # (E402: fixture code precedes these imports once that section is filled).
-import re as _re  # noqa: E402, RUF100
 from collections.abc import Sequence as _Sequence  # noqa: E402, RUF100
 from typing import Any as _Any  # noqa: E402, RUF100
 
 from ._evaluate import evaluate as _evaluate  # noqa: E402, RUF100
+from .check.summary import closest_sentence  # noqa: E402, RUF100
 from .judges import Judge as _Judge  # noqa: E402, RUF100
 from .types import Claim as _Claim  # noqa: E402, RUF100
 from .types import Evaluation as _Evaluation  # noqa: E402, RUF100
@@ -269,21 +269,11 @@ from .types import Passage as _Passage  # noqa: E402, RUF100
 __all__ += ["assert_grounded"]
 
 
-_SENTENCE = _re.compile(r"[^.!?。！？；\n]+[.!?。！？；]?")
-_TOKEN = _re.compile(r"[^\W_]+|[\u3400-\u9fff]")
-
-
 def _closest_sentence(claim: str, passages: _Sequence[_Passage]) -> tuple[int, str] | None:
-    """The passage sentence sharing most words with the claim: a pointer for the reader of a
-    failure message when the judge gave no evidence (it is not evidence itself)."""
-    words = {t.lower() for t in _TOKEN.findall(claim)}
-    best: tuple[float, int, str] | None = None
-    for index, passage in enumerate(passages):
-        for m in _SENTENCE.finditer(passage.text):
-            shared = len(words & {t.lower() for t in _TOKEN.findall(m.group(0))})
-            if shared and (best is None or shared > best[0]):
-                best = (shared, index, m.group(0).strip())
-    return None if best is None else (best[1], best[2])
+    """The passage sentence sharing most words with the claim (not evidence: a pointer)."""
+    texts = [p.text for p in passages]
+    found = closest_sentence(claim, texts)
+    return None if found is None else (found[0], texts[found[0]][found[1] : found[2]])
 
 
 def _evidence_text(claim: _Claim, passages: _Sequence[_Passage]) -> str:

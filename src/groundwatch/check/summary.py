@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,28 @@ MAX_KEPT_MESSAGES = 20
 """Invalid rows and judge errors kept verbatim for the summary; the rest are only counted."""
 
 VERDICT_ICONS = {"supported": "✓", "inferred": "≈", "unsupported": "?", "contradicted": "✗"}
+
+
+_SENTENCE = re.compile(r"[^.!?。！？；\n]+[.!?。！？；]?")
+_TOKEN = re.compile(r"[^\W_]+|[\u3400-\u9fff]")
+
+
+def closest_sentence(claim: str, passages: Sequence[str]) -> tuple[int, int, int] | None:
+    """(passage index, start, end) of the passage sentence sharing most words with ``claim``.
+
+    A pointer for the reader of a failure when the judge gave no evidence; it is not evidence
+    (the judge found the claim unsupported there). None when no sentence shares a word.
+    """
+    words = {t.lower() for t in _TOKEN.findall(claim)}
+    best: tuple[int, int, int, int] | None = None
+    for index, text in enumerate(passages):
+        for m in _SENTENCE.finditer(text):
+            shared = len(words & {t.lower() for t in _TOKEN.findall(m.group(0))})
+            if shared and (best is None or shared > best[0]):
+                raw = m.group(0)
+                start = m.start() + len(raw) - len(raw.lstrip())
+                best = (shared, index, start, m.start() + len(raw.rstrip()))
+    return None if best is None else best[1:]
 
 
 def failing_claims(ev: Evaluation) -> list[Claim]:

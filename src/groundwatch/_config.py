@@ -69,7 +69,7 @@ DEFAULT_CONTENT_MAX_CHARS = 2048
 EXECUTOR = "GROUNDWATCH_EXECUTOR"
 EXECUTOR_AUTO = "auto"
 DEFAULT_EXECUTOR = EXECUTOR_AUTO
-"""A worker process for sync judges (the GIL: README "Overhead"), a thread if that fails."""
+"""A worker process for sync judges (the GIL: docs/runtime.md), a thread if that fails."""
 EXECUTORS = ("auto", "thread", "process")
 
 DISABLED = "GROUNDWATCH_DISABLED"

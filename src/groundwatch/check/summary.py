@@ -3,7 +3,7 @@
 Everything here is O(1) in the number of rows: counters, sums, histogram bins, and a bounded
 heap of the worst answers, so a 100,000-row file costs no more memory than a 100-row one.
 
-Definitions (the README's "check" section documents them for users):
+Definitions (docs/check.md documents them for users):
 
 - *scored* answers are those with scores: labels ``grounded``, ``hallucinated`` and
   ``insufficient_context``. ``no_claims`` (nothing checkable) and ``error`` have no scores.

@@ -42,16 +42,48 @@ def user_error(where: str, exc: BaseException) -> None:
     _count_and_log(where, exc, "%s raised (logged at most once a minute)")
 
 
+def user_fault(where: str, error_type: str, message: str, *args: object) -> None:
+    """Record a fault of the user's code that raised nothing (an async judge blocking the
+    worker's event loop): count ``(where, error_type)`` and log ``message % args`` as a
+    warning, rate-limited."""
+    if _count(where, error_type):
+        _logger.warning(message, *args)
+
+
+def bad_input(where: str, exc: BaseException) -> None:
+    """Record the caller's bad input (the caller counts it as ``invalid_input``): a warning,
+    rate-limited, that says what was wrong; not counted in :data:`errors`, which are faults of
+    code, and never raised: the caller's request goes on."""
+    if _due(f"invalid input:{where}"):
+        _logger.warning(
+            "groundwatch: invalid input to %s, counted as invalid_input (logged at most once a "
+            "minute): %s: %s",
+            where,
+            type(exc).__name__,
+            exc,
+        )
+
+
 def _count_and_log(where: str, exc: BaseException, message: str) -> None:
+    if _count(where, type(exc).__name__):
+        _logger.warning(message, where, exc_info=(type(exc), exc, exc.__traceback__))
+
+
+def _count(where: str, error_type: str) -> bool:
+    """Count one failure at ``where``; whether it is due to be logged."""
+    with _lock:
+        errors[(where, error_type)] += 1
+    return _due(where)
+
+
+def _due(where: str) -> bool:
     now = time.monotonic()
     with _lock:
-        errors[(where, type(exc).__name__)] += 1
         last = _last_logged.get(where)
-        log = last is None or now - last >= LOG_INTERVAL_S
-        if log:
-            _last_logged[where] = now
-    if log:
-        _logger.warning(message, where, exc_info=(type(exc), exc, exc.__traceback__))
+        if last is not None and now - last < LOG_INTERVAL_S:
+            return False
+        _last_logged[where] = now
+        return True
 
 
 def reset_after_fork() -> None:

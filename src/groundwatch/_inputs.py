@@ -20,6 +20,17 @@ DEFAULT_MAX_QUESTION_CHARS = 4_000
 MAX_ANSWER_CHARS, MAX_PASSAGE_CHARS, MAX_PASSAGES = _config.input_caps()
 MAX_QUESTION_CHARS = DEFAULT_MAX_QUESTION_CHARS
 
+# A passage's metadata rides along to on_result callbacks (and, pickled, to the worker
+# process). Deep nesting would fail the pickling (RecursionError) where a thread scores it, and a
+# huge tree costs memory for nothing the judge reads: both executors see the same capped copy.
+MAX_METADATA_DEPTH = 16
+"""Nesting levels of mappings and lists kept; a deeper value becomes :data:`METADATA_CUT`."""
+MAX_METADATA_ENTRIES = 1_000
+"""Mapping and list entries kept per passage, over the whole tree."""
+MAX_METADATA_CHARS = 50_000
+"""String characters (keys and values) kept per passage, over the whole tree."""
+METADATA_CUT = "[truncated]"
+
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -99,12 +110,76 @@ def _as_float(value: Any) -> float | None:
         return None
 
 
+class _Budget:
+    __slots__ = ("chars", "cut", "entries")
+
+    def __init__(self) -> None:
+        self.entries = MAX_METADATA_ENTRIES
+        self.chars = MAX_METADATA_CHARS
+        self.cut = False
+
+
+def cap_metadata(metadata: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """``metadata`` within :data:`MAX_METADATA_DEPTH`, :data:`MAX_METADATA_ENTRIES` and
+    :data:`MAX_METADATA_CHARS` (the same object when it fits). Returns it and whether it was
+    cut; what was cut is marked with :data:`METADATA_CUT`."""
+    if _fits(metadata, 0, _Budget()):
+        return metadata, False
+    budget = _Budget()
+    capped = _capped(metadata, 0, budget)
+    return capped, True
+
+
+def _fits(value: Any, depth: int, budget: _Budget) -> bool:
+    if isinstance(value, str):
+        budget.chars -= len(value)
+        return budget.chars >= 0
+    if isinstance(value, (Mapping, list, tuple)):
+        if depth >= MAX_METADATA_DEPTH:
+            return False
+        budget.entries -= len(value)
+        if budget.entries < 0:
+            return False
+        children = value.items() if isinstance(value, Mapping) else enumerate(value)
+        return all(_fits(k, depth, budget) and _fits(v, depth + 1, budget) for k, v in children)
+    return True
+
+
+def _capped(value: Any, depth: int, budget: _Budget) -> Any:
+    if isinstance(value, str):
+        kept = value[: max(0, budget.chars)]
+        budget.chars -= len(kept)
+        return kept if len(kept) == len(value) else kept + METADATA_CUT
+    if not isinstance(value, (Mapping, list, tuple)):
+        return value
+    if depth >= MAX_METADATA_DEPTH:
+        return METADATA_CUT
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            if budget.entries <= 0:
+                out[METADATA_CUT] = len(value) - len(out)
+                break
+            budget.entries -= 1
+            out[_capped(k, depth, budget)] = _capped(v, depth + 1, budget)
+        return out
+    items: list[Any] = []
+    for v in value:
+        if budget.entries <= 0:
+            items.append(METADATA_CUT)
+            break
+        budget.entries -= 1
+        items.append(_capped(v, depth + 1, budget))
+    return items if isinstance(value, list) else tuple(items)
+
+
 def prepare(
     answer: Any, contexts: Any, question: Any
 ) -> tuple[str, list[Passage], str | None, bool]:
     """Validate and cap the inputs of one evaluation (lone surrogates become U+FFFD).
 
-    Returns ``(answer, passages, question, truncated)``.
+    Returns ``(answer, passages, question, truncated)``; ``truncated`` also when a passage's
+    metadata was cut (:func:`cap_metadata`).
 
     Raises:
         TypeError: the answer is not a string, contexts is not a list of passages, or the
@@ -135,8 +210,11 @@ def prepare(
     capped: list[Passage] = []
     for p in passages:
         text, cut = cap_text(clean_text(p.text), MAX_PASSAGE_CHARS)
-        truncated |= cut
-        capped.append(p if text is p.text else p.model_copy(update={"text": text}))
+        metadata, metadata_cut = cap_metadata(p.metadata)
+        truncated |= cut or metadata_cut
+        if text is not p.text or metadata is not p.metadata:
+            p = p.model_copy(update={"text": text, "metadata": metadata})
+        capped.append(p)
     if question is not None:
         question, cut = cap_text(clean_text(question), MAX_QUESTION_CHARS)
         truncated |= cut

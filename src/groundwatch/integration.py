@@ -6,7 +6,8 @@ needs five things from the core, all here:
 - :class:`MonitorLike`: what it hands records to (``record`` / ``record_failure``);
 - :func:`guarded`: the one guard around every entry point the host or the framework calls, so
   that an exception of ours is logged (rate-limited), counted in ``groundwatch.errors`` and never
-  reaches the host; :func:`internal_error` / :func:`user_error` report one directly;
+  reaches the host; :func:`internal_error` / :func:`user_error` report one directly, and
+  :func:`bad_input` warns (rate-limited) about the application's input it cannot read;
 - :func:`suppressed` / :func:`suppressed_context`: OpenTelemetry's instrumentation suppression,
   which groundwatch's worker sets while a judge runs, so a judge that calls the framework itself
   does not feed records back into the monitor;
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from opentelemetry import context as otel_context
 
 from ._config import raise_internal_errors
-from ._guard import internal_error, user_error
+from ._guard import bad_input, internal_error, user_error
 from ._inputs import MAX_PASSAGES
 from ._weakhooks import reinit_after_fork, weak_callback
 
@@ -40,6 +41,7 @@ __all__ = [
     "MAX_PASSAGES",
     "SUPPRESS_INSTRUMENTATION_KEYS",
     "MonitorLike",
+    "bad_input",
     "guarded",
     "instrumentor_monitor",
     "internal_error",

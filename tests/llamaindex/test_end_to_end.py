@@ -9,6 +9,8 @@ from typing import Any
 import groundwatch_llamaindex
 import pytest
 from llama_index.core import VectorStoreIndex
+from llama_index.core.query_engine import CustomQueryEngine
+from llama_index.core.retrievers import BaseRetriever
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 
 import groundwatch as gw
@@ -199,3 +201,33 @@ def test_with_openinference_the_evaluation_joins_the_request_trace(
     finally:
         instrumentor.uninstrument()
         groundwatch_llamaindex.uninstrument()
+
+
+class _UnreadableResponse:
+    """A custom engine's response whose text cannot be read: ``str()`` raises."""
+
+    def __init__(self, source_nodes: list[Any]) -> None:
+        self.source_nodes = source_nodes
+
+    def __str__(self) -> str:
+        raise RuntimeError("this response has no text")
+
+
+class _UnreadableEngine(CustomQueryEngine):
+    retriever: BaseRetriever
+
+    def custom_query(self, query_str: str) -> Any:
+        return _UnreadableResponse(self.retriever.retrieve(query_str))
+
+
+def test_a_response_whose_text_raises_ends_in_one_counted_failure(
+    index: VectorStoreIndex, monitor: gw.Monitor, capgw: GroundwatchTelemetry
+) -> None:
+    engine = _UnreadableEngine(retriever=index.as_retriever(similarity_top_k=2))
+    response = engine.query(QUESTIONS["eiffel"])
+    assert isinstance(response, _UnreadableResponse)  # the application gets its response
+    assert monitor.force_flush(10_000)
+    # Exactly one decision for the one interaction: a failure saying why, nothing scored.
+    points = capgw.metric_points("groundwatch.records")
+    assert points == [({"groundwatch.decision": "error", "error.type": "no_answer"}, 1)]
+    assert capgw.spans() == []

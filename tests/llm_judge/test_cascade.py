@@ -6,16 +6,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import groundwatch as gw
 from groundwatch import CascadeJudge, OpenAIJudge
-from groundwatch.judges.cascade import (
-    ATTR_ESCALATED,
-    ATTR_JUDGE,
-    METRIC_JUDGE_ESCALATIONS,
-)
 from groundwatch.types import Claim, Evidence, Judgement, Passage
 
 from .fake_openai import FakeOpenAIServer, Reply
@@ -61,50 +54,24 @@ class ScriptedLocal:
         )
 
 
-@pytest.fixture
-def metrics() -> tuple[MeterProvider, InMemoryMetricReader]:
-    reader = InMemoryMetricReader()
-    return MeterProvider(metric_readers=[reader]), reader
-
-
-def _escalation_points(reader: InMemoryMetricReader) -> dict[bool, int]:
-    data = reader.get_metrics_data()
-    out: dict[bool, int] = {}
-    assert data is not None
-    for rm in data.resource_metrics:
-        for sm in rm.scope_metrics:
-            assert sm.scope.name == "groundwatch"
-            for metric in sm.metrics:
-                assert metric.name == METRIC_JUDGE_ESCALATIONS
-                assert metric.unit == "{evaluation}"
-                for point in metric.data.data_points:  # type: ignore[union-attr]
-                    attrs = dict(point.attributes or {})
-                    escalated = attrs.pop(ATTR_ESCALATED)
-                    assert attrs.pop(ATTR_JUDGE) == "cascade(local,openai)"
-                    assert attrs == {}
-                    out[bool(escalated)] = int(point.value)  # type: ignore[union-attr]
-    return out
-
-
-def _cascade(first: Any, then: OpenAIJudge, metrics: Any, **kw: Any) -> CascadeJudge:
-    return CascadeJudge(first=first, then=then, meter_provider=metrics[0], **kw)
+def _cascade(first: Any, then: OpenAIJudge, **kw: Any) -> CascadeJudge:
+    return CascadeJudge(first=first, then=then, **kw)
 
 
 def test_confident_local_answer_is_not_escalated(
-    server: FakeOpenAIServer, make_judge: MakeJudge, metrics: Any
+    server: FakeOpenAIServer, make_judge: MakeJudge
 ) -> None:
-    cascade = _cascade(ScriptedLocal(0.95), make_judge(), metrics)
+    cascade = _cascade(ScriptedLocal(0.95), make_judge())
     ev = gw.evaluate(ANSWER, PASSAGES, judge=cascade)
     assert ev.label == "grounded" and ev.judge == "cascade(local,openai)"
     assert server.completions() == []
     assert (cascade.escalated, cascade.total) == (0, 1)
-    assert _escalation_points(metrics[1]) == {False: 1}
 
 
 def test_unsure_local_answer_goes_to_the_llm_in_one_call(
-    server: FakeOpenAIServer, make_judge: MakeJudge, metrics: Any
+    server: FakeOpenAIServer, make_judge: MakeJudge
 ) -> None:
-    cascade = _cascade(ScriptedLocal(0.4), make_judge(model="gpt-judge"), metrics)
+    cascade = _cascade(ScriptedLocal(0.4), make_judge(model="gpt-judge"))
     answer = "The Eiffel Tower is 330 metres tall. It was painted gold in 2020."
     ev = gw.evaluate(answer, PASSAGES, judge=cascade)
     assert len(server.completions()) == 1  # the whole answer, one request
@@ -112,7 +79,6 @@ def test_unsure_local_answer_goes_to_the_llm_in_one_call(
     assert [c.verdict for c in ev.claims] == ["supported", "unsupported"]  # the LLM's verdicts
     assert (cascade.escalated, cascade.total) == (1, 1)
     assert cascade.escalation_rate == 1.0
-    assert _escalation_points(metrics[1]) == {True: 1}
 
 
 @pytest.mark.parametrize(
@@ -130,7 +96,6 @@ def test_unsure_local_answer_goes_to_the_llm_in_one_call(
 def test_escalation_rule_knobs(
     server: FakeOpenAIServer,
     make_judge: MakeJudge,
-    metrics: Any,
     confidence: float | None,
     min_confidence: float,
     escalate_unknown: bool,
@@ -139,7 +104,6 @@ def test_escalation_rule_knobs(
     cascade = _cascade(
         ScriptedLocal(confidence),
         make_judge(),
-        metrics,
         min_confidence=min_confidence,
         escalate_unknown=escalate_unknown,
     )
@@ -149,34 +113,29 @@ def test_escalation_rule_knobs(
 
 
 def test_escalate_verdicts_sends_every_contradiction_to_the_llm(
-    server: FakeOpenAIServer, make_judge: MakeJudge, metrics: Any
+    server: FakeOpenAIServer, make_judge: MakeJudge
 ) -> None:
     cascade = _cascade(
         ScriptedLocal(0.99, verdict="contradicted"),
         make_judge(),
-        metrics,
         escalate_verdicts={"contradicted"},
     )
     ev = gw.evaluate(ANSWER, PASSAGES, judge=cascade)
     assert cascade.escalated == 1 and ev.label == "grounded"  # the LLM overruled it
 
 
-def test_failing_first_judge_escalates(
-    server: FakeOpenAIServer, make_judge: MakeJudge, metrics: Any
-) -> None:
-    cascade = _cascade(ScriptedLocal(0.99, fail=True), make_judge(), metrics)
+def test_failing_first_judge_escalates(server: FakeOpenAIServer, make_judge: MakeJudge) -> None:
+    cascade = _cascade(ScriptedLocal(0.99, fail=True), make_judge())
     ev = gw.evaluate(ANSWER, PASSAGES, judge=cascade)
     assert ev.label == "grounded" and cascade.escalated == 1
 
 
 @pytest.mark.parametrize("fallback", [False, True])
 def test_llm_failure_is_an_error_unless_fallback_to_first(
-    server: FakeOpenAIServer, make_judge: MakeJudge, metrics: Any, fallback: bool
+    server: FakeOpenAIServer, make_judge: MakeJudge, fallback: bool
 ) -> None:
     server.push(Reply(status=500))
-    cascade = _cascade(
-        ScriptedLocal(0.3), make_judge(max_attempts=1), metrics, fallback_to_first=fallback
-    )
+    cascade = _cascade(ScriptedLocal(0.3), make_judge(max_attempts=1), fallback_to_first=fallback)
     ev = gw.evaluate(ANSWER, PASSAGES, judge=cascade)
     if fallback:
         assert ev.label == "grounded" and ev.claims[0].confidence == 0.3
@@ -186,9 +145,9 @@ def test_llm_failure_is_an_error_unless_fallback_to_first(
 
 
 async def test_with_the_real_local_judge_async(
-    server: FakeOpenAIServer, make_judge: MakeJudge, metrics: Any
+    server: FakeOpenAIServer, make_judge: MakeJudge
 ) -> None:
-    cascade = _cascade(gw.LocalJudge(), make_judge(), metrics)
+    cascade = _cascade(gw.LocalJudge(), make_judge())
     assert cascade.name == "cascade(local,openai)"
     ev = await gw.aevaluate(ANSWER, PASSAGES, judge=cascade)
     assert ev.label == "grounded"
@@ -200,6 +159,8 @@ async def test_with_the_real_local_judge_async(
     assert len(server.completions()) == cascade.escalated
 
 
-def test_global_meter_provider_is_used_by_default(make_judge: MakeJudge) -> None:
+def test_the_cascade_needs_no_telemetry_of_its_own(make_judge: MakeJudge) -> None:
+    # Its counts are plain attributes; a monitor running it exports them (tests/runtime).
     cascade = CascadeJudge(first=ScriptedLocal(0.9), then=make_judge())
-    assert gw.evaluate(ANSWER, PASSAGES, judge=cascade).label == "grounded"  # no-op meter is fine
+    assert gw.evaluate(ANSWER, PASSAGES, judge=cascade).label == "grounded"
+    assert (cascade.escalated, cascade.total) == (0, 1)

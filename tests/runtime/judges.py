@@ -173,3 +173,56 @@ class TriggerJudge(EchoJudge):
         if "BOOM" in answer:
             raise RuntimeError("judge exploded")
         return super().judge(answer, contexts, question)
+
+
+_BASE_EXCEPTIONS: dict[str, type[BaseException]] = {
+    "SystemExit": SystemExit,
+    "KeyboardInterrupt": KeyboardInterrupt,
+}
+
+
+class ExitJudge(EchoJudge):
+    """EchoJudge, except that an answer containing "EXIT" raises a ``BaseException`` that is
+    not an ``Exception`` (picklable: for executor="process" too)."""
+
+    name = "exit"
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        if "EXIT" in answer:
+            raise _BASE_EXCEPTIONS[self.kind]()
+        return super().judge(answer, contexts, question)
+
+
+class AsyncExitJudge(ExitJudge):
+    name = "async-exit"
+
+    async def judge(  # type: ignore[override]
+        self, answer: str, contexts: Sequence[Passage], question: str | None
+    ) -> Judgement:
+        await asyncio.sleep(0)
+        return ExitJudge.judge(self, answer, contexts, question)
+
+
+class RaisingFieldDocument:
+    """A LangChain-like document whose ``raising`` field raises when read."""
+
+    def __init__(self, text: str, raising: str) -> None:
+        self._text = text
+        self._raising = raising
+
+    def _read(self, field: str, value: object) -> object:
+        if field == self._raising:
+            raise RuntimeError(f"{field} cannot be read")
+        return value
+
+    @property
+    def page_content(self) -> object:
+        return self._read("page_content", self._text)
+
+    @property
+    def metadata(self) -> object:
+        return self._read("metadata", {"source": "wiki"})

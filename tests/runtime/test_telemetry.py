@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -12,6 +13,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 
+import groundwatch as gw
+from groundwatch import Judgement, Passage, _guard
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -260,3 +263,51 @@ def test_no_claims_has_a_label_and_no_fake_numbers(capgw: GroundwatchTelemetry) 
         assert sc.GEN_AI_EVALUATION_SCORE_VALUE not in ev_attrs and sc.ERROR_TYPE not in ev_attrs
     assert capgw.metric_points(sc.METRIC_EVALUATION_SCORE) == []
     assert capgw.metric_points(sc.METRIC_EVALUATIONS) == [({sc.GROUNDWATCH_LABEL: "no_claims"}, 1)]
+
+
+def test_a_field_that_fails_costs_its_attributes_not_the_span_events_or_metrics(
+    capgw: GroundwatchTelemetry,
+) -> None:
+    before = dict(_guard.errors)
+
+    def redact(text: str) -> str:
+        raise ValueError("redaction service down")
+
+    monitor = capgw.monitor(judge=EchoJudge(), capture_content=True, redact=redact)
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    [span] = capgw.spans()
+    attrs = _attrs(span)
+    assert attrs[sc.GROUNDWATCH_LABEL] == "grounded"
+    assert attrs[sc.GROUNDWATCH_JUDGE] == "echo"
+    assert not [k for k in attrs if k.startswith("groundwatch.content.")]  # nothing unredacted
+    assert len(capgw.events()) == 2
+    assert capgw.metric_total(sc.METRIC_EVALUATIONS, groundwatch__label="grounded") == 1
+    key = ("redact", "ValueError")
+    assert _guard.errors[key] - before.get(key, 0) == 1
+
+
+class _Unsure(EchoJudge):
+    """EchoJudge whose claims carry no confidence: the cascade escalates answers with "unsure"."""
+
+    name = "unsure"
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        result = super().judge(answer, contexts, question)
+        confidence = None if "unsure" in answer else 0.99
+        claims = [c.model_copy(update={"confidence": confidence}) for c in result.claims]
+        return result.model_copy(update={"claims": claims})
+
+
+def test_the_monitor_exports_the_cascades_escalations(capgw: GroundwatchTelemetry) -> None:
+    cascade = gw.CascadeJudge(first=_Unsure(), then=EchoJudge())
+    monitor = capgw.monitor(judge=cascade)
+    for answer in (GOOD, GOOD, "unsure. " + GOOD):
+        monitor.record(question="q", contexts=[PASSAGE], answer=answer)
+    points = {}
+    for attrs, value in capgw.metric_points(sc.METRIC_JUDGE_ESCALATIONS):
+        escalated = attrs.pop(sc.GROUNDWATCH_ESCALATED)
+        assert attrs.pop(sc.GROUNDWATCH_JUDGE) == "cascade(unsure,echo)"
+        assert attrs == {}
+        points[escalated] = value
+    assert points == {True: 1, False: 2}
+    assert (cascade.escalated, cascade.total) == (1, 3)

@@ -31,17 +31,15 @@ LABEL_ALIASES: dict[str, ExpectedLabel] = {
     "unfaithful": "hallucinated",
 }
 
-FIELDS = ("id", "question", "contexts", "answer", "label")
-"""Recognised fields; each also goes by the names in :data:`ALIASES`."""
-
 ALIASES: dict[str, tuple[str, ...]] = {
     "question": ("question", "user_input", "input"),
     "contexts": ("contexts", "context", "retrieved_contexts", "retrieval_context"),
     "answer": ("answer", "response", "actual_output"),
 }
-"""Field names by dataset convention, first match wins: ours; RAGAS (``user_input``,
-``response``, ``retrieved_contexts``); DeepEval test cases (``input``, ``actual_output``,
-``retrieval_context``). So a team can point ``check`` at the datasets it already has."""
+"""Names of the question, contexts and answer fields by dataset convention, first match wins:
+ours; RAGAS (``user_input``, ``response``, ``retrieved_contexts``); DeepEval test cases
+(``input``, ``actual_output``, ``retrieval_context``). So a team can point ``check`` at the
+datasets it already has."""
 
 
 def _named(obj: Mapping[str, Any], field: str) -> str:

@@ -129,7 +129,6 @@ class JUnitWriter:
             "w+", encoding="utf-8"
         )
         self.tests = self.failures = self.errors = self.skipped = 0
-        self._seconds = 0.0
         self._started = time.strftime("%Y-%m-%dT%H:%M:%S")
 
     def _case(
@@ -137,7 +136,6 @@ class JUnitWriter:
     ) -> None:
         """Queue one case; ``row`` (label, scores, failure) decides its fate in ``close``."""
         self.tests += 1
-        self._seconds += seconds
         case = {"name": name, "seconds": seconds, "body": body, "classname": classname, **row}
         self._cases.write(json.dumps(case, ensure_ascii=False) + "\n")
 

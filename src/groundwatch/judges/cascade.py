@@ -13,8 +13,9 @@ when ``first``
 Otherwise ``first``'s judgement is returned as is. ``LocalJudge`` expresses weak or conflicting
 alignment and numbers it could not match as low confidence, which is what routes them here.
 
-Every decision is counted: ``escalated`` / ``total`` on the judge, and the
-``groundwatch.judge.escalations`` counter with ``groundwatch.escalated`` = true/false.
+Every decision is counted in ``escalated`` / ``total`` on the judge; a monitor running the
+cascade exports them as the ``groundwatch.judge.escalations`` counter with
+``groundwatch.escalated`` = true/false (the judge itself emits no telemetry).
 """
 
 from __future__ import annotations
@@ -23,23 +24,11 @@ import logging
 import math
 import threading
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
 
-from opentelemetry import metrics
-
-from ..telemetry import semconv
 from ..types import Judgement, Passage, Usage, Verdict
 from ._base import Judge, call_judge
 
-if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
-
 _logger = logging.getLogger(__name__)
-
-METRIC_JUDGE_ESCALATIONS = semconv.METRIC_JUDGE_ESCALATIONS
-METRIC_JUDGE_ESCALATIONS_UNIT = semconv.METRIC_JUDGE_ESCALATIONS_UNIT
-ATTR_ESCALATED = semconv.GROUNDWATCH_ESCALATED
-ATTR_JUDGE = semconv.GROUNDWATCH_JUDGE
 
 DEFAULT_MIN_CONFIDENCE = 0.7
 """Claims the first judge is less sure of than this are sent to the second judge."""
@@ -57,7 +46,6 @@ class CascadeJudge:
         escalate_verdicts: verdicts of ``first`` that always escalate.
         fallback_to_first: when ``then`` fails, return ``first``'s judgement instead of the
             error (keeps scores flowing through an LLM outage, at ``first``'s accuracy).
-        meter_provider: where the escalation counter goes; the global provider by default.
         name: defaults to ``cascade(<first>,<then>)``.
 
     Attributes:
@@ -74,7 +62,6 @@ class CascadeJudge:
         escalate_unknown: bool = True,
         escalate_verdicts: Collection[Verdict] = (),
         fallback_to_first: bool = False,
-        meter_provider: MeterProvider | None = None,
         name: str | None = None,
     ) -> None:
         self.first = first
@@ -87,16 +74,6 @@ class CascadeJudge:
         self.escalated = 0
         self.total = 0
         self._lock = threading.Lock()
-        meter = (
-            meter_provider.get_meter("groundwatch")
-            if meter_provider is not None
-            else metrics.get_meter("groundwatch")
-        )
-        self._counter = meter.create_counter(
-            METRIC_JUDGE_ESCALATIONS,
-            unit=METRIC_JUDGE_ESCALATIONS_UNIT,
-            description="Answers the cascade judged, by whether they went to the second judge",
-        )
 
     def __repr__(self) -> str:
         return (
@@ -128,10 +105,6 @@ class CascadeJudge:
         with self._lock:
             self.total += 1
             self.escalated += escalated
-        try:
-            self._counter.add(1, {ATTR_ESCALATED: escalated, ATTR_JUDGE: self.name})
-        except Exception:  # a broken metrics pipeline must not fail the evaluation
-            _logger.debug("escalation counter failed", exc_info=True)
 
     async def judge(
         self, answer: str, contexts: Sequence[Passage], question: str | None = None

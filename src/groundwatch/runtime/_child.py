@@ -13,9 +13,10 @@ import sys
 import time
 from typing import IO, Any
 
-from .._evaluate import evaluate
+from .._evaluate import judge_name
 from ..types import Passage
 from .process import compact, read_message, write_message
+from .runner import Prepared, evaluate_prepared
 
 
 def _error(exc: BaseException) -> tuple[str, tuple[str, str]]:
@@ -35,15 +36,9 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
                 reply: Any = ("ok", None)
             elif op == "ping":
                 reply = ("ok", None)
-            elif op == "judge":
-                answer, contexts, question = payload
-                reply = ("ok", judge.judge(answer, contexts, question))
             elif op == "evaluate_batch":
                 _evaluate_batch(judge, payload, out)
                 continue
-            elif op == "evaluate":
-                answer, contexts, question, policy = payload
-                reply = ("ok", evaluate(answer, contexts, question, judge, policy=policy))
             else:
                 reply = ("error", ("protocol", f"unknown op {op!r}"))
         except Exception as exc:
@@ -61,17 +56,20 @@ def _evaluate_batch(judge: Any, payload: Any, out: IO[bytes]) -> None:
     """One reply per item, each as soon as it is done: the host times every evaluation on its
     own (the per-evaluation deadline), not the batch as a whole."""
     items, policy = payload
+    name = judge_name(judge)
     for item in items:
         try:
             answer, contexts, question = pickle.loads(item)
             passages = [
-                Passage(text=text, id=pid, score=score, metadata=metadata)
+                Passage.model_construct(text=text, id=pid, score=score, metadata=metadata)
                 for text, pid, score, metadata in contexts
             ]
+            # Prepared by the host already (checked and capped); the host marks truncation.
+            prepared = Prepared(answer, passages, question, False)
             start = time.perf_counter_ns()
-            evaluation = evaluate(answer, passages, question, judge, policy=policy)
+            evaluation = evaluate_prepared(judge, prepared, policy, name)
             reply: Any = ("ok", (compact(evaluation), time.perf_counter_ns() - start))
-        except Exception as exc:
+        except BaseException as exc:
             reply = _error(exc)
         try:
             write_message(out, reply)

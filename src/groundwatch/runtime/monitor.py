@@ -26,11 +26,13 @@ from .. import _config, _guard, scoring
 from .._evaluate import default_judge
 from .._inputs import MAX_PASSAGES
 from .._weakhooks import reinit_after_fork, weak_callback
-from ..judges import Judge
+from ..judges import CascadeJudge, Judge
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
 from ..types import Evaluation, RagRecord
-from .process import ProcessJudge
+from .asyncjudge import AsyncRunner
+from .process import ProcessRunner
+from .runner import Runner
 from .sampling import (
     Decision,
     RateLimitSampler,
@@ -39,6 +41,7 @@ from .sampling import (
     inner_samplers,
     sampling_rate,
 )
+from .thread import ThreadRunner
 from .worker import Worker
 
 __all__ = ["Monitor", "ResultCallback"]
@@ -53,12 +56,41 @@ _get_current_span = trace.get_current_span
 _SAMPLED = Decision.SAMPLED
 
 
+def runner_for(judge: Judge, executor: str, processes: int, max_concurrency: int) -> Runner:
+    """Where ``judge`` runs: an async judge on the worker's loop (``max_concurrency`` calls at
+    once, or the judge's own ``concurrency``); a sync judge on a thread, or in worker
+    processes (``process``; ``auto`` falls back to a thread when that cannot work)."""
+    if inspect.iscoroutinefunction(getattr(judge, "judge", None)):
+        concurrency = getattr(judge, "concurrency", None)
+        if not isinstance(concurrency, int) or concurrency < 1:
+            concurrency = max_concurrency
+        return AsyncRunner(judge, concurrency=concurrency)
+    if executor == "thread":
+        return ThreadRunner(judge)
+    return ProcessRunner(judge, processes, fallback=executor == _config.EXECUTOR_AUTO)
+
+
 def default_sampler(config: _config.RuntimeConfig) -> Sampler:
     """The sampler the environment asks for: a ratio, with a rate limit on top if set."""
     sampler: Sampler = RatioSampler(config.sample_rate)
     if config.rate_limit_per_minute is not None:
         sampler = RateLimitSampler(config.rate_limit_per_minute, sampler)
     return sampler
+
+
+def _invalid_reason(question: Any, contexts: Any, answer: Any, span_context: Any) -> str | None:
+    """What is wrong with the types ``record()`` was given, if anything (no item is read)."""
+    if not isinstance(answer, str):
+        return f"answer must be a string, got {type(answer).__name__}"
+    if question is not None and not isinstance(question, str):
+        return f"question must be a string or None, got {type(question).__name__}"
+    # A lone mapping or string is one passage given without its list: iterating it would
+    # score its keys or characters as passages.
+    if contexts is None or isinstance(contexts, (str, bytes, Mapping)):
+        return f"contexts must be a list of passages, got {type(contexts).__name__}"
+    if span_context is not None and not isinstance(span_context, SpanContext):
+        return f"span_context must be a SpanContext, got {type(span_context).__name__}"
+    return None
 
 
 class Monitor:
@@ -152,6 +184,8 @@ class Monitor:
         self._shut = False
         self._lock = threading.Lock()
         self.stats = Stats(self._queue_size)
+        if isinstance(self.judge, CascadeJudge):
+            self.stats.escalating.append(self.judge)
         self._telemetry = Telemetry(
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
@@ -163,22 +197,15 @@ class Monitor:
             content_max_chars=content_max_chars or config.content_max_chars,
             stats=self.stats,
         )
-        runner = None
-        if self.executor != "thread" and not inspect.iscoroutinefunction(
-            getattr(self.judge, "judge", None)
-        ):
-            runner = ProcessJudge.wrap(
-                self.judge, processes, fallback=self.executor == _config.EXECUTOR_AUTO
-            )
         self._worker: Worker = Worker(
-            judge=self.judge,
+            runner=runner_for(
+                self.judge, self.executor, processes, max_concurrency or config.max_concurrency
+            ),
             finish=self._finish,
             stats=self.stats,
             max_queue_size=max_queue_size or config.max_queue_size,
-            max_concurrency=max_concurrency or config.max_concurrency,
             timeout_s=(evaluation_timeout_millis or config.evaluation_timeout_millis) / 1000,
             policy=policy,
-            runner=runner,
         )
         self._atexit: Callable[[], None] | None = None
         if shutdown_on_exit:
@@ -240,14 +267,9 @@ class Monitor:
     ) -> tuple[Decision, str | None]:
         if self._shut:
             return Decision.ERROR, sc.ERROR_SHUTDOWN
-        if (
-            not isinstance(answer, str)
-            or (question is not None and not isinstance(question, str))
-            or contexts is None
-            # A lone mapping or string is one passage given without its list: iterating it would
-            # score its keys or characters as passages.
-            or isinstance(contexts, (str, bytes, Mapping))
-        ):
+        reason = _invalid_reason(question, contexts, answer, span_context)
+        if reason is not None:
+            _guard.bad_input("Monitor.record", TypeError(reason))
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if span_context is None:
             span_context = _get_current_span().get_span_context()
@@ -282,10 +304,13 @@ class Monitor:
             # One more than the cap, so the worker still sees (and marks) the truncation without
             # the request path copying a huge or endless sequence.
             record.contexts = list(islice(contexts, MAX_PASSAGES + 1))
-        except TypeError:
+            if attributes is not None:
+                record.attributes = dict(attributes)
+        except Exception as exc:
+            # The caller's objects raised while read (a generator, a lazy document list, a
+            # mapping that is not one): their input, not our bug.
+            _guard.bad_input("Monitor.record", exc)
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
-        if attributes is not None:
-            record.attributes = dict(attributes)
         if not self._worker.submit(record):
             return Decision.QUEUE_FULL, None
         return _SAMPLED, None
@@ -317,7 +342,7 @@ class Monitor:
                 for observe in self._observers:
                     observe(record, evaluation)
                 rate = 1.0 if record.always_score else sampling_rate(self.sampler, record)
-            except Exception as exc:
+            except BaseException as exc:  # user code: even SystemExit must not end the worker
                 _guard.user_error("sampler", exc)
             try:
                 self._telemetry.emit(
@@ -333,7 +358,7 @@ class Monitor:
             for callback in self._callbacks:
                 try:
                     callback(record, evaluation)
-                except Exception as exc:
+                except BaseException as exc:  # user code: even SystemExit must not end the worker
                     _guard.user_error("on_result", exc)
         try:
             batch.flush()
@@ -377,9 +402,7 @@ class Monitor:
                 atexit.unregister(self._atexit)
                 self._atexit = None
             ok = self._worker.shutdown(timeout_millis / 1000)
-            closer = getattr(self._worker.runner, "close", None)
-            if closer is not None:
-                closer()
+            self._worker.runner.close()
             return ok
         except Exception as exc:
             _guard.internal_error("shutdown", exc)

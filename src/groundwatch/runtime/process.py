@@ -1,4 +1,4 @@
-"""Scoring a sync judge in a worker process (``Monitor(executor="process")``).
+"""A sync judge in a worker process (``Monitor(executor="process")``): :class:`ProcessRunner`.
 
 A CPU-bound judge on a thread of the host's interpreter holds the GIL for up to the whole
 switch interval at a time, which shows in the host's tail latency (``benchmarks/overhead.py``
@@ -12,7 +12,8 @@ groundwatch.runtime._child`` imports only groundwatch and the judge's own module
 
 Protocol over the child's stdin/stdout: 8-byte big-endian length, then a pickle of
 ``(op, payload)``; replies are ``("ok", value)`` or ``("error", (type name, message))``. The
-judge is pickled once (``init``). The monitor's worker sends ``evaluate_batch``: a list of
+judge is pickled once (``init``; ``ping`` starts a process ahead of its first batch). The
+worker sends ``evaluate_batch``: a list of
 records, each pickled on its own as plain ``(answer, [(text, id, score, metadata)], question)``
 (one record that cannot be pickled fails alone), and the child answers with one reply per
 record as each is done, ``(compact evaluation fields, judge ns)``: the host's CPU per record is
@@ -39,10 +40,17 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from .. import scoring
-from .._evaluate import aevaluate, judge_name
-from ..telemetry.semconv import ERROR_TIMEOUT
-from ..types import VERDICTS, Evaluation, Judgement, Passage, Usage, Verdict
-from .worker import BatchItem, _ewma, _ThreadJudge, batch_size_for, run_in_daemon_thread
+from .._evaluate import judge_name
+from ..types import VERDICTS, Evaluation, Usage, Verdict
+from .runner import (
+    JudgeSpeed,
+    Prepared,
+    Result,
+    error_evaluation,
+    run_in_daemon_thread,
+    timeout_evaluation,
+)
+from .thread import ThreadRunner
 
 _logger = logging.getLogger(__name__)
 
@@ -302,14 +310,16 @@ class _Child:
                 stream.close()
 
 
-class ProcessJudge:
-    """Wraps a picklable sync judge so that it runs in a worker process, started on first use.
+class ProcessRunner:
+    """A :class:`~.runner.Runner` that judges in a worker process, started on first use; the
+    judge must be picklable.
 
-    An async judge: the worker's loop awaits it while a daemon thread waits on the pipe. One
-    call at a time per process (``processes`` of them). When the process dies (killed, out of
-    memory) the call in flight fails with ``error.type=worker_process_lost`` and the next call
-    starts a new process; a call cancelled by the evaluation timeout kills its process (it is
-    stuck in the judge), so the next one starts clean.
+    One batch at a time per process (``processes`` of them). When the process dies (killed,
+    out of memory) the record in flight fails with ``error.type=worker_process_lost`` and the
+    rest of its batch goes to a new process; a record past its deadline kills its process
+    (it is stuck in the judge), so the next one starts clean. With ``fallback`` (the ``auto``
+    executor), a judge that cannot be pickled, or a process that cannot start at all, runs on
+    a :class:`~.thread.ThreadRunner` instead, with a warning.
     """
 
     def __init__(self, judge: Any, processes: int = 1, *, fallback: bool = False) -> None:
@@ -317,7 +327,7 @@ class ProcessJudge:
         self.name = judge_name(judge)
         self.concurrency = max(1, processes)
         self.allow_fallback = fallback
-        self.fallback: _ThreadJudge | None = None
+        self.fallback: ThreadRunner | None = None
         self._judge_bytes: bytes | None = None
         self._pickle_error: str | None = None
         try:
@@ -338,11 +348,7 @@ class ProcessJudge:
         self._start_failure: tuple[float, str] | None = None
         self._lock = threading.Lock()
         self.started = 0
-        self._speed_ns: float | None = None
-
-    @classmethod
-    def wrap(cls, judge: Any, processes: int = 1, *, fallback: bool = False) -> ProcessJudge:
-        return cls(judge, processes, fallback=fallback)
+        self.speed = JudgeSpeed()
 
     def _fall_back(self, why: str) -> None:
         _logger.warning(
@@ -351,7 +357,14 @@ class ProcessJudge:
             self.name,
             why,
         )
-        self.fallback = _ThreadJudge(self.inner)
+        self.fallback = ThreadRunner(self.inner)
+
+    def batch_size(self) -> int:
+        if self.fallback is not None:
+            return self.fallback.batch_size()
+        return self.speed.batch_size()
+
+    # --- the processes ---------------------------------------------------------------------
 
     def _take(self) -> _Child:
         with self._lock:
@@ -369,7 +382,6 @@ class ProcessJudge:
             raise
         with self._lock:
             self._start_failure = None
-        with self._lock:
             self._all.append(child)
             self.started += 1
         return child
@@ -384,31 +396,30 @@ class ProcessJudge:
             if child in self._all:
                 self._all.remove(child)
 
-    def _call_blocking(self, message: tuple[str, Any], box: list[_Child]) -> Any:
-        child = self._take()
-        box.append(child)
-        try:
-            result = child.call(message)
-        except WorkerProcessError:
-            if child.proc.poll() is not None:
-                self._discard(child)
-                raise
-            self._give_back(child)  # the judge raised in the child; the process is fine
-            raise
-        self._give_back(child)
-        return result
+    async def start(self) -> None:
+        """Start a worker process if none is ready; the worker awaits this *outside* the
+        evaluation deadline, so a slow interpreter start is not a judge timeout. A failed
+        start is left for :meth:`run` to report (and to fall back from)."""
+        with self._lock:
+            ready = bool(self._idle) or len(self._all) >= self.concurrency
+        if ready or self.fallback is not None or self._judge_bytes is None:
+            return
+        call = _BatchCall()
 
-    async def _call(self, message: tuple[str, Any]) -> Any:
-        box: list[_Child] = []
+        def start_one() -> None:
+            child = self._take()
+            call.child = child
+            self._give_back(child)
+
         try:
-            return await run_in_daemon_thread(
-                lambda: self._call_blocking(message, box), name="groundwatch-judge-pipe"
-            )
+            with contextlib.suppress(WorkerProcessError):
+                await run_in_daemon_thread(start_one, name="groundwatch-judge-pipe")
         except asyncio.CancelledError:
-            # Timed out or shut down: the process is busy with a call nobody waits for.
-            for child in box:
-                self._discard(child)
+            if call.child is not None:  # shut down while it started: nobody will use it
+                self._discard(call.child)
             raise
+
+    # --- a batch ---------------------------------------------------------------------------
 
     def _batch_blocking(
         self, blobs: list[bytes | Exception], policy: Any, timeout_s: float, call: _BatchCall
@@ -472,17 +483,21 @@ class ProcessJudge:
             for o in outcomes
         ]
 
-    async def aevaluate_batch(
-        self, items: Sequence[BatchItem], policy: scoring.LabelPolicy, timeout_s: float
-    ) -> list[tuple[Evaluation | LazyEvaluation, int, int]]:
+    async def run(
+        self, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
+    ) -> list[Result]:
         """Evaluate several prepared records with one message to the worker process and one
         thread hop, instead of one of each per record (the host's CPU per record is what
-        the request path competes with). Each evaluation keeps its own ``timeout_s``.
-
-        Returns ``(evaluation, start_ns, end_ns)`` per item, in order.
-        """
-        if self._judge_bytes is None or self.fallback is not None:
-            return [await self._evaluate_here(item, policy, timeout_s) for item in items]
+        the request path competes with). Each evaluation keeps its own ``timeout_s``."""
+        if self.fallback is not None:
+            return await self.fallback.run(items, policy, timeout_s)
+        if self._judge_bytes is None:
+            now = time.time_ns()
+            message = self._pickle_error or "the judge cannot be pickled"
+            return [
+                (error_evaluation("judge_not_picklable", message, item, self.name), now, now)
+                for item in items
+            ]
         blobs: list[bytes | Exception] = []
         for answer, passages, question, _truncated in items:
             try:
@@ -503,114 +518,27 @@ class ProcessJudge:
             if call.child is not None:
                 self._discard(call.child)
             raise
-        results: list[tuple[Evaluation | LazyEvaluation, int, int]] = []
+        results: list[Result] = []
         for item, (kind, value, start_ns, end_ns) in zip(items, outcomes, strict=True):
-            answer, passages, _question, truncated = item
             if kind == "ok":
-                results.append((LazyEvaluation(value, truncated), start_ns, end_ns))
-                self._observe_speed(end_ns - start_ns)
+                results.append((LazyEvaluation(value, item.truncated), start_ns, end_ns))
+                self.speed.observe(end_ns - start_ns)
                 continue
             if kind == "timeout":
-                judgement = Judgement(
-                    error=f"no result within {timeout_s * 1000:.0f} ms", error_type=ERROR_TIMEOUT
-                )
+                evaluation = timeout_evaluation(timeout_s, item, self.name)
             elif self.allow_fallback and self.started == 0 and value.error_type == START_FAILED:
+                # Not one process ever started (no usable Python executable, the judge's
+                # module not importable out there): scoring on a thread beats no scoring.
                 self._fall_back(f"no worker process could start ({value})")
-                results.append(await self._evaluate_here(item, policy, timeout_s))
+                assert self.fallback is not None
+                results.extend(await self.fallback.run([item], policy, timeout_s))
                 continue
             else:
-                judgement = self._failure(value)
-            evaluation = scoring.score(
-                judgement, answer, passages, judge_name=self.name, truncated=truncated
-            )
+                evaluation = error_evaluation(value.error_type, str(value), item, self.name)
             results.append((evaluation, start_ns, end_ns))
         return results
 
-    async def _evaluate_here(
-        self, item: BatchItem, policy: scoring.LabelPolicy, timeout_s: float
-    ) -> tuple[Evaluation, int, int]:
-        answer, passages, question, truncated = item
-        start = time.time_ns()
-        if self.fallback is None:  # the judge cannot be pickled
-            judgement = Judgement(error=self._pickle_error, error_type="judge_not_picklable")
-            evaluation = scoring.score(
-                judgement, answer, passages, judge_name=self.name, truncated=truncated
-            )
-            return evaluation, start, time.time_ns()
-        try:
-            evaluation = await asyncio.wait_for(
-                aevaluate(answer, passages, question, self.fallback, policy=policy), timeout_s
-            )
-        except (asyncio.TimeoutError, TimeoutError):
-            judgement = Judgement(
-                error=f"no result within {timeout_s * 1000:.0f} ms", error_type=ERROR_TIMEOUT
-            )
-            evaluation = scoring.score(
-                judgement, answer, passages, judge_name=self.name, truncated=truncated
-            )
-        if truncated and not evaluation.truncated:
-            evaluation = evaluation.model_copy(update={"truncated": True})
-        return evaluation, start, time.time_ns()
-
-    def _observe_speed(self, ns: int) -> None:
-        self._speed_ns = _ewma(self._speed_ns, ns)
-
-    def batch_size(self) -> int:
-        """Records for the next batch: ~``BATCH_TARGET_S`` of judge time, 1..``MAX_BATCH``."""
-        return batch_size_for(self._speed_ns)
-
-    async def astart(self) -> None:
-        """Start a worker process if none is ready; the worker awaits this *outside* the
-        evaluation deadline, so a slow interpreter start is not a judge timeout."""
-        with self._lock:
-            ready = bool(self._idle) or len(self._all) >= self.concurrency
-        if ready or self.fallback is not None or self._judge_bytes is None:
-            return
-
-        with contextlib.suppress(WorkerProcessError):
-            await self._call(("ping", None))
-
-    @staticmethod
-    def _failure(exc: WorkerProcessError) -> Judgement:
-        return Judgement(error=str(exc)[:500], error_type=exc.error_type)
-
-    async def judge(
-        self, answer: str, contexts: Sequence[Passage], question: str | None
-    ) -> Judgement:
-        """The judge's verdicts, computed in the worker process."""
-        if self._judge_bytes is None:
-            return Judgement(error=self._pickle_error, error_type="judge_not_picklable")
-        try:
-            result = await self._call(("judge", (answer, list(contexts), question)))
-        except WorkerProcessError as exc:
-            return self._failure(exc)
-        return result  # type: ignore[no-any-return]
-
-    async def aevaluate(
-        self,
-        answer: str,
-        contexts: Sequence[Passage],
-        question: str | None,
-        policy: scoring.LabelPolicy,
-    ) -> Evaluation:
-        """The whole evaluation (judge and scoring, which checks every quote and is CPU work
-        too) in the worker process; only the result comes back."""
-        if self.fallback is not None:
-            return await aevaluate(answer, contexts, question, self.fallback, policy=policy)
-        judgement: Judgement | None = None
-        if self._judge_bytes is None:
-            judgement = Judgement(error=self._pickle_error, error_type="judge_not_picklable")
-        else:
-            try:
-                return await self._call(("evaluate", (answer, list(contexts), question, policy)))  # type: ignore[no-any-return]
-            except WorkerProcessError as exc:
-                if self.allow_fallback and self.started == 0:
-                    # Not one process ever started (no usable Python executable, the judge's
-                    # module not importable out there): scoring on a thread beats no scoring.
-                    self._fall_back(f"no worker process could start ({exc})")
-                    return await self.aevaluate(answer, contexts, question, policy)
-                judgement = self._failure(exc)
-        return scoring.score(judgement, answer, contexts, judge_name=self.name)
+    # --- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
         """Stop every worker process (Monitor.shutdown calls this)."""
@@ -625,6 +553,8 @@ class ProcessJudge:
         for child in self._all:
             child.close_pipes()
         self._all, self._idle = [], []
+        if self.fallback is not None:
+            self.fallback.at_fork_reinit()
 
     def pids(self) -> list[int]:
         with self._lock:

@@ -13,7 +13,7 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from opentelemetry import metrics, trace
 from opentelemetry._logs import LoggerProvider, LogRecord, get_logger_provider
@@ -54,6 +54,14 @@ def cap_content(text: str, limit: int) -> str:
     return f"{text[:limit]}…[truncated {len(text) - limit} chars]"
 
 
+class EscalationCounts(Protocol):
+    """A judge that sends some answers on to a second judge and counts it (``CascadeJudge``)."""
+
+    name: str
+    escalated: int
+    total: int
+
+
 class Stats:
     """Per-monitor counts read by the observable instruments.
 
@@ -67,6 +75,9 @@ class Stats:
         self.decisions: Counter[tuple[str, str | None]] = Counter()
         self.dropped: Counter[str] = Counter()
         self.queue_size = queue_size
+        self.escalating: list[EscalationCounts] = []
+        """Judges that count their escalations (a ``CascadeJudge``), read by the
+        ``groundwatch.judge.escalations`` counter."""
 
     def count_decision(self, decision: str, error_type: str | None = None) -> None:
         with self.lock:
@@ -145,6 +156,12 @@ class _Instruments:
             unit="{error}",
             description="groundwatch's own failures, caught and logged",
         )
+        meter.create_observable_counter(
+            sc.METRIC_JUDGE_ESCALATIONS,
+            callbacks=[self._observe_escalations],
+            unit=sc.METRIC_JUDGE_ESCALATIONS_UNIT,
+            description="Answers the cascade judged, by whether they went to the second judge",
+        )
         meter.create_observable_gauge(
             sc.METRIC_QUEUE_SIZE,
             callbacks=[self._observe_queue],
@@ -176,6 +193,16 @@ class _Instruments:
             items = list(_guard.errors.items())
         for (where, error_type), n in items:
             yield Observation(n, {sc.GROUNDWATCH_COMPONENT: where, sc.ERROR_TYPE: error_type})
+
+    def _observe_escalations(self, options: CallbackOptions) -> Iterable[Observation]:
+        total: Counter[tuple[str, bool]] = Counter()
+        for stats in list(self.sources):
+            for judge in stats.escalating:
+                escalated, seen = judge.escalated, judge.total
+                total[(judge.name, True)] += escalated
+                total[(judge.name, False)] += seen - escalated
+        for (name, escalated), n in total.items():
+            yield Observation(n, {sc.GROUNDWATCH_ESCALATED: escalated, sc.GROUNDWATCH_JUDGE: name})
 
     def _observe_queue(self, options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(sum(s.queue_size() for s in list(self.sources)))
@@ -216,6 +243,60 @@ def _primitive(value: Any) -> Any:
     return None
 
 
+class _Reported(Exception):
+    """A failure already counted and logged where it happened (a ``redact`` that raised)."""
+
+
+def _guarded(where: str, family: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    """The pairs ``family`` yields up to its first exception, which is counted and logged
+    (``groundwatch.errors{groundwatch.component="telemetry <where>"}``), never raised."""
+    try:
+        yield from family
+    except _Reported:
+        pass
+    except Exception as exc:
+        _guard.internal_error(f"telemetry {where}", exc, reraise=False)
+
+
+def _user_attributes(record: RagRecord) -> Iterator[tuple[str, Any]]:
+    for key, value in (record.attributes or {}).items():
+        prim = _primitive(value)
+        if isinstance(key, str) and prim is not None:
+            yield key, prim
+
+
+def _score_attributes(
+    evaluation: Evaluation | Any, counts: Mapping[Any, int]
+) -> Iterator[tuple[str, Any]]:
+    yield sc.GROUNDWATCH_LABEL, evaluation.label
+    if evaluation.faithfulness is not None:
+        yield sc.GROUNDWATCH_FAITHFULNESS, evaluation.faithfulness
+    if evaluation.groundedness is not None:
+        yield sc.GROUNDWATCH_GROUNDEDNESS, evaluation.groundedness
+    if evaluation.label == "error":
+        yield sc.ERROR_TYPE, evaluation.error_type or "error"
+    else:
+        for verdict, n in counts.items():
+            yield sc.GROUNDWATCH_CLAIMS_BY_VERDICT[verdict], n
+
+
+def _record_attributes(
+    record: RagRecord, evaluation: Evaluation | Any, sampling_rate: float | None
+) -> Iterator[tuple[str, Any]]:
+    yield sc.GROUNDWATCH_RECORD_ID, record.record_id
+    yield sc.GROUNDWATCH_JUDGE, evaluation.judge
+    if evaluation.model:
+        yield sc.GEN_AI_REQUEST_MODEL, evaluation.model
+    if record.route is not None:
+        yield sc.GROUNDWATCH_ROUTE, record.route
+    if sampling_rate is not None:
+        yield sc.GROUNDWATCH_SAMPLING_RATE, sampling_rate
+    if evaluation.evidence_rejected:
+        yield sc.GROUNDWATCH_EVIDENCE_REJECTED, evaluation.evidence_rejected
+    if evaluation.truncated:
+        yield sc.GROUNDWATCH_TRUNCATED, True
+
+
 class Telemetry:
     """Emits the span, events and metrics of one evaluation (on the worker thread)."""
 
@@ -241,11 +322,38 @@ class Telemetry:
         self.redact = redact
         self.content_max_chars = content_max_chars
 
-    # --- content -------------------------------------------------------------------------------
+    # --- span attributes: small generators, each guarded --------------------------------------
+    #
+    # One family of attributes per generator. ``_guarded`` stops a generator at its first
+    # exception, logs and counts it, and keeps what it yielded so far: one bad field costs its
+    # family, never the span, its events or its metrics (OpenInference's extractors do the same).
+
+    def _span_attributes(
+        self,
+        record: RagRecord,
+        evaluation: Evaluation | Any,
+        sampling_rate: float | None,
+        counts: Mapping[Any, int],
+    ) -> dict[str, Any]:
+        families: list[tuple[str, Iterator[tuple[str, Any]]]] = [
+            ("user attributes", _user_attributes(record)),
+            ("score attributes", _score_attributes(evaluation, counts)),
+            ("record attributes", _record_attributes(record, evaluation, sampling_rate)),
+        ]
+        if self.capture_content:
+            families.append(("content attributes", self._content_attributes(record, evaluation)))
+        attrs: dict[str, Any] = {}
+        for where, family in families:
+            attrs.update(_guarded(where, family))
+        return attrs
 
     def _content(self, text: str) -> str:
         if self.redact is not None:
-            text = self.redact(text)
+            try:
+                text = self.redact(text)
+            except Exception as exc:
+                _guard.user_error("redact", exc)
+                raise _Reported from exc
         return cap_content(scrub_secrets(text), self.content_max_chars)
 
     def _content_attributes(
@@ -280,45 +388,6 @@ class Telemetry:
             # start a trace of our own and link it to the caller's span.
             return Context(), [Link(sc_)]
         return Context(), []
-
-    def _span_attributes(
-        self,
-        record: RagRecord,
-        evaluation: Evaluation | Any,
-        sampling_rate: float | None,
-        counts: Mapping[Any, int],
-    ) -> dict[str, Any]:
-        attrs: dict[str, Any] = {}
-        for key, value in (record.attributes or {}).items():
-            prim = _primitive(value)
-            if isinstance(key, str) and prim is not None:
-                attrs[key] = prim
-        attrs[sc.GROUNDWATCH_LABEL] = evaluation.label
-        if evaluation.faithfulness is not None:
-            attrs[sc.GROUNDWATCH_FAITHFULNESS] = evaluation.faithfulness
-        if evaluation.groundedness is not None:
-            attrs[sc.GROUNDWATCH_GROUNDEDNESS] = evaluation.groundedness
-        if evaluation.label != "error":
-            for verdict, n in counts.items():
-                attrs[sc.GROUNDWATCH_CLAIMS_BY_VERDICT[verdict]] = n
-        attrs[sc.GROUNDWATCH_JUDGE] = evaluation.judge
-        if evaluation.model:
-            attrs[sc.GEN_AI_REQUEST_MODEL] = evaluation.model
-        if record.route is not None:
-            attrs[sc.GROUNDWATCH_ROUTE] = record.route
-        if sampling_rate is not None:
-            attrs[sc.GROUNDWATCH_SAMPLING_RATE] = sampling_rate
-        attrs[sc.GROUNDWATCH_RECORD_ID] = record.record_id
-        if evaluation.evidence_rejected:
-            attrs[sc.GROUNDWATCH_EVIDENCE_REJECTED] = evaluation.evidence_rejected
-        if evaluation.truncated:
-            attrs[sc.GROUNDWATCH_TRUNCATED] = True
-        if evaluation.label == "error":
-            attrs[sc.ERROR_TYPE] = evaluation.error_type or "error"
-        if self.capture_content:
-            for key, value in self._content_attributes(record, evaluation):
-                attrs[key] = value
-        return attrs
 
     def _explanation(self, evaluation: Evaluation | Any) -> str:
         if evaluation.label == "error" and not self.capture_content:
@@ -365,8 +434,11 @@ class Telemetry:
             self._emit_events(
                 evaluation, trace.set_span_in_context(span, Context()), timestamp=end_ns
             )
+        except Exception as exc:  # the events are lost; the span and the metrics are not
+            _guard.internal_error("telemetry events", exc, reraise=False)
         finally:
             span.end(end_time=end_ns)
+        # The evaluation counter is the accounting: it is recorded whatever failed above.
         self._record_metrics(record, evaluation, (end_ns - start_ns) / 1e9, counts, batch)
         if own:
             batch.flush()

@@ -55,6 +55,7 @@ from opentelemetry import trace as trace_api
 
 from groundwatch.integration import (
     MonitorLike,
+    bad_input,
     guarded,
     internal_error,
     reinit_after_fork,
@@ -436,6 +437,25 @@ class Capture:
             self._maybe_finish(root)
 
     def _root_exit(self, root: _Root, result: Any) -> None:
+        # Whatever reading the result does, the query ends below in one counted decision.
+        try:
+            streamed = self._read_result(root, result)
+        except Exception as exc:
+            streamed = False
+            root.error = "internal"
+            self.internal_error("span exit", exc)
+        with self._lock:
+            root.exited = True
+            root.exited_at = time.monotonic()
+            if streamed:
+                # Nothing below the root can start any more; the wrapped stream alone holds the
+                # query from here, so a stream nobody consumes leaves nothing behind.
+                root.pending += 1
+                self._forget_locked(root)
+        self._maybe_finish(root)
+
+    def _read_result(self, root: _Root, result: Any) -> bool:
+        """Take the answer and the source nodes from a root's result; whether it streams."""
         source_nodes = getattr(result, "source_nodes", None)
         if isinstance(source_nodes, list):
             root.source_nodes = source_nodes
@@ -457,16 +477,14 @@ class Capture:
         elif isinstance(result, (StreamingResponse, AsyncStreamingResponse)):
             root.answer = result.response_txt
         elif result is not None:
-            root.answer = str(result)  # PydanticResponse and the like
-        with self._lock:
-            root.exited = True
-            root.exited_at = time.monotonic()
-            if streamed:
-                # Nothing below the root can start any more; the wrapped stream alone holds the
-                # query from here, so a stream nobody consumes leaves nothing behind.
-                root.pending += 1
-                self._forget_locked(root)
-        self._maybe_finish(root)
+            try:
+                root.answer = str(result)  # PydanticResponse and the like
+            except Exception as exc:
+                # The application's response object: its text cannot be read, so there is
+                # no answer to score (counted as no_answer when the query finishes).
+                bad_input("llama_index response", exc)
+                root.answer = None
+        return streamed
 
     def stream_end(self, root: _Root, parts: list[str], outcome: BaseException | bool) -> None:
         """A wrapped stream ended: exhausted (True), closed early (False) or failed."""
@@ -488,7 +506,13 @@ class Capture:
                 return
             root.finished = True
             self._forget_locked(root)
-        self._finish(root)
+        try:
+            self._finish(root)
+        except Exception as exc:
+            # A bug of ours while building the record: the query still gets its one count.
+            self.internal_error("finish", exc)
+            if root.binding in self._bindings:
+                root.binding.monitor.record_failure("internal", route=root.binding.route)
 
     def _give_up(self, root: _Root, error_type: str) -> None:
         self.evicted += 1

@@ -1,0 +1,229 @@
+"""The one contract between the worker and the place a judge runs: :class:`Runner`.
+
+The worker (:mod:`.worker`) takes records off its queue, prepares each once
+(:func:`prepare_record`), and hands a batch of prepared records to its runner. The runner
+judges and scores each one under its own deadline and returns one result per record, in order.
+Three runners implement the contract:
+
+- :class:`~.thread.ThreadRunner`: a sync judge on a daemon thread of this interpreter;
+- :class:`~.process.ProcessRunner`: a sync judge in a worker process (the default);
+- :class:`~.asyncjudge.AsyncRunner`: an async judge on the worker's event loop (batches of one,
+  several in flight).
+
+A runner never raises out of :meth:`Runner.run` except ``asyncio.CancelledError`` (shutdown):
+whatever goes wrong with one record (the judge raises, hangs, returns nonsense, the worker
+process dies) is that record's error evaluation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from .. import scoring
+from .._inputs import prepare
+from ..telemetry import semconv as sc
+from ..types import Evaluation, Judgement, Passage, RagRecord
+
+T = TypeVar("T")
+
+MAX_BATCH = 32
+"""Records per batch handed to a sync judge's runner (a thread or the worker process)."""
+BATCH_TARGET_S = 0.1
+"""A batch is cut so that it should take about this long (from the judge's recent speed): a
+slow judge gets small batches, so shutdown deadlines still bite per record."""
+MAX_STUCK_JUDGE_THREADS = 4
+"""Judge calls that timed out but never returned: past this many, fail fast instead of
+starting yet another thread that may hang too."""
+
+
+class Prepared(NamedTuple):
+    """One record's inputs, validated and capped once (:func:`groundwatch._inputs.prepare`)."""
+
+    answer: str
+    passages: Sequence[Passage]
+    question: str | None
+    truncated: bool
+
+
+Result = tuple["Evaluation | Any", int, int]
+"""``(evaluation, start_ns, end_ns)``; the evaluation may be the process runner's
+``LazyEvaluation`` (same scalar fields, claims built on demand)."""
+
+
+class Runner(Protocol):
+    """Where a judge runs; the worker's only view of it."""
+
+    name: str
+    """The judge's name, for the error evaluations the worker makes itself."""
+    concurrency: int
+    """Batches the worker may have in flight at once."""
+
+    def batch_size(self) -> int:
+        """Records for the next batch (1 for async judges; sync runners grow it from the
+        judge's speed, up to :data:`MAX_BATCH`)."""
+        ...
+
+    async def start(self) -> None:
+        """Get ready (start a worker process); awaited outside every evaluation deadline."""
+        ...
+
+    async def run(
+        self, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
+    ) -> list[Result]:
+        """Judge and score each item, each within ``timeout_s``; one result per item, in order.
+        Raises only ``asyncio.CancelledError``."""
+        ...
+
+    def at_fork_reinit(self) -> None:
+        """In a forked child: forget the parent's threads and processes."""
+        ...
+
+    def close(self) -> None:
+        """Release what :meth:`start` acquired (``Monitor.shutdown``)."""
+        ...
+
+
+class InvalidRecord(Exception):
+    """The caller's record cannot be read: the worker fails it with ``invalid_input``."""
+
+
+def prepare_record(record: RagRecord) -> Prepared:
+    """Prepare one record (once: the runners and the worker process take it as it is) and
+    keep the prepared inputs on the record, which is what ``on_result`` callbacks see.
+
+    Raises:
+        InvalidRecord: anything raised while reading the caller's objects (a wrong type, a
+            document property or a mapping's ``.get`` that raises).
+    """
+    try:
+        answer, passages, question, truncated = prepare(
+            record.answer, record.contexts, record.question
+        )
+    except Exception as exc:
+        record.contexts = []
+        raise InvalidRecord(f"{type(exc).__name__}: {exc}"[:500]) from exc
+    record.answer, record.contexts, record.question = answer, passages, question
+    record.truncated = truncated
+    return Prepared(answer, passages, question, truncated)
+
+
+def scored(
+    judgement: Any,
+    item: Prepared,
+    judge: str,
+    policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
+) -> Evaluation:
+    """Score a judge's result for one prepared record (something not a ``Judgement`` is an
+    ``invalid_judgement`` error)."""
+    if not isinstance(judgement, Judgement):
+        judgement = Judgement(
+            error=f"judge returned {type(judgement).__name__}, not a Judgement",
+            error_type="invalid_judgement",
+        )
+    return scoring.score(
+        judgement,
+        item.answer,
+        item.passages,
+        judge_name=judge,
+        policy=policy,
+        truncated=item.truncated,
+    )
+
+
+def error_evaluation(error_type: str, message: str, item: Prepared, judge: str) -> Evaluation:
+    """A failed evaluation of one prepared record."""
+    return scored(Judgement(error=message[:500], error_type=error_type), item, judge)
+
+
+def timeout_evaluation(timeout_s: float, item: Prepared, judge: str) -> Evaluation:
+    return error_evaluation(
+        sc.ERROR_TIMEOUT, f"no result within {timeout_s * 1000:.0f} ms", item, judge
+    )
+
+
+def judgement_of(exc: BaseException) -> Judgement:
+    """What a judge that raised ``exc`` gave: an error named after the exception, or
+    ``internal`` for a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
+    ``KeyboardInterrupt``): caught so that it cannot end the worker, and counted."""
+    if isinstance(exc, Exception):
+        return Judgement(
+            error=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__qualname__
+        )
+    return Judgement(
+        error=f"the judge raised {type(exc).__name__}"[:500], error_type=sc.ERROR_INTERNAL
+    )
+
+
+def evaluate_prepared(
+    judge: Any, item: Prepared, policy: scoring.LabelPolicy, name: str
+) -> Evaluation:
+    """Judge and score one prepared record with a sync judge, on the calling thread (a
+    runner's thread, or the worker process). Never raises."""
+    try:
+        judgement: Any = judge.judge(item.answer, item.passages, item.question)
+        if inspect.isawaitable(judgement):
+            # A sync judge returning an awaitable: this thread runs no loop, so run it here.
+            judgement = asyncio.run(_awaited(judgement))
+    except BaseException as exc:
+        judgement = judgement_of(exc)
+    return scored(judgement, item, name, policy)
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+class JudgeSpeed:
+    """A judge's recent time per record (an exponential moving average), which sets the size
+    of the next batch: about :data:`BATCH_TARGET_S` of judge time, 1..:data:`MAX_BATCH`."""
+
+    __slots__ = ("ns",)
+
+    def __init__(self) -> None:
+        self.ns: float | None = None
+
+    def observe(self, ns: float) -> None:
+        self.ns = ns if self.ns is None else 0.8 * self.ns + 0.2 * ns
+
+    def batch_size(self) -> int:
+        if self.ns is None:
+            return 1  # the judge's speed is unknown yet
+        return max(1, min(MAX_BATCH, int(BATCH_TARGET_S * 1e9 / max(self.ns, 1.0))))
+
+
+async def run_in_daemon_thread(call: Callable[[], T], *, name: str) -> T:
+    """Run a blocking call on a fresh daemon thread and await its result.
+
+    Not ``asyncio.to_thread``: its pool threads are joined at interpreter exit, so a judge call
+    that never returns would hang the host's exit. A daemon thread is simply abandoned when the
+    awaiting task is cancelled (timeout, shutdown); the caller counts such threads.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def deliver(value: Any, exc: BaseException | None) -> None:
+        if future.done():
+            return
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = call()
+        except BaseException as exc:
+            error = exc
+        # RuntimeError: the loop closed meanwhile (shutdown); nobody waits for the result.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(deliver, value, error)
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return await future

@@ -25,7 +25,7 @@ from . import _instrument
 if TYPE_CHECKING:
     from groundwatch import Monitor
 
-_instruments = ("langchain-core >= 1.0, < 2",)
+_instruments = ("langchain-core >= 1.2.6, < 2",)
 """The LangChain versions this integration supports (declared once, as instrumentations do)."""
 
 

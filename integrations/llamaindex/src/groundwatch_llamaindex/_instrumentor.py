@@ -25,7 +25,7 @@ from . import _instrument
 if TYPE_CHECKING:
     from groundwatch import Monitor
 
-_instruments = ("llama-index-core >= 0.12, < 0.15",)
+_instruments = ("llama-index-core >= 0.14.25, < 0.15",)
 """The LlamaIndex versions this integration supports (declared once, as instrumentations do)."""
 
 

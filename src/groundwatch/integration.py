@@ -15,7 +15,7 @@ needs five things from the core, all here:
   integration's objects alive;
 - the limits a capture should respect (:data:`MAX_PASSAGES`) and :func:`raise_internal_errors`
   (the switch our own test suites set to turn logged errors into failures);
-- :func:`instrumentor_monitor`: the monitor an OpenTelemetry instrumentor's ``instrument(**kwargs)``
+- :class:`MonitorOwner`: the monitor an OpenTelemetry instrumentor's ``instrument(**kwargs)``
   records into (``opentelemetry-instrument`` passes none, so one is built from the environment).
 """
 
@@ -41,9 +41,9 @@ __all__ = [
     "MAX_PASSAGES",
     "SUPPRESS_INSTRUMENTATION_KEYS",
     "MonitorLike",
+    "MonitorOwner",
     "bad_input",
     "guarded",
-    "instrumentor_monitor",
     "internal_error",
     "raise_internal_errors",
     "reinit_after_fork",
@@ -131,23 +131,39 @@ if TYPE_CHECKING:
 INSTRUMENT_PROVIDER_KWARGS = ("tracer_provider", "meter_provider", "logger_provider")
 
 
-def instrumentor_monitor(kwargs: dict[str, Any]) -> tuple[MonitorLike, Monitor | None]:
-    """The monitor an instrumentor's ``instrument(**kwargs)`` records into.
+class MonitorOwner:
+    """The monitor side of an OpenTelemetry instrumentor, for integrations to mix in.
 
-    Pops ``monitor`` and the three provider arguments from ``kwargs`` (the rest is the
-    integration's own). Without a monitor, builds a :class:`~groundwatch.Monitor` configured from
-    the ``GROUNDWATCH_*`` variables on the given providers (the global ones by default), which is
-    what ``opentelemetry-instrument`` gets.
-
-    Returns:
-        The monitor, and the same monitor again when it was built here (the instrumentor then
-        owns it and shuts it down in ``uninstrument``), else None.
+    ``instrument(**kwargs)`` records into ``kwargs["monitor"]``; ``opentelemetry-instrument``
+    passes none, so one is built from the ``GROUNDWATCH_*`` variables on the given providers
+    (the global ones by default), owned by the instrumentor and shut down in ``uninstrument``.
+    Kept free of ``opentelemetry-instrumentation`` (the core does not depend on it): the
+    integration's class derives from both this and ``BaseInstrumentor``.
     """
-    monitor: MonitorLike | None = kwargs.pop("monitor", None)
-    providers = {name: kwargs.pop(name, None) for name in INSTRUMENT_PROVIDER_KWARGS}
-    if monitor is not None:
-        return monitor, None
-    from .runtime.monitor import Monitor
 
-    owned = Monitor(**providers)
-    return owned, owned
+    _monitor: MonitorLike | None = None
+    _owned: Monitor | None = None
+
+    @property
+    def monitor(self) -> MonitorLike | None:
+        """The monitor records go to while instrumented."""
+        return self._monitor
+
+    def _take_monitor(self, kwargs: dict[str, Any]) -> MonitorLike:
+        """Pop ``monitor`` and the provider arguments from ``kwargs``; the rest is the
+        integration's own. Returns the monitor to record into."""
+        monitor: MonitorLike | None = kwargs.pop("monitor", None)
+        providers = {name: kwargs.pop(name, None) for name in INSTRUMENT_PROVIDER_KWARGS}
+        owned = None
+        if monitor is None:
+            from .runtime.monitor import Monitor
+
+            monitor = owned = Monitor(**providers)
+        self._monitor, self._owned = monitor, owned
+        return monitor
+
+    def _release_monitor(self) -> None:
+        """Forget the monitor; shut it down if it was built by :meth:`_take_monitor`."""
+        owned, self._monitor, self._owned = self._owned, None, None
+        if owned is not None:
+            owned.shutdown()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +27,17 @@ def otel() -> Iterator[
     yield logger_provider, logs, meter_provider, reader
     logger_provider.shutdown()
     meter_provider.shutdown()
+
+
+def require_tool(name: str) -> str:
+    """The path of a Prometheus tool from Debian's ``prometheus`` package: skipped locally when
+    missing, a failure in CI (``.ci/run`` installs the package)."""
+    tool = shutil.which(name)
+    if tool is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is missing in CI: .ci/run installs the Debian package prometheus")
+        pytest.skip(f"{name} not installed (apt-get install prometheus)")
+    return tool
 
 
 def prometheus_reader(registry: CollectorRegistry) -> PrometheusMetricReader:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,7 +26,7 @@ import groundwatch as gw
 from groundwatch import Judgement, LocalJudge, Passage, Usage
 from groundwatch.alerts import AlertingHook, DropDetector, OTelAlertEmitter
 
-from .conftest import prometheus_reader
+from .conftest import prometheus_reader, require_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "examples" / "prometheus" / "groundwatch-alerts.yml"
@@ -292,12 +291,7 @@ def test_promql_name_extraction() -> None:
 
 
 def _promtool() -> str:
-    tool = shutil.which("promtool")
-    if tool is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is missing in CI: .ci/run installs the Debian package prometheus")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return tool
+    return require_tool("promtool")
 
 
 def test_promtool_check_rules() -> None:

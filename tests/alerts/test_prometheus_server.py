@@ -10,8 +10,6 @@ fire on that first alert.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -30,7 +28,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 import groundwatch as gw
 from groundwatch.alerts import AlertingHook, DropDetector, OTelAlertEmitter
 
-from .conftest import prometheus_reader
+from .conftest import prometheus_reader, require_tool
 
 RULES = Path(__file__).resolve().parents[2] / "examples" / "prometheus" / "groundwatch-alerts.yml"
 CONTEXT = "The Model X battery lasts 12 hours. Charging takes 90 minutes."
@@ -50,12 +48,7 @@ def _port() -> int:
 
 
 def _prometheus() -> str:
-    tool = shutil.which("prometheus")
-    if tool is None:
-        if os.environ.get("CI"):
-            pytest.fail("prometheus is missing in CI: .ci/run installs the Debian package")
-        pytest.skip("needs the prometheus server (apt-get install prometheus)")
-    return tool
+    return require_tool("prometheus")
 
 
 class Server:

@@ -11,25 +11,22 @@ hands it a monitor of your own.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 # The module's __all__ does not list the class, and the class is untyped.
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
     BaseInstrumentor,
 )
 
-from groundwatch.integration import MonitorLike, instrumentor_monitor
+from groundwatch.integration import MonitorLike, MonitorOwner
 
 from . import _instrument
-
-if TYPE_CHECKING:
-    from groundwatch import Monitor
 
 _instruments = ("langchain-core >= 1.2.6, < 2",)
 """The LangChain versions this integration supports (declared once, as instrumentations do)."""
 
 
-class GroundwatchLangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class GroundwatchLangChainInstrumentor(MonitorOwner, BaseInstrumentor):  # type: ignore[misc]
     """Attach groundwatch to every LangChain run in the process, the OpenTelemetry way.
 
     ``GroundwatchLangChainInstrumentor().instrument(monitor=None, route=None,
@@ -40,28 +37,17 @@ class GroundwatchLangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     ``instrument()`` returns the monitor that receives the records.
     """
 
-    _monitor: MonitorLike | None = None
-    _owned: Monitor | None = None
-
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
-    @property
-    def monitor(self) -> MonitorLike | None:
-        """The monitor records go to while instrumented."""
-        return self._monitor
-
     def _instrument(self, **kwargs: Any) -> MonitorLike:
-        monitor, owned = instrumentor_monitor(kwargs)
+        monitor = self._take_monitor(kwargs)
         _instrument.instrument(monitor, **kwargs)
-        self._monitor, self._owned = monitor, owned
         return monitor
 
     def _uninstrument(self, **kwargs: Any) -> None:
         _instrument.uninstrument()
-        owned, self._monitor, self._owned = self._owned, None, None
-        if owned is not None:
-            owned.shutdown()
+        self._release_monitor()
 
 
 def instrument(

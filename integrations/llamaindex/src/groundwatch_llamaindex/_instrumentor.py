@@ -11,25 +11,22 @@ hands it a monitor of your own.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 # The module's __all__ does not list the class, and the class is untyped.
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
     BaseInstrumentor,
 )
 
-from groundwatch.integration import MonitorLike, instrumentor_monitor
+from groundwatch.integration import MonitorLike, MonitorOwner
 
 from . import _instrument
-
-if TYPE_CHECKING:
-    from groundwatch import Monitor
 
 _instruments = ("llama-index-core >= 0.14.25, < 0.15",)
 """The LlamaIndex versions this integration supports (declared once, as instrumentations do)."""
 
 
-class GroundwatchLlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class GroundwatchLlamaIndexInstrumentor(MonitorOwner, BaseInstrumentor):  # type: ignore[misc]
     """Record every LlamaIndex query and chat turn, the OpenTelemetry way.
 
     ``GroundwatchLlamaIndexInstrumentor().instrument(monitor=None, route=None, engine=None,
@@ -39,28 +36,17 @@ class GroundwatchLlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     that receives the records.
     """
 
-    _monitor: MonitorLike | None = None
-    _owned: Monitor | None = None
-
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
-    @property
-    def monitor(self) -> MonitorLike | None:
-        """The monitor records go to while instrumented (the global binding's)."""
-        return self._monitor
-
     def _instrument(self, **kwargs: Any) -> MonitorLike:
-        monitor, owned = instrumentor_monitor(kwargs)
+        monitor = self._take_monitor(kwargs)
         _instrument.instrument(monitor, engine=kwargs.get("engine"), route=kwargs.get("route"))
-        self._monitor, self._owned = monitor, owned
         return monitor
 
     def _uninstrument(self, **kwargs: Any) -> None:
         _instrument.uninstrument()
-        owned, self._monitor, self._owned = self._owned, None, None
-        if owned is not None:
-            owned.shutdown()
+        self._release_monitor()
 
 
 def instrument(

@@ -1,7 +1,7 @@
 """The public surface the framework integrations build on, and nothing else of the core.
 
 An integration (``groundwatch_langchain``, ``groundwatch_llamaindex``, or one of your own)
-needs five things from the core, all here:
+needs these things from the core, all here:
 
 - :class:`MonitorLike`: what it hands records to (``record`` / ``record_failure``);
 - :func:`guarded`: the one guard around every entry point the host or the framework calls, so

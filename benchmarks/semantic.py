@@ -9,6 +9,10 @@ For each dev set, in one run:
   random splits), and the per-set best threshold (optimistic);
 * milliseconds of CPU per answer and the share of answers that needed the second look.
 
+``--calibrated`` adds the shipped, calibrated pipeline (calibrated ``LocalJudge``, then the fitted
+second-look model) next to ``LocalJudge``: 5-fold on AttributionBench (both stages refit on four
+folds, measured on the fifth), the shipped models on FaithBench (never fitted on).
+
 ``--ceiling`` adds what a learned combination of every signal both judges compute reaches: a
 logistic regression over answer-level features (lexical scores, the worst claim's alignment,
 the meaning match of every claim), 5-fold cross-validated on each set. It is not shipped; it
@@ -16,7 +20,7 @@ shows how much is left for a combiner of these signals, as opposed to a better s
 
 Needs ``pip install -e ".[semantic]"``. Usage::
 
-    python benchmarks/semantic.py [--data ../shared/data] [--limit N] [--ceiling]
+    python benchmarks/semantic.py [--data ../shared/data] [--limit N] [--ceiling] [--calibrated]
 """
 
 from __future__ import annotations
@@ -29,10 +33,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from accuracy import DATASETS, default_data_dir, load, rates
+from accuracy import DATASETS, default_data_dir, folds_of, rates
+from calibrate_local import FIT_SETS, Row, fit, load_rows
+from calibrate_local import measure as measure_lexical
+from calibrate_semantic import MatchedRow, fit_second_look, second_look_samples
+from calibrate_semantic import measure as measure_with_meaning
 
 import groundwatch as gw
 from groundwatch._inputs import prepare
+from groundwatch.judges._calibration import feature_vector
 from groundwatch.judges.semantic import _match
 from groundwatch.scoring import score
 from groundwatch.types import Judgement
@@ -194,17 +203,105 @@ def _fit_logistic(x: Any, y: Any, l2: float = 1.0) -> Any:
     return w
 
 
+def _grounded_row(row: MatchedRow, verdicts: list[str]) -> bool:
+    if not verdicts:
+        return True
+    if not row.substantive and "supported" not in verdicts:
+        return False
+    if "contradicted" in verdicts:
+        return False
+    backed = sum(v in ("supported", "inferred") for v in verdicts)
+    return backed / len(verdicts) >= gw.scoring.DEFAULT_MIN_GROUNDEDNESS
+
+
+def _labels(rows: list[MatchedRow], calibration: Any, second: Any) -> tuple[list[bool], list[bool]]:
+    """(local alone, local + second look) grounded-or-not for each row."""
+    local = gw.LocalJudge(calibration=calibration)
+    alone, both = [], []
+    for row in rows:
+        first = [local.decide(f)[0] for f in row.features]
+        after = list(first)
+        for i, (f, m) in enumerate(zip(row.features, row.matches, strict=True)):
+            plain = first[i] == "unsupported" and not (f.numbers_unmatched or f.novel_names)
+            if plain and m is not None and second.probability([*feature_vector(f), m]) >= 0.5:
+                after[i] = "inferred"
+        alone.append(_grounded_row(row, first))
+        both.append(_grounded_row(row, after))
+    return alone, both
+
+
+def calibrated_table(judge: gw.SemanticJudge, data: Path, limit: int | None) -> None:
+    """Calibrated LocalJudge vs calibrated SemanticJudge, held out (see the module doc)."""
+    measured = {
+        name: measure_with_meaning(judge, load_rows(data / f"{name}.jsonl", limit))
+        for name in ("attributionbench_dev", "faithbench_dev")
+        if (data / f"{name}.jsonl").exists()
+    }
+    chinese = [
+        r
+        for name in FIT_SETS
+        if name != "attributionbench_dev" and (data / f"{name}.jsonl").exists()
+        for r in measure_lexical(name, load_rows(data / f"{name}.jsonl", limit))
+    ]
+
+    def as_rows(rows: list[MatchedRow]) -> list[Row]:
+        return [
+            Row(
+                "attributionbench_dev", i, r.faithful, "", r.substantive, r.features, r.claim_labels
+            )
+            for i, r in enumerate(rows)
+        ]
+
+    print("calibrated pipeline, held out (BA, R+, R-):")
+    ab = measured.get("attributionbench_dev")
+    if ab:
+        folds = folds_of(len(ab), 5)
+        alone = [False] * len(ab)
+        both = [False] * len(ab)
+        for k in range(5):
+            train = [r for r, f in zip(ab, folds, strict=True) if f != k]
+            test_idx = [i for i, f in enumerate(folds) if f == k]
+            first = fit(as_rows(train) + chinese)
+            second = fit_second_look(second_look_samples(train, first))
+            a, b = _labels([ab[i] for i in test_idx], first, second)
+            for i, x, y in zip(test_idx, a, b, strict=True):
+                alone[i], both[i] = x, y
+        golds = [r.faithful for r in ab]
+        print(
+            f"  attributionbench_dev (5-fold)  LocalJudge {_fmt(rates(alone, golds))}"
+            f"   SemanticJudge {_fmt(rates(both, golds))}"
+        )
+    fb = measured.get("faithbench_dev")
+    if fb:
+        from groundwatch.judges._calibration import default_calibration, default_semantic_model
+
+        a, b = _labels(fb, default_calibration(), default_semantic_model())
+        golds = [r.faithful for r in fb]
+        print(
+            f"  faithbench_dev (shipped)       LocalJudge {_fmt(rates(a, golds))}"
+            f"   SemanticJudge {_fmt(rates(b, golds))}"
+        )
+
+
+def _fmt(r: tuple[float, float, float]) -> str:
+    return f"{r[0]:.3f} {r[1]:.2f} {r[2]:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=str, default=None)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--ceiling", action="store_true")
+    parser.add_argument("--calibrated", action="store_true")
     args = parser.parse_args()
     try:
         judge = gw.SemanticJudge()
     except ImportError as exc:
         sys.exit(f"skipped: {exc}")
     data = default_data_dir() if args.data is None else Path(args.data)
+    if args.calibrated:
+        calibrated_table(judge, data, args.limit)
+        return
     results = {}
     for name in DATASETS:
         path = data / f"{name}.jsonl"
@@ -213,7 +310,7 @@ def main() -> None:
             continue
         # The model is English: the learned ceiling is computed for the English sets only.
         ceiling = args.ceiling and not name.startswith("uhgeval")
-        results[name] = run_dataset(judge, load(path, args.limit), ceiling)
+        results[name] = run_dataset(judge, load_rows(path, args.limit), ceiling)
     tuned_on = [n for n in ("attributionbench_dev", "faithbench_dev") if n in results]
     held = held_out(results, tuned_on) if tuned_on else {}
     print(f"SemanticJudge support_threshold={judge.support_threshold}; BA = balanced accuracy")

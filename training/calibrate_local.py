@@ -13,8 +13,8 @@ There is one model per script, each fitted on the claims of the dev set of its l
 
 FaithBench is never fitted on (its licence allows evaluation only): it stays a held-out set.
 Each set's two classes get equal total weight, so neither the larger set nor the larger class
-decides the fit. The contradiction rules are not fitted; their precision on the same claims is
-recorded as their confidence.
+decides the fit. The rules (contradictions, missing numbers and names) are not
+fitted; their precision on the same claims is recorded as their confidence.
 
 Usage::
 
@@ -38,7 +38,6 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from groundwatch._inputs import prepare  # noqa: E402
 from groundwatch.judges._calibration import (  # noqa: E402
-    CONTRADICTION_RULES,
     FEATURES,
     SCRIPTS,
     Calibration,
@@ -53,6 +52,7 @@ FIT_SETS = ("attributionbench_dev", "uhgeval_zh_dev")
 SHIPPED = ROOT / "src" / "groundwatch" / "judges" / "_calibration.json"
 # L2 strength of the logistic regression (scikit-learn's C); 15 features, thousands of claims.
 REGULARISATION_C = 1.0
+MIN_RULE_CLAIMS = 20
 
 
 @dataclass
@@ -124,16 +124,22 @@ def measure(dataset: str, rows: Sequence[dict[str, Any]]) -> list[Row]:
 
 
 def _rule_of(f: ClaimFeatures) -> str | None:
-    if f.best is None:
-        return None
-    if f.conflict is not None:
-        return "conflict"
-    if f.negation_flip:
-        return "negation"
-    if f.direction_flip:
-        return "direction"
-    if f.causal_flip:
-        return "causal"
+    """The rule that decides this claim, in the judge's order, or None (the model decides)."""
+    if f.best is not None:
+        if f.conflict is not None:
+            return "conflict"
+        if f.negation_flip:
+            return "negation"
+        if f.direction_flip:
+            return "direction"
+        if f.causal_flip:
+            return "causal"
+    if f.numbers_unmatched:
+        return "number"
+    if f.novel_names:
+        return "name"
+    if f.negation_unbacked:
+        return "negated"
     return None
 
 
@@ -144,7 +150,7 @@ def fit(rows: Sequence[Row]) -> Calibration:
     data: dict[str, tuple[list[list[float]], list[int], list[tuple[str, bool]]]] = {
         script: ([], [], []) for script in SCRIPTS
     }
-    fired: dict[str, list[int]] = {rule: [0, 0] for rule in CONTRADICTION_RULES}
+    fired: dict[str, list[int]] = {}
     for row in rows:
         for f, label in zip(row.features, row.claim_labels, strict=True):
             if label is None:
@@ -155,8 +161,11 @@ def fit(rows: Sequence[Row]) -> Calibration:
             groups.append((row.dataset, label))
             rule = _rule_of(f)
             if rule is not None:
-                fired[rule][0] += not label  # a contradiction of an unbacked claim is right
-                fired[rule][1] += 1
+                # Every rule's verdict says "not backed": it is right when the label agrees.
+                for key in (rule, f"{rule}:{script_of(f)}"):
+                    right_n = fired.setdefault(key, [0, 0])
+                    right_n[0] += not label
+                    right_n[1] += 1
     models: dict[str, LogisticModel] = {}
     for script, (xs, ys, groups) in data.items():
         if len(set(ys)) < 2:
@@ -170,11 +179,17 @@ def fit(rows: Sequence[Row]) -> Calibration:
         models[script] = LogisticModel(
             coef=tuple(float(c) for c in model.coef_[0]), intercept=float(model.intercept_[0])
         )
-    precision = {rule: (right + 1) / (n + 2) for rule, (right, n) in fired.items()}
+    # Laplace-smoothed; a rule and script seen fewer than MIN_RULE_CLAIMS times falls back to
+    # the rule over all scripts, and an unseen rule to the judge's default.
+    precision = {
+        key: (right + 1) / (n + 2)
+        for key, (right, n) in sorted(fired.items())
+        if ":" not in key or n >= MIN_RULE_CLAIMS
+    }
     return Calibration(
         models=models,
         threshold=0.5,
-        contradiction_precision=precision,
+        rule_precision=precision,
         meta={
             "fitted_on": sorted({r.dataset for r in rows}),
             "claims": {script: len(d[1]) for script, d in data.items()},
@@ -202,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, name in enumerate(FEATURES):
         print(f"  {name:<22}" + "".join(f"{models[s]['coef'][i]:>9.3f}" for s in SCRIPTS))
     print(f"  {'intercept':<22}" + "".join(f"{models[s]['intercept']:>9.3f}" for s in SCRIPTS))
-    print(f"  contradiction precision: {data['contradiction_precision']}")
+    print(f"  rule precision: {data['rule_precision']}")
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     if args.check:
         same = SHIPPED.read_text("utf-8") == text

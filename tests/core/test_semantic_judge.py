@@ -24,7 +24,7 @@ CONTEXT = [
     "Seville. Today the business employs roughly 400 people and sells irrigation equipment "
     "across southern Europe. Its headquarters moved to Madrid in 2010."
 ]
-PARAPHRASE = "Ana and Luis Ortega, who are brother and sister, launched Acme in 1998."
+PARAPHRASE = "A brother and sister founded Acme in a Seville garage."
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def judge() -> gw.SemanticJudge:
 def test_paraphrase_the_local_judge_rejects_is_inferred_with_located_evidence(
     judge: gw.SemanticJudge,
 ) -> None:
-    local = gw.evaluate(PARAPHRASE, CONTEXT, judge=gw.LocalJudge(calibrated=False))
+    local = gw.evaluate(PARAPHRASE, CONTEXT, judge=gw.LocalJudge())
     assert local.label == "hallucinated"
     assert [c.verdict for c in local.claims] == ["unsupported"]
 
@@ -49,6 +49,19 @@ def test_paraphrase_the_local_judge_rejects_is_inferred_with_located_evidence(
     assert evidence.quote == CONTEXT[evidence.passage][evidence.start : evidence.end]
     assert evidence.quote.startswith("Acme Corporation was started in 1998")
     assert ev.evidence_rejected == 0
+
+
+def test_the_calibrated_second_look_decides_by_probability() -> None:
+    judge = gw.SemanticJudge(calibrated=True)
+    assert judge.local.calibration is not None
+    (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=judge).claims
+    assert claim.verdict == "inferred"
+    assert claim.confidence is not None and 0.5 <= claim.confidence < 1.0
+    (other,) = gw.evaluate(
+        "The company makes rockets for space tourism.", CONTEXT, judge=judge
+    ).claims
+    assert other.verdict == "unsupported"
+    assert "meaning match only" in other.reason
 
 
 def test_unrelated_claim_stays_unsupported_with_its_meaning_match(
@@ -75,7 +88,7 @@ def test_unrelated_claim_stays_unsupported_with_its_meaning_match(
 def test_number_and_name_rejections_are_not_second_guessed(
     judge: gw.SemanticJudge, answer: str, verdict: str, reason: str
 ) -> None:
-    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge(calibrated=False))
+    local = gw.evaluate(answer, CONTEXT, judge=judge.local)
     ev = gw.evaluate(answer, CONTEXT, judge=judge)
     assert [c.verdict for c in ev.claims] == [verdict]
     assert reason in ev.claims[0].reason
@@ -84,7 +97,7 @@ def test_number_and_name_rejections_are_not_second_guessed(
 
 def test_claims_the_local_judge_accepts_are_unchanged(judge: gw.SemanticJudge) -> None:
     answer = "Acme sells irrigation equipment across southern Europe. It employs 400 people."
-    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge(calibrated=False))
+    local = gw.evaluate(answer, CONTEXT, judge=judge.local)
     ev = gw.evaluate(answer, CONTEXT, judge=judge)
     assert ev.claims == local.claims
     assert {c.verdict for c in ev.claims} <= {"supported", "inferred"}
@@ -94,7 +107,7 @@ def test_chinese_claims_get_no_second_look(judge: gw.SemanticJudge) -> None:
     # The model is English; a Chinese claim keeps the lexical verdict and reason.
     context = ["该公司于1998年在塞维利亚成立，目前约有400名员工。"]
     answer = "这家企业由两位兄妹创办，总部设在马德里。"
-    local = gw.evaluate(answer, context, judge=gw.LocalJudge(calibrated=False))
+    local = gw.evaluate(answer, context, judge=judge.local)
     ev = gw.evaluate(answer, context, judge=judge)
     assert ev.claims == local.claims
     assert all("meaning match" not in c.reason for c in ev.claims)

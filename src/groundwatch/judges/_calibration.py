@@ -7,9 +7,10 @@ script (English words, Chinese characters), fitted on the labelled dev data by
 backs the claim. The coefficients ship as a data file
 (``_calibration.json``) beside this module; inference is a dot product in pure Python.
 
-Contradictions (a conflicting number, a flipped negation, direction or cause) stay rules: they
-rest on evidence the model does not see. Their confidence is the share of such verdicts that
-were right on the fitting data (``contradiction_precision``).
+The rules stay rules: contradictions (a conflicting number, a flipped negation, direction or
+cause) and rejections (a number or a name the context lacks, a negation nothing backs) rest on
+evidence the model does not weigh. Their confidence is the share of such verdicts that were
+right on the fitting data, per rule and script (``rule_precision``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,16 @@ FEATURES: tuple[str, ...] = (
 )
 """The model's inputs, in order (the data file names them too, and must agree)."""
 
-CONTRADICTION_RULES: tuple[str, ...] = ("conflict", "negation", "direction", "causal")
+RULES: tuple[str, ...] = (
+    "conflict",
+    "negation",
+    "direction",
+    "causal",
+    "number",
+    "name",
+    "negated",
+)
+"""The rules whose verdicts bypass the model: four contradictions, three rejections."""
 
 SCRIPTS: tuple[str, ...] = ("latin", "cjk")
 """One model per script: Chinese character units and English word units measure on different
@@ -80,12 +90,21 @@ class LogisticModel:
     coef: tuple[float, ...]
     intercept: float
 
-    def __post_init__(self) -> None:
-        if len(self.coef) != len(FEATURES):
+    def expect(self, names: tuple[str, ...]) -> LogisticModel:
+        """This model, checked to take exactly ``names`` as inputs."""
+        if len(self.coef) != len(names):
             raise ValueError(
                 f"calibration has {len(self.coef)} coefficients, the judge computes "
-                f"{len(FEATURES)} features"
+                f"{len(names)} features"
             )
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return {"coef": [round(c, 6) for c in self.coef], "intercept": round(self.intercept, 6)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LogisticModel:
+        return cls(coef=tuple(float(c) for c in data["coef"]), intercept=float(data["intercept"]))
 
     def probability(self, x: list[float]) -> float:
         z = self.intercept + sum(c * v for c, v in zip(self.coef, x, strict=True))
@@ -101,37 +120,33 @@ class Calibration:
 
     models: Mapping[str, LogisticModel]
     threshold: float = 0.5
-    contradiction_precision: Mapping[str, float] = field(default_factory=dict)
+    rule_precision: Mapping[str, float] = field(default_factory=dict)
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         missing = [s for s in SCRIPTS if s not in self.models]
         if missing:
             raise ValueError(f"calibration lacks a model for {', '.join(missing)}")
+        for model in self.models.values():
+            model.expect(FEATURES)
 
     def probability(self, f: ClaimFeatures) -> float:
         """Probability that the context backs the claim."""
         return self.models[script_of(f)].probability(feature_vector(f))
 
-    def precision_of(self, rule: str) -> float:
-        """How often a contradiction found by ``rule`` was right on the fitting data."""
-        return float(self.contradiction_precision.get(rule, 0.75))
+    def precision_of(self, rule: str, f: ClaimFeatures) -> float:
+        """How often a verdict of ``rule`` was right on the fitting data, for claims of the
+        script of ``f`` (all scripts together where that script saw too few)."""
+        key = f"{rule}:{script_of(f)}"
+        return float(self.rule_precision.get(key, self.rule_precision.get(rule, 0.75)))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "version": 2,
             "features": list(FEATURES),
-            "models": {
-                script: {
-                    "coef": [round(c, 6) for c in m.coef],
-                    "intercept": round(m.intercept, 6),
-                }
-                for script, m in self.models.items()
-            },
+            "models": {script: m.to_json() for script, m in self.models.items()},
             "threshold": self.threshold,
-            "contradiction_precision": {
-                k: round(v, 4) for k, v in self.contradiction_precision.items()
-            },
+            "rule_precision": {k: round(v, 4) for k, v in self.rule_precision.items()},
             "meta": dict(self.meta),
         }
 
@@ -141,16 +156,9 @@ class Calibration:
         if names != FEATURES:
             raise ValueError(f"calibration features {names} differ from the judge's {FEATURES}")
         return cls(
-            models={
-                str(script): LogisticModel(
-                    coef=tuple(float(c) for c in m["coef"]), intercept=float(m["intercept"])
-                )
-                for script, m in data["models"].items()
-            },
+            models={str(k): LogisticModel.from_json(m) for k, m in data["models"].items()},
             threshold=float(data.get("threshold", 0.5)),
-            contradiction_precision={
-                str(k): float(v) for k, v in data.get("contradiction_precision", {}).items()
-            },
+            rule_precision={str(k): float(v) for k, v in data.get("rule_precision", {}).items()},
             meta=dict(data.get("meta", {})),
         )
 
@@ -158,5 +166,31 @@ class Calibration:
 @lru_cache(maxsize=1)
 def default_calibration() -> Calibration:
     """The calibration shipped with the package (``_calibration.json``)."""
-    text = resources.files(__package__).joinpath("_calibration.json").read_text("utf-8")
-    return Calibration.from_json(json.loads(text))
+    return Calibration.from_json(_load("_calibration.json"))
+
+
+SEMANTIC_FEATURES: tuple[str, ...] = (*FEATURES, "meaning_match")
+"""Inputs of ``SemanticJudge``'s second-look model: the lexical ones and the meaning match."""
+
+
+def semantic_vector(f: ClaimFeatures, meaning_match: float) -> list[float]:
+    """The second-look model's inputs for one claim, in :data:`SEMANTIC_FEATURES` order."""
+    return [*feature_vector(f), meaning_match]
+
+
+def _load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        resources.files(__package__).joinpath(name).read_text("utf-8")
+    )
+    return data
+
+
+@lru_cache(maxsize=1)
+def default_semantic_model() -> LogisticModel:
+    """``SemanticJudge``'s second-look model shipped with the package
+    (``_calibration_semantic.json``, fitted by ``training/calibrate_semantic.py``): the
+    probability that the context backs a claim ``LocalJudge`` left unsupported."""
+    data = _load("_calibration_semantic.json")
+    if tuple(data["features"]) != SEMANTIC_FEATURES:
+        raise ValueError("semantic calibration features differ from the judge's")
+    return LogisticModel.from_json(data["model"]).expect(SEMANTIC_FEATURES)

@@ -514,19 +514,20 @@ class LocalJudge:
             return contradiction
         if self.calibration is None:
             return self._decide_by_thresholds(f)
-        p = self.calibration.probability(f)
-        support = f.sentence_score
+        cal = self.calibration
         if f.numbers_unmatched:
-            return "unsupported", _numbers_reason(f), 1.0 - p, "none"
+            return "unsupported", _numbers_reason(f), cal.precision_of("number", f), "none"
         if f.novel_names:
-            return "unsupported", _names_reason(f), 1.0 - p, "none"
+            return "unsupported", _names_reason(f), cal.precision_of("name", f), "none"
         if f.negation_unbacked:
             return (
                 "unsupported",
                 "the claim says something is not so; no sentence near its evidence negates",
-                1.0 - p,
+                cal.precision_of("negated", f),
                 "none",
             )
+        p = cal.probability(f)
+        support = f.sentence_score
         if f.best is not None and p >= self.min_probability:
             if support >= self.support_threshold:
                 return "supported", _aligned_reason(f), p, "cover"
@@ -566,7 +567,7 @@ class LocalJudge:
         else:
             return None
         if self.calibration is not None:
-            confidence = self.calibration.precision_of(rule)
+            confidence = self.calibration.precision_of(rule, f)
         elif rule == "conflict":
             confidence = 0.6 + 0.4 * min(1.0, f.cover_window)
         else:

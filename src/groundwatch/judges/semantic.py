@@ -12,7 +12,10 @@ faithful but reworded claims ``unsupported``. This judge gives those claims a se
    mean of those similarities (function words and punctuation weigh a fifth).
 3. A match of at least ``support_threshold`` makes the claim ``inferred``, with the passage
    sentence that most of its pieces aligned with as evidence -- unless one of the two is
-   negated and the other is not (embeddings barely see a "not").
+   negated and the other is not (embeddings barely see a "not"). With ``calibrated=True`` a
+   fitted logistic model (``_calibration_semantic.json``, refit by
+   ``training/calibrate_semantic.py``) over the lexical measurements and the meaning match
+   decides instead, after the calibrated ``LocalJudge``.
 
 Cost: about 0.1-0.3 s of CPU per answer that needs the second look (one thread), so use it
 with a sampling ratio online, or offline in ``groundwatch check``.
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING
 from .._lexical import STOPWORDS, units
 from ..claims import sentence_spans
 from ..types import Claim, Evidence, Judgement, Passage
+from ._calibration import LogisticModel, default_semantic_model, semantic_vector
 from ._minilm import MiniLMEncoder, TokenVectors
 from .local import ClaimFeatures, LocalJudge, _margin
 
@@ -57,14 +61,17 @@ class SemanticJudge:
 
     Args:
         support_threshold: meaning match for ``inferred``, in [0, 1].
-        local: the lexical judge that runs first (default ``LocalJudge(calibrated=False)``:
-            the meaning-match threshold was chosen on the claims the threshold rule leaves
-            unsupported).
+        local: the lexical judge that runs first (default ``LocalJudge(calibrated=calibrated)``).
         threads: CPU threads for the model.
         cache_bytes: memory for cached passage encodings.
         max_context_chars: how much of the passages (in order) the model reads; the rest is
             left to the lexical judge. Bounds the cost of a huge context (about 0.1 s of CPU
             per 8,000 characters).
+        calibrated: run the calibrated ``LocalJudge`` first and decide the second look with
+            the fitted model. Off by default: held out it gains on AttributionBench and loses
+            more on FaithBench (``benchmarks/semantic.py --calibrated``), so the default keeps
+            ``LocalJudge(calibrated=False)`` and the fixed ``support_threshold``.
+        second_look_model: another fitted second-look model (benchmarks refit it per fold).
     """
 
     name = "semantic"
@@ -76,44 +83,84 @@ class SemanticJudge:
         threads: int = 1,
         cache_bytes: int = 32 << 20,
         max_context_chars: int = DEFAULT_MAX_CONTEXT_CHARS,
+        *,
+        calibrated: bool = False,
+        second_look_model: LogisticModel | None = None,
     ) -> None:
         if not 0.0 <= support_threshold <= 1.0:
             raise ValueError(f"support_threshold must be within [0, 1], got {support_threshold!r}")
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads!r}")
         self.support_threshold = support_threshold
-        self.local = local if local is not None else LocalJudge(calibrated=False)
+        self.local = local if local is not None else LocalJudge(calibrated=calibrated)
+        self.model = (second_look_model or default_semantic_model()) if calibrated else None
         self.max_context_chars = max_context_chars
         self.encoder = MiniLMEncoder(threads=threads, cache_bytes=cache_bytes)
 
     def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
         """Judge with ``LocalJudge``, then re-check its wording-only rejections by meaning."""
-        matched = self.matches(answer, contexts, question)
-        return Judgement(claims=[self.decide(claim, match) for claim, match in matched])
+        judged = self.local.judge_with_features(answer, contexts, question)
+        found = self.second_look(judged, contexts)
+        return Judgement(
+            claims=[
+                self._decide(claim, f, match)
+                for (claim, f), match in zip(judged, found, strict=True)
+            ]
+        )
 
     def matches(
         self, answer: str, contexts: Sequence[Passage], question: str | None
     ) -> list[tuple[Claim, _Match | None]]:
         """``LocalJudge``'s claims, each with its meaning match where it got a second look
-        (``None`` otherwise). :meth:`decide` turns a pair into the final claim; benchmarks
-        call the two apart to sweep the threshold."""
+        (``None`` otherwise). :meth:`decide` turns a pair into the final claim by the threshold
+        rule; benchmarks call the two apart to sweep the threshold."""
         judged = self.local.judge_with_features(answer, contexts, question)
-        out: list[tuple[Claim, _Match | None]] = [(c, None) for c, _ in judged]
-        second_look = [i for i, (c, f) in enumerate(judged) if _needs_second_look(c, f)]
-        if not second_look:
+        found = self.second_look(judged, contexts)
+        return [(claim, match) for (claim, _), match in zip(judged, found, strict=True)]
+
+    def second_look(
+        self, judged: Sequence[tuple[Claim, ClaimFeatures]], contexts: Sequence[Passage]
+    ) -> list[_Match | None]:
+        """The meaning match of each of ``LocalJudge``'s claims that gets a second look."""
+        out: list[_Match | None] = [None] * len(judged)
+        chosen = [i for i, (c, f) in enumerate(judged) if _needs_second_look(c, f)]
+        if not chosen:
             return out
         try:
             target = self._context(contexts)
             if target.vectors is None:
                 return out
-            texts = [out[i][0].text for i in second_look]
-            for i, text, tv in zip(second_look, texts, self.encoder.encode(texts), strict=True):
+            texts = [judged[i][0].text for i in chosen]
+            for i, text, tv in zip(chosen, texts, self.encoder.encode(texts), strict=True):
                 if tv.pieces:
-                    out[i] = (out[i][0], _match(text, tv, target))
+                    out[i] = _match(text, tv, target)
         except Exception:
             # The lexical verdicts stand on their own; a model failure must not lose them.
             _logger.warning("semantic second look failed; keeping lexical verdicts", exc_info=True)
         return out
+
+    def _decide(self, claim: Claim, f: ClaimFeatures, match: _Match | None) -> Claim:
+        if match is None or self.model is None:
+            return self.decide(claim, match)
+        if match.negation_differs:
+            return self.decide(claim, match)
+        p = self.model.probability(semantic_vector(f, match.score))
+        if p >= 0.5:
+            return claim.model_copy(
+                update={
+                    "verdict": "inferred",
+                    "evidence": [match.evidence],
+                    "reason": f"the context says this in other words "
+                    f"(meaning match {match.score:.0%})",
+                    "confidence": round(p, 3),
+                }
+            )
+        return claim.model_copy(
+            update={
+                "reason": f"{claim.reason}; meaning match only {match.score:.0%}",
+                "confidence": round(1.0 - p, 3),
+            }
+        )
 
     def _context(self, passages: Sequence[Passage]) -> _Context:
         texts = []

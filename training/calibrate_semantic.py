@@ -4,7 +4,8 @@
 unsupported (no missing number or name, no contradiction; English text) a second look by
 meaning. This script fits the logistic model that decides that second look: inputs are the
 lexical measurements (``FEATURES``) plus the meaning match, the target is whether the context
-backs the claim, on AttributionBench dev (claim labels as in ``calibrate_local.py``). FaithBench is never fitted on. Needs ``pip install -e ".[semantic]"``.
+backs the claim, on AttributionBench dev (claim labels as in ``calibrate_local.py``). FaithBench
+is never fitted on. Needs ``pip install -e ".[semantic]"``.
 
 Usage::
 

@@ -451,7 +451,7 @@ async def test_a_query_the_sampler_declines_keeps_no_nodes_and_is_counted_once(
 ) -> None:
     monitor = RecordingMonitor(decision=Decision.NOT_SAMPLED)
     groundwatch_llamaindex.instrument(monitor, route="docs")
-    capture = groundwatch_llamaindex._capture
+    capture = groundwatch_llamaindex._instrument._capture
     assert capture is not None
     kept: list[int] = []
     real = capture.retrieval

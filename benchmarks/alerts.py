@@ -11,7 +11,7 @@ contradicted one), so the mean series move with the rate as they do in productio
   then a step to 20 %; the delay is the number of evaluations after the step until the
   hallucination-rate alert fires (runs with a false alarm before the step are counted apart).
 
-    python benchmarks/alerts.py                 # default design, the README's figures
+    python benchmarks/alerts.py                 # default design, the figures in docs/alerts.md
     python benchmarks/alerts.py --sweep         # the trade-off table over target_arl
 """
 

@@ -8,7 +8,7 @@ evaluation as it lands.
 
 Run (from the repository root):
 
-    pip install -e . -e integrations/langchain
+    pip install -e ".[demo]" -e integrations/langchain   # numpy: the vector store's search
     python examples/langchain_rag.py
 """
 

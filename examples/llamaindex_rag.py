@@ -1,6 +1,6 @@
 """Watch a LlamaIndex query engine and chat engine with groundwatch (no API key, no network).
 
-    pip install -e . -e integrations/llamaindex
+    pip install -e ".[sdk]" -e integrations/llamaindex    # from a clone of the repository
     python examples/llamaindex_rag.py
 
 A real ``VectorStoreIndex`` over a few documents, with a tiny deterministic embedding and a toy

@@ -1,6 +1,9 @@
 """Monitor any RAG function: one ``monitor.record()`` call, results on the console exporters.
 
-Run: ``python examples/monitor_any_function.py`` (no API key, no network).
+Run (no API key, no network; from a clone of the repository)::
+
+    pip install -e ".[sdk]"
+    python examples/monitor_any_function.py
 """
 
 from __future__ import annotations

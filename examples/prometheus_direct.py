@@ -6,7 +6,7 @@ served on ``http://127.0.0.1:PORT/metrics`` for Prometheus to scrape. Load
 ``examples/prometheus/groundwatch-alerts.yml`` as a rule file and
 ``examples/grafana/groundwatch-dashboard.json`` in Grafana.
 
-    pip install 'groundwatch[prometheus]'
+    pip install -e ".[prometheus]"    # from a clone of the repository
     python examples/prometheus_direct.py --port 9464          # serves until Ctrl-C
     curl -s localhost:9464/metrics | grep '^groundwatch_'
 """

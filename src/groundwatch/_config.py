@@ -16,6 +16,17 @@ one warning and falls back to the default; it never raises.
 | ``GROUNDWATCH_CONTENT_MAX_CHARS`` | ``2048`` | cap per captured text attribute |
 | ``GROUNDWATCH_EXECUTOR`` | ``auto`` | where sync judges run: ``auto``, ``process``, ``thread`` |
 | ``GROUNDWATCH_DISABLED`` | ``false`` | records are counted ``not_sampled``, nothing is scored |
+| ``OTEL_SDK_DISABLED`` | ``false`` | OpenTelemetry's off switch: nothing is scored either |
+| ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` | ``false`` | content capture, |
+| | | when ``GROUNDWATCH_CAPTURE_CONTENT`` is not set |
+| ``GROUNDWATCH_MAX_ANSWER_CHARS`` | ``20000`` | answers are cut here (marked truncated) |
+| ``GROUNDWATCH_MAX_PASSAGE_CHARS`` | ``50000`` | each passage is cut here |
+| ``GROUNDWATCH_MAX_PASSAGES`` | ``64`` | passages kept per record |
+| ``GROUNDWATCH_JUDGE_CONCURRENCY`` | ``16`` | requests in flight per LLM judge |
+| ``GROUNDWATCH_JUDGE_MAX_CONTEXT_TOKENS`` | ``3000`` | LLM judge: passages cut beyond it |
+
+The input caps are read once, when ``groundwatch`` is imported (they size every record).
+``GROUNDWATCH_RAISE_INTERNAL_ERRORS`` is a development switch (below).
 """
 
 from __future__ import annotations
@@ -58,10 +69,35 @@ DEFAULT_CONTENT_MAX_CHARS = 2048
 EXECUTOR = "GROUNDWATCH_EXECUTOR"
 EXECUTOR_AUTO = "auto"
 DEFAULT_EXECUTOR = EXECUTOR_AUTO
-"""A worker process for sync judges (the GIL: README "Overhead"), a thread if that fails."""
+"""A worker process for sync judges (the GIL: docs/runtime.md), a thread if that fails."""
 EXECUTORS = ("auto", "thread", "process")
 
 DISABLED = "GROUNDWATCH_DISABLED"
+
+OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
+"""OpenTelemetry's switch for the whole SDK (the spec's "disable the SDK for all signals"). With
+the SDK off, nothing groundwatch emits goes anywhere, so scoring would be wasted CPU: the monitor
+then behaves as with ``GROUNDWATCH_DISABLED``."""
+
+GENAI_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The GenAI instrumentations' content-capture switch, honoured so that one variable turns
+content on for every GenAI instrumentation; ``GROUNDWATCH_CAPTURE_CONTENT`` wins when set. Besides
+booleans it takes the GenAI utilities' modes: ``span_only`` and ``span_and_event`` capture
+(groundwatch puts content on spans), ``event_only`` and ``no_content`` do not."""
+_GENAI_MODES = {"span_only": True, "span_and_event": True, "event_only": False, "no_content": False}
+
+MAX_ANSWER_CHARS = "GROUNDWATCH_MAX_ANSWER_CHARS"
+DEFAULT_MAX_ANSWER_CHARS = 20_000
+MAX_PASSAGE_CHARS = "GROUNDWATCH_MAX_PASSAGE_CHARS"
+DEFAULT_MAX_PASSAGE_CHARS = 50_000
+MAX_PASSAGES = "GROUNDWATCH_MAX_PASSAGES"
+DEFAULT_MAX_PASSAGES = 64
+"""Input caps: one pathological input must not cost unbounded time or memory on the worker.
+Raise them knowingly, to score very long answers."""
+
+JUDGE_CONCURRENCY = "GROUNDWATCH_JUDGE_CONCURRENCY"
+JUDGE_MAX_CONTEXT_TOKENS = "GROUNDWATCH_JUDGE_MAX_CONTEXT_TOKENS"
+"""Defaults of :class:`~groundwatch.OpenAIJudge` (its arguments win); the judge reads them."""
 
 RAISE_INTERNAL_ERRORS = "GROUNDWATCH_RAISE_INTERNAL_ERRORS"
 """Development switch: re-raise groundwatch's own bugs instead of logging them (our test suite
@@ -110,6 +146,26 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return _read(name, default, str.lower, lambda v: v in choices)
 
 
+def _parse_capture(raw: str) -> bool:
+    mode = _GENAI_MODES.get(raw.lower())
+    return _parse_bool(raw) if mode is None else mode
+
+
+def capture_content_default() -> bool:
+    """``GROUNDWATCH_CAPTURE_CONTENT`` if set, else the GenAI switch, else off."""
+    genai = _read(GENAI_CAPTURE_CONTENT, DEFAULT_CAPTURE_CONTENT, _parse_capture, lambda v: True)
+    return env_bool(CAPTURE_CONTENT, genai)
+
+
+def input_caps() -> tuple[int, int, int]:
+    """(max answer chars, max passage chars, max passages) from the environment."""
+    return (
+        env_int(MAX_ANSWER_CHARS, DEFAULT_MAX_ANSWER_CHARS),
+        env_int(MAX_PASSAGE_CHARS, DEFAULT_MAX_PASSAGE_CHARS),
+        env_int(MAX_PASSAGES, DEFAULT_MAX_PASSAGES),
+    )
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     """The environment's view of the runtime knobs (see the module docstring)."""
@@ -138,10 +194,10 @@ def from_env() -> RuntimeConfig:
         evaluation_timeout_millis=env_int(
             EVALUATION_TIMEOUT_MILLIS, DEFAULT_EVALUATION_TIMEOUT_MILLIS
         ),
-        capture_content=env_bool(CAPTURE_CONTENT, DEFAULT_CAPTURE_CONTENT),
+        capture_content=capture_content_default(),
         content_max_chars=env_int(CONTENT_MAX_CHARS, DEFAULT_CONTENT_MAX_CHARS),
         executor=env_choice(EXECUTOR, DEFAULT_EXECUTOR, EXECUTORS),
-        disabled=env_bool(DISABLED, False),
+        disabled=env_bool(DISABLED, False) or env_bool(OTEL_SDK_DISABLED, False),
     )
 
 

@@ -3,35 +3,21 @@
 from __future__ import annotations
 
 import itertools
-import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import _config
 from .types import Passage
 
-# Caps keep one pathological input from costing unbounded time or memory on the worker.
-# Overridable by environment for operators who knowingly score very long answers.
-DEFAULT_MAX_ANSWER_CHARS = 20_000
-DEFAULT_MAX_PASSAGE_CHARS = 50_000
-DEFAULT_MAX_PASSAGES = 64
+# Caps keep one pathological input from costing unbounded time or memory on the worker; the
+# environment may raise them (read in _config, once, at import: they size every record).
+DEFAULT_MAX_ANSWER_CHARS = _config.DEFAULT_MAX_ANSWER_CHARS
+DEFAULT_MAX_PASSAGE_CHARS = _config.DEFAULT_MAX_PASSAGE_CHARS
+DEFAULT_MAX_PASSAGES = _config.DEFAULT_MAX_PASSAGES
 DEFAULT_MAX_QUESTION_CHARS = 4_000
 
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
-MAX_ANSWER_CHARS = _env_int("GROUNDWATCH_MAX_ANSWER_CHARS", DEFAULT_MAX_ANSWER_CHARS)
-MAX_PASSAGE_CHARS = _env_int("GROUNDWATCH_MAX_PASSAGE_CHARS", DEFAULT_MAX_PASSAGE_CHARS)
-MAX_PASSAGES = _env_int("GROUNDWATCH_MAX_PASSAGES", DEFAULT_MAX_PASSAGES)
+MAX_ANSWER_CHARS, MAX_PASSAGE_CHARS, MAX_PASSAGES = _config.input_caps()
 MAX_QUESTION_CHARS = DEFAULT_MAX_QUESTION_CHARS
 
 # A passage's metadata rides along to on_result callbacks (and, pickled, to the worker

@@ -1,7 +1,7 @@
 """The public surface the framework integrations build on, and nothing else of the core.
 
 An integration (``groundwatch_langchain``, ``groundwatch_llamaindex``, or one of your own)
-needs five things from the core, all here:
+needs these things from the core, all here:
 
 - :class:`MonitorLike`: what it hands records to (``decide``, ``record``, ``record_decision``,
   ``record_failure``) and :class:`Decision`;
@@ -15,7 +15,9 @@ needs five things from the core, all here:
 - :func:`reinit_after_fork` / :func:`weak_callback`: fork and exit hooks that do not keep the
   integration's objects alive;
 - the limits a capture should respect (:data:`MAX_PASSAGES`) and :func:`raise_internal_errors`
-  (the switch our own test suites set to turn logged errors into failures).
+  (the switch our own test suites set to turn logged errors into failures);
+- :class:`MonitorOwner`: the monitor an OpenTelemetry instrumentor's ``instrument(**kwargs)``
+  records into (``opentelemetry-instrument`` passes none, so one is built from the environment).
 """
 
 from __future__ import annotations
@@ -35,11 +37,14 @@ from .runtime.sampling import Decision
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
 
+    from .runtime.monitor import Monitor
+
 __all__ = [
     "MAX_PASSAGES",
     "SUPPRESS_INSTRUMENTATION_KEYS",
     "Decision",
     "MonitorLike",
+    "MonitorOwner",
     "bad_input",
     "guarded",
     "internal_error",
@@ -128,3 +133,44 @@ class MonitorLike(Protocol):
     def record_decision(self, decision: Decision, *, route: str | None = None) -> None: ...
 
     def record_failure(self, error_type: str, *, route: str | None = None) -> None: ...
+
+
+INSTRUMENT_PROVIDER_KWARGS = ("tracer_provider", "meter_provider", "logger_provider")
+
+
+class MonitorOwner:
+    """The monitor side of an OpenTelemetry instrumentor, for integrations to mix in.
+
+    ``instrument(**kwargs)`` records into ``kwargs["monitor"]``; ``opentelemetry-instrument``
+    passes none, so one is built from the ``GROUNDWATCH_*`` variables on the given providers
+    (the global ones by default), owned by the instrumentor and shut down in ``uninstrument``.
+    Kept free of ``opentelemetry-instrumentation`` (the core does not depend on it): the
+    integration's class derives from both this and ``BaseInstrumentor``.
+    """
+
+    _monitor: MonitorLike | None = None
+    _owned: Monitor | None = None
+
+    @property
+    def monitor(self) -> MonitorLike | None:
+        """The monitor records go to while instrumented."""
+        return self._monitor
+
+    def _take_monitor(self, kwargs: dict[str, Any]) -> MonitorLike:
+        """Pop ``monitor`` and the provider arguments from ``kwargs``; the rest is the
+        integration's own. Returns the monitor to record into."""
+        monitor: MonitorLike | None = kwargs.pop("monitor", None)
+        providers = {name: kwargs.pop(name, None) for name in INSTRUMENT_PROVIDER_KWARGS}
+        owned = None
+        if monitor is None:
+            from .runtime.monitor import Monitor
+
+            monitor = owned = Monitor(**providers)
+        self._monitor, self._owned = monitor, owned
+        return monitor
+
+    def _release_monitor(self) -> None:
+        """Forget the monitor; shut it down if it was built by :meth:`_take_monitor`."""
+        owned, self._monitor, self._owned = self._owned, None, None
+        if owned is not None:
+            owned.shutdown()

@@ -20,15 +20,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, Tracer
 
 from ._inputs import to_passage
@@ -36,6 +29,16 @@ from .runtime.monitor import Monitor
 from .runtime.sampling import Decision
 from .telemetry import semconv
 from .types import Evaluation, RagRecord
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import ReadableLogRecord
+    from opentelemetry.sdk.trace import ReadableSpan
+
+SDK_INSTALL_HINT = (
+    "groundwatch.testing's telemetry fixture needs the OpenTelemetry SDK (groundwatch itself "
+    'depends on the API only): pip install "groundwatch[testing]", or from a clone of the '
+    'repository pip install -e ".[testing]"'
+)
 
 __all__: list[str] = ["GroundwatchTelemetry"]
 
@@ -57,6 +60,23 @@ class GroundwatchTelemetry:
     """
 
     def __init__(self) -> None:
+        # The SDK is imported here, not with the module: assert_grounded and RecordingMonitor
+        # work with the API alone, and the fixture says what to install when the SDK is missing.
+        try:
+            from opentelemetry.sdk._logs import LoggerProvider
+            from opentelemetry.sdk._logs.export import (
+                InMemoryLogRecordExporter,
+                SimpleLogRecordProcessor,
+            )
+            from opentelemetry.sdk.metrics import MeterProvider
+            from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+            from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+                InMemorySpanExporter,
+            )
+        except ImportError as exc:
+            raise ImportError(SDK_INSTALL_HINT) from exc
         self.span_exporter = InMemorySpanExporter()
         self.tracer_provider = TracerProvider(shutdown_on_exit=False)
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.span_exporter))
@@ -258,10 +278,10 @@ __all__ += ["RecordingMonitor"]
 
 # Imported here, aliased, so this section merges with the fixture section above without clashes
 # (E402: fixture code precedes these imports once that section is filled).
-import re as _re  # noqa: E402, RUF100
 from collections.abc import Sequence as _Sequence  # noqa: E402, RUF100
 from typing import Any as _Any  # noqa: E402, RUF100
 
+from .check.summary import closest_sentence  # noqa: E402, RUF100
 from .judging.evaluate import evaluate as _evaluate  # noqa: E402, RUF100
 from .judging.judges import Judge as _Judge  # noqa: E402, RUF100
 from .types import Claim as _Claim  # noqa: E402, RUF100
@@ -271,21 +291,11 @@ from .types import Passage as _Passage  # noqa: E402, RUF100
 __all__ += ["assert_grounded"]
 
 
-_SENTENCE = _re.compile(r"[^.!?。！？；\n]+[.!?。！？；]?")
-_TOKEN = _re.compile(r"[^\W_]+|[\u3400-\u9fff]")
-
-
 def _closest_sentence(claim: str, passages: _Sequence[_Passage]) -> tuple[int, str] | None:
-    """The passage sentence sharing most words with the claim: a pointer for the reader of a
-    failure message when the judge gave no evidence (it is not evidence itself)."""
-    words = {t.lower() for t in _TOKEN.findall(claim)}
-    best: tuple[float, int, str] | None = None
-    for index, passage in enumerate(passages):
-        for m in _SENTENCE.finditer(passage.text):
-            shared = len(words & {t.lower() for t in _TOKEN.findall(m.group(0))})
-            if shared and (best is None or shared > best[0]):
-                best = (shared, index, m.group(0).strip())
-    return None if best is None else (best[1], best[2])
+    """The passage sentence sharing most words with the claim (not evidence: a pointer)."""
+    texts = [p.text for p in passages]
+    found = closest_sentence(claim, texts)
+    return None if found is None else (found[0], texts[found[0]][found[1] : found[2]])
 
 
 def _evidence_text(claim: _Claim, passages: _Sequence[_Passage]) -> str:

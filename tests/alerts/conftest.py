@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from prometheus_client import REGISTRY, CollectorRegistry
 
 
 @pytest.fixture
@@ -22,3 +27,39 @@ def otel() -> Iterator[
     yield logger_provider, logs, meter_provider, reader
     logger_provider.shutdown()
     meter_provider.shutdown()
+
+
+def require_tool(name: str) -> str:
+    """The path of a Prometheus tool from Debian's ``prometheus`` package: skipped locally when
+    missing, a failure in CI (``.ci/run`` installs the package)."""
+    tool = shutil.which(name)
+    if tool is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is missing in CI: .ci/run installs the Debian package prometheus")
+        pytest.skip(f"{name} not installed (apt-get install prometheus)")
+    return tool
+
+
+def prometheus_reader(registry: CollectorRegistry) -> PrometheusMetricReader:
+    """A Prometheus reader exposing on ``registry`` (not the process-wide one).
+
+    ``registry=`` exists from opentelemetry-exporter-prometheus 0.63b0 on; the lowest version
+    groundwatch allows (0.60b0, tested by .ci/run) registers on prometheus_client's global
+    registry, so its collector is moved to ours.
+    """
+    try:
+        return PrometheusMetricReader(registry=registry)  # type: ignore[call-arg,unused-ignore]
+    except TypeError:
+        reader = PrometheusMetricReader()
+        collector = reader._collector  # type: ignore[attr-defined,unused-ignore]
+        REGISTRY.unregister(collector)
+        registry.register(collector)
+        original = reader.shutdown
+
+        def shutdown(*args: Any, **kwargs: Any) -> Any:  # it unregisters from the global one
+            registry.unregister(collector)
+            REGISTRY.register(collector)
+            return original(*args, **kwargs)
+
+        reader.shutdown = shutdown  # type: ignore[method-assign]
+        return reader

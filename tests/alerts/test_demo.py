@@ -64,12 +64,34 @@ def test_demo_runs_and_alerts() -> None:
     assert "Worst answers:" in text and "- unsupported:" in text
     assert "sampled " in text and " of 60 requests, scored " in text
     assert "the first alert fired at request" in text
-    assert "went to: this console" in text and "OTEL_EXPORTER_OTLP_ENDPOINT" in text
+    assert "went to: in-memory exporters in this process" in text
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" in text
     # Seeded: the same run again gives the same output, timings aside: the progress lines show
     # how far the background scoring has got, which depends on the machine's load.
     again = _run_small_demo()
     strip = lambda s: [x for x in s.splitlines() if not x.startswith(("Done in", "["))]  # noqa: E731
     assert strip(again.stdout) == strip(text)
+
+
+def _readme_sample() -> list[str]:
+    text = (ROOT / "README.md").read_text("utf-8")
+    block = text.split("<!-- demo-output: groundwatch demo -->\n```\n", 1)[1]
+    return block.split("\n```", 1)[0].splitlines()
+
+
+def test_readme_sample_output_is_the_default_run() -> None:
+    """The README shows `groundwatch demo` as it prints, bar the progress lines and run time."""
+    out = subprocess.run(
+        [sys.executable, "-m", "groundwatch", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(),
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    shown = [x for x in out.stdout.splitlines() if not x.startswith(("Done in", "["))]
+    assert _readme_sample() == shown
 
 
 class _OTLPSink(BaseHTTPRequestHandler):
@@ -146,10 +168,28 @@ def test_demo_exports_otlp_and_prometheus(otlp_server: tuple[str, list[str]]) ->
     assert "groundwatch_evaluations_total" in scraped, stdout + stderr
     assert "groundwatch_records_total" in scraped
     assert "groundwatch_evaluation_score_bucket" in scraped
-    assert f"OTLP/HTTP at {endpoint}" in stdout
+    assert f"OTLP/HTTP at {endpoint}: delivered (" in stdout and "none failed" in stdout
     assert f"Prometheus at http://127.0.0.1:{port}/metrics" in stdout
     # Shutdown flushed every signal to the OTLP endpoint.
     assert {"/v1/traces", "/v1/logs", "/v1/metrics"} <= set(paths), paths
+
+
+def test_demo_reports_an_unreachable_otlp_endpoint_as_a_failure() -> None:
+    """Connection refused is not "telemetry went to OTLP": the run says so and exits 1."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    endpoint = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    out = subprocess.run(
+        [sys.executable, "-m", "groundwatch", "demo", "--requests", "20", "--seed", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_TIMEOUT="1"),
+        cwd=ROOT,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"OTLP endpoint {endpoint} is not reachable" in out.stdout
+    assert f"OTLP/HTTP at {endpoint}: DELIVERY FAILED" in out.stdout
+    assert "delivered" not in out.stdout
 
 
 def test_demo_without_langchain(
@@ -160,7 +200,8 @@ def test_demo_without_langchain(
         requests=10, sample_rate=0.5, seed=1, prometheus_port=None, linger=0.0
     )
     assert demo_cli.run(args) == 2
-    assert "pip install 'groundwatch[langchain]'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "langchain-core" in err and 'pip install -e ".[demo]" -e integrations/langchain' in err
 
 
 def test_core_does_not_import_langchain() -> None:

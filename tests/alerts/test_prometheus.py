@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -18,7 +17,6 @@ from pathlib import Path
 import pytest
 import yaml
 from opentelemetry._logs import NoOpLoggerProvider
-from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.trace import NoOpTracerProvider
 from prometheus_client import CollectorRegistry, generate_latest
@@ -28,18 +26,41 @@ import groundwatch as gw
 from groundwatch import Judgement, LocalJudge, Passage, Usage
 from groundwatch.alerts import AlertingHook, DropDetector, OTelAlertEmitter
 
+from .conftest import prometheus_reader, require_tool
+
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "examples" / "prometheus" / "groundwatch-alerts.yml"
 RULE_TESTS = ROOT / "examples" / "prometheus" / "groundwatch-alerts.test.yml"
 DASHBOARD = ROOT / "examples" / "grafana" / "groundwatch-dashboard.json"
 COLLECTOR = ROOT / "examples" / "otel-collector.yaml"
 
+# Labels Prometheus adds to every scraped series (not in the exporter's exposition).
+TARGET_LABELS = {"job", "instance"}
+
 # PromQL words that are not metric names.
 _PROMQL_WORDS = {
     "sum", "min", "max", "avg", "count", "rate", "increase", "irate", "histogram_quantile",
     "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless",
     "offset", "bool", "topk", "bottomk", "label_values", "clamp_min", "clamp_max",
+    "max_over_time", "min_over_time",
 }  # fmt: skip
+
+
+class _FailingCallback:
+    """An on_result callback that raises, so that ``groundwatch.errors`` is exposed."""
+
+    def __call__(self, record: object, evaluation: object) -> None:
+        raise RuntimeError("a user callback failed")
+
+
+class _SlowJudge:
+    name = "SlowJudge"
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        import time
+
+        time.sleep(0.2)
+        return LocalJudge().judge(answer, contexts, question)  # type: ignore[return-value]
 
 
 class _TokenJudge:
@@ -61,7 +82,7 @@ def exposition() -> Iterator[dict[str, set[str]]]:
     """Sample name -> label names, in the real Prometheus exporter's text exposition of what a
     real Monitor emits (with the drop detector's counter from the real emitter)."""
     registry = CollectorRegistry()
-    reader = PrometheusMetricReader(registry=registry)
+    reader = prometheus_reader(registry)
     provider = MeterProvider(metric_readers=[reader])
     hook = AlertingHook(
         DropDetector(warmup=5, floors=None, target_arl=50, mean_target_arl=50),
@@ -85,6 +106,21 @@ def exposition() -> Iterator[dict[str, set[str]]]:
     monitor.record(question="Battery?", contexts=[], answer="I don't know.", route="faq")
     assert monitor.force_flush(timeout_millis=20_000)
     assert any(a.kind == "fired" for a in hook.alerts)
+    # A second monitor on the same provider exposes the failure counters: a callback that
+    # raises (groundwatch.errors) and records left queued at a short shutdown deadline
+    # (groundwatch.evaluations.dropped).
+    failing = gw.Monitor(
+        judge=_SlowJudge(),
+        meter_provider=provider,
+        tracer_provider=NoOpTracerProvider(),
+        logger_provider=NoOpLoggerProvider(),
+        on_result=_FailingCallback(),
+        executor="thread",
+        shutdown_on_exit=False,
+    )
+    for _ in range(5):
+        failing.record(question="Battery?", contexts=[context], answer=answers[0], route="faq")
+    failing.shutdown(timeout_millis=300)
     text = generate_latest(registry).decode()
     samples: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(text):
@@ -111,6 +147,8 @@ def test_exposition_names(exposition: dict[str, set[str]]) -> None:
         "groundwatch_judge_tokens_total",
         "groundwatch_queue_size",
         "groundwatch_alerts_total",
+        "groundwatch_evaluations_dropped_total",
+        "groundwatch_errors_total",
     }
     assert expected <= set(exposition)
     assert {"groundwatch_label", "groundwatch_route"} <= exposition["groundwatch_evaluations_total"]
@@ -153,7 +191,11 @@ def check_expr(
 ) -> set[str]:
     names, selectors, grouping = promql_names(expr)
     assert names, f"{where}: no metric in {expr!r}"
-    known = {**exposition, **recorded, "ALERTS": {"alertname", "alertstate", "groundwatch_route"}}
+    known = {
+        **{name: labels | TARGET_LABELS for name, labels in exposition.items()},
+        **recorded,
+        "ALERTS": {"alertname", "alertstate", "groundwatch_route"},
+    }
     all_labels = set().union(*known.values())
     for name in names | set(selectors):
         assert name in known, f"{where}: {name} is not in the exposition"
@@ -201,10 +243,26 @@ def test_dashboard_uses_real_names(exposition: dict[str, set[str]]) -> None:
             used |= check_expr(target["expr"], exposition, recorded, panel["title"])
             for label in re.findall(r"\{\{\s*(\w+)\s*\}\}", target.get("legendFormat", "")):
                 assert label in set().union(*exposition.values(), {"alertname"}), label
-    for var in dash["templating"]["list"]:
+    variables = {var["name"]: var for var in dash["templating"]["list"]}
+    for var in variables.values():
         if var["type"] == "query":
-            m = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", var["definition"])
-            assert m and m.group(2) in exposition[m.group(1)]
+            m = re.fullmatch(r"label_values\((\w+)(?:\{[^}]*\})?,\s*(\w+)\)", var["definition"])
+            assert m and m.group(2) in exposition[m.group(1)] | TARGET_LABELS
+    # One dashboard for many services: every groundwatch series is scoped by the job variable.
+    assert {"job", "route"} <= set(variables)
+    for panel in dash["panels"]:
+        for target in panel["targets"]:
+            for name, body in re.findall(r"(groundwatch_\w+)\{([^}]*)\}", target["expr"]):
+                assert 'job=~"$job"' in body, (panel["title"], name)
+            names, selectors, _ = promql_names(target["expr"])
+            bare = (names - set(selectors)) & set(exposition)
+            assert not bare, (panel["title"], "no job selector", bare)
+    # Each distribution panel plots the score it is named after, and only that one.
+    for panel in dash["panels"]:
+        for score in ("groundedness", "faithfulness"):
+            if panel["title"].lower().startswith(f"{score} distribution"):
+                for target in panel["targets"]:
+                    assert f'gen_ai_evaluation_name="{score}"' in target["expr"], panel["title"]
     # Everything the issue asks the dashboard to show is there.
     for metric in (
         "groundwatch_evaluation_score_sum",  # scores over time
@@ -215,6 +273,8 @@ def test_dashboard_uses_real_names(exposition: dict[str, set[str]]) -> None:
         "groundwatch_judge_tokens_total",  # tokens
         "groundwatch_queue_size",  # queue size
         "groundwatch_alerts_total",  # alerts
+        "groundwatch_evaluations_dropped_total",  # dropped evaluations
+        "groundwatch_errors_total",  # internal errors
     ):
         assert metric in used, metric
     assert len(set(p["id"] for p in dash["panels"])) == len(titles)
@@ -231,12 +291,7 @@ def test_promql_name_extraction() -> None:
 
 
 def _promtool() -> str:
-    tool = shutil.which("promtool")
-    if tool is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is missing in CI: .ci/run installs the Debian package prometheus")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return tool
+    return require_tool("promtool")
 
 
 def test_promtool_check_rules() -> None:

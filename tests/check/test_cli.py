@@ -98,7 +98,7 @@ def test_json_lines_carry_every_evaluation(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "mixed.jsonl", [GROUNDED, INVENTED])
     out = tmp_path / "evals.jsonl"
     proc = run_cli(data, "--json", out)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # the default gate: any hallucinated answer fails
     first, second, summary = (json.loads(x) for x in out.read_text("utf-8").splitlines())
     assert first["id"] == "ok" and first["evaluation"]["label"] == "grounded"
     assert first["evaluation"]["groundedness"] == 1.0

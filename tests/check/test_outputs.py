@@ -26,7 +26,7 @@ def test_junit_stays_valid_xml_with_control_characters_and_markup(tmp_path: Path
     bad = InvalidRow(2, "answer", NASTY, None)
     summary.add_invalid(bad)
     writer.add_invalid(bad)
-    writer.close(summary, summary.thresholds(), 2)
+    writer.close(summary, summary.thresholds(max_hallucination_rate=0.0), 2)
     root = ET.parse(out).getroot()
     cases = list(root.iter("testcase"))
     expected_name = 'ctl\ufffd\ufffd\ufffd "quotes" & <tags> ]]> 汉字 \U0001f600\n'
@@ -34,7 +34,8 @@ def test_junit_stays_valid_xml_with_control_characters_and_markup(tmp_path: Path
     failure = cases[0].find("failure")
     assert failure is not None and "<tags> ]]>" in (failure.text or "")
     assert cases[1].get("name") == "row 2"
-    assert root.get("tests") == "3" and root.get("errors") == "1" and root.get("failures") == "1"
+    # the answer, the bad row, and two gate cases (hallucination rate failed, judge errors passed)
+    assert root.get("tests") == "4" and root.get("errors") == "1" and root.get("failures") == "2"
 
 
 def test_json_lines_round_trip_unicode(tmp_path: Path) -> None:

@@ -41,17 +41,17 @@ def test_report_marks_claims_by_verdict_with_chinese_and_evidence(tmp_path: Path
     out, _, _ = build_report(tmp_path)
     page = out.read_text(encoding="utf-8")
     marks = re.findall(r'<mark class="claim v-(\w+)" data-claim="\d+" data-verdict="\w+"', page)
-    # mixed-en: 4 verdicts; grounded-en: 1; sales-zh: 2; hostile: 1 (+ the legend has none with
-    # data-claim).
+    # Worst first: sales-zh (faithfulness 0.5, groundedness 0.5): 2; mixed-en (0.75, 0.5): 4;
+    # hostile (1.0, 0.0): 1; grounded-en: 1 (+ the legend has none with data-claim).
     assert marks == [
+        "contradicted",
+        "supported",
         "supported",
         "inferred",
         "contradicted",
         "unsupported",
-        "supported",
-        "contradicted",
-        "supported",
         "unsupported",
+        "supported",
     ]
     assert '<article class="case" data-label="hallucinated" data-mismatch="false" lang="zh"' in page
     assert "公司2023年全年销售额为800万元。" in page
@@ -88,15 +88,74 @@ def test_report_caps_cards_per_label_and_says_so(tmp_path: Path) -> None:
         writer.add(row, ev, 0.0)
     writer.close(summary, summary.thresholds(), 0)
     page = out.read_text(encoding="utf-8")
-    # 3 grounded cards (of 18) and both hallucinated ones, which grounded answers cannot crowd out.
+    # 3 grounded cards (of 18) and both hallucinated ones, which grounded answers cannot crowd
+    # out; the hallucinated ones first (worst first), each label in input order.
     assert re.findall(
         r'data-label="(\w+)" data-mismatch="false" lang="en" id="row-(\d+)"', page
     ) == [
+        ("hallucinated", "10"),
+        ("hallucinated", "20"),
         ("grounded", "1"),
         ("grounded", "2"),
         ("grounded", "3"),
-        ("hallucinated", "10"),
-        ("hallucinated", "20"),
     ]
     assert "left out: 15 grounded (every answer is in the --json output)" in page
     assert ">grounded (18)</button>" in page
+
+
+def test_cards_are_worst_first(tmp_path: Path) -> None:
+    out, _, _ = build_report(tmp_path)
+    page = out.read_text(encoding="utf-8")
+    order = re.findall(r'<article class="case" data-label="(\w+)"[^>]* id="row-(\d+)"', page)
+    # hallucinated by faithfulness then groundedness, then invalid, no_claims, grounded.
+    assert order == [
+        ("hallucinated", "3"),
+        ("hallucinated", "1"),
+        ("hallucinated", "4"),
+        ("invalid", "6"),
+        ("no_claims", "5"),
+        ("grounded", "2"),
+    ]
+
+
+def test_unsupported_claim_shows_the_closest_sentence_and_the_passages(tmp_path: Path) -> None:
+    out, _, _ = build_report(tmp_path)
+    page = out.read_text(encoding="utf-8")
+    mixed = page.split('id="row-1">', 1)[1].split("</article>", 1)[0]
+    hostile = page.split('id="row-4">', 1)[1].split("</article>", 1)[0]
+    # "Shipping is free." has no evidence: the nearest passage sentence is pointed at (not
+    # claimed as evidence), with the passage around it; where no sentence shares a word, it
+    # says so.
+    closest = hostile.split('<div class="closest">', 1)[1]
+    assert closest.startswith('closest passage sentence (not evidence): <span class="quote">“')
+    assert "Shipping is free.”</span> (passage 1)" in closest
+    assert "Shipping is free.</mark>" in closest
+    assert "&lt;script&gt;" in closest and "<script>window" not in closest
+    assert '<div class="closest">no passage sentence shares a word with this claim' in mixed
+    # And every retrieved passage, for a reader who wants to look for themselves.
+    retrieved = mixed.split('<details class="retrieved">', 1)[1]
+    assert retrieved.startswith("<summary>the 2 retrieved passages</summary>")
+    assert "Customers may return any unused item within 30 days" in retrieved
+    # A grounded answer has neither.
+    grounded = page.split('id="row-2">', 1)[1].split("</article>", 1)[0]
+    assert "closest" not in grounded and "retrieved" not in grounded
+
+
+def test_gate_card_shows_why_and_the_rate_card_follows_the_gate(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    writer = HtmlReportWriter(out)
+    summary = CheckSummary()
+    for n, label in enumerate(["grounded", "hallucinated", "grounded"], start=1):
+        ev = Evaluation(label=label, faithfulness=1.0, groundedness=1.0 if n != 2 else 0.0)  # type: ignore[arg-type]
+        row = Row(n, None, None, ["ctx"], f"answer {n}", None)
+        summary.add(row, ev)
+        writer.add(row, ev, 0.0)
+    thresholds = summary.thresholds(max_hallucination_rate=0.0)
+    writer.close(summary, thresholds, 1)
+    page = out.read_text(encoding="utf-8")
+    gate = page.split('<div class="card gate-fail"><div class="n">FAIL</div>', 1)[1]
+    assert gate.split("</div></div>", 1)[0].endswith(
+        '<div class="why">hallucination rate 33.3% &gt; 0.0% (1 of 3 scored answers)'
+    )
+    assert '<div class="card gate-fail"><div class="n">33.3%</div>' in page
+    assert "hallucination rate (1 of 3 scored)" in page

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from groundwatch.check.report import histogram_svg
+
 from .report_cases import build_report
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -140,3 +142,44 @@ def test_report_in_chromium(browser: Any, tmp_path: Path) -> None:
     browser.set_window_size(1200, 2000)
     assert browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 20_000
+    # In the page as screenshotted, no chart label overlaps another.
+    assert _overlapping_chart_labels(browser) == []
+
+
+_OVERLAPS_JS = """
+const found = [];
+for (const [c, svg] of Array.from(document.querySelectorAll('svg.chart')).entries()) {
+  const boxes = Array.from(svg.querySelectorAll('text')).map(t => [t.textContent,
+    t.getBoundingClientRect()]);
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, p] = boxes[i], [b, q] = boxes[j];
+    if (p.left < q.right - 0.5 && q.left < p.right - 0.5 &&
+        p.top < q.bottom - 0.5 && q.top < p.bottom - 0.5) found.push([c, a, b]);
+  }
+}
+return found;
+"""
+
+
+def _overlapping_chart_labels(driver: Any) -> list[list[Any]]:
+    return list(driver.execute_script(_OVERLAPS_JS))
+
+
+@pytest.mark.parametrize(
+    "bins",
+    [
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 4],  # one tall bar: its count right under the title
+        [98765, 87654, 99999, 45678, 100000, 12345, 99998, 88888, 77777, 100000],  # wide counts
+    ],
+)
+def test_chart_labels_never_overlap(browser: Any, tmp_path: Path, bins: list[int]) -> None:
+    page = tmp_path / "chart.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><style>svg text { font-size: 11px; '
+        "font-family: system-ui, sans-serif; }</style></head><body>"
+        + histogram_svg("groundedness", bins)
+        + "</body></html>",
+        encoding="utf-8",
+    )
+    browser.get(page.as_uri())
+    assert _overlapping_chart_labels(browser) == []

@@ -20,8 +20,8 @@ def test_instrument_records_every_run_once(
     case_name: str, mode: str, monitor: RecordingMonitor
 ) -> None:
     case = build(case_name)
-    handler = groundwatch_langchain.instrument(monitor, route="global")
-    assert groundwatch_langchain.instrumented_handler() is handler
+    assert groundwatch_langchain.instrument(monitor, route="global") is monitor
+    assert isinstance(groundwatch_langchain.instrumented_handler(), GroundwatchCallbackHandler)
     run(case.chain, [case.make_input("What is the refund policy?")], mode, {})
     (record,) = monitor.records
     assert record["question"] == "What is the refund policy?"
@@ -33,9 +33,11 @@ def test_instrument_twice_keeps_the_first(
     monitor: RecordingMonitor, caplog: pytest.LogCaptureFixture
 ) -> None:
     first = groundwatch_langchain.instrument(monitor)
+    handler = groundwatch_langchain.instrumented_handler()
     with caplog.at_level(logging.WARNING):
         second = groundwatch_langchain.instrument(RecordingMonitor())
-    assert second is first
+    assert second is first is monitor
+    assert groundwatch_langchain.instrumented_handler() is handler
     assert "already instrumented" in caplog.text
     build("lcel").chain.invoke("q?")
     assert len(monitor.records) == 1

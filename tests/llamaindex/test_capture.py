@@ -41,7 +41,7 @@ def passages(nodes: list[NodeWithScore]) -> list[Passage]:
 
 
 def assert_clean() -> None:
-    capture = groundwatch_llamaindex._capture
+    capture = groundwatch_llamaindex._instrument._capture
     assert capture is not None
     assert capture.open_roots == 0
     assert capture.tracked_spans == 0
@@ -418,7 +418,7 @@ def test_turn_without_retrieval_makes_no_record(
     """A plain chat turn has no context to be grounded in: not recorded, not a failure."""
     engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=3))
     assert str(engine.chat(QUESTIONS["eiffel"])) == "text text text"
-    capture = groundwatch_llamaindex._capture
+    capture = groundwatch_llamaindex._instrument._capture
     assert capture is not None
     assert monitor.records == [] and monitor.failures == []
     assert capture.no_retrieval == 1
@@ -451,7 +451,7 @@ async def test_a_query_the_sampler_declines_keeps_no_nodes_and_is_counted_once(
 ) -> None:
     monitor = RecordingMonitor(decision=Decision.NOT_SAMPLED)
     groundwatch_llamaindex.instrument(monitor, route="docs")
-    capture = groundwatch_llamaindex._capture
+    capture = groundwatch_llamaindex._instrument._capture
     assert capture is not None
     kept: list[int] = []
     real = capture.retrieval

@@ -24,6 +24,8 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         "GROUNDWATCH_CONTENT_MAX_CHARS",
         "GROUNDWATCH_EXECUTOR",
         "GROUNDWATCH_DISABLED",
+        "OTEL_SDK_DISABLED",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
     ):
         monkeypatch.delenv(name, raising=False)
     assert _config.from_env() == _config.RuntimeConfig(
@@ -123,3 +125,84 @@ def test_bad_monitor_arguments_raise_at_construction(
 ) -> None:
     with pytest.raises(ValueError):
         capgw.monitor(judge=EchoJudge(), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("genai", "ours", "captured"),
+    [
+        ("true", None, True),
+        ("SPAN_AND_EVENT", None, True),
+        ("span_only", None, True),
+        ("event_only", None, False),
+        ("no_content", None, False),
+        ("true", "false", False),  # ours wins when set
+        ("false", "1", True),
+        (None, None, False),
+    ],
+)
+def test_genai_content_capture_switch(
+    monkeypatch: pytest.MonkeyPatch, genai: str | None, ours: str | None, captured: bool
+) -> None:
+    for name, value in (
+        ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", genai),
+        ("GROUNDWATCH_CAPTURE_CONTENT", ours),
+    ):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert _config.from_env().capture_content is captured
+
+
+def test_genai_content_switch_puts_content_on_the_span(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GROUNDWATCH_CAPTURE_CONTENT", raising=False)
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    capgw.monitor(judge=EchoJudge()).record(question="q", contexts=["x"], answer="y")
+    (span,) = capgw.spans()
+    assert (span.attributes or {})[sc.GROUNDWATCH_CONTENT_ANSWER] == "y"
+
+
+def test_otel_sdk_disabled_scores_nothing(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GROUNDWATCH_DISABLED", raising=False)
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert _config.from_env().disabled
+    monitor = capgw.monitor(judge=EchoJudge())
+    monitor.record(question="q", contexts=["x"], answer="y", always_score=True)
+    assert capgw.metric_points(sc.METRIC_RECORDS) == [({sc.GROUNDWATCH_DECISION: "not_sampled"}, 1)]
+    assert capgw.results() == []
+
+
+def test_input_caps_are_read_here_and_warn(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("GROUNDWATCH_MAX_ANSWER_CHARS", "500")
+    monkeypatch.setenv("GROUNDWATCH_MAX_PASSAGES", "many")
+    with caplog.at_level(logging.WARNING, logger="groundwatch._config"):
+        assert _config.input_caps() == (500, 50_000, 64)
+    assert [r.getMessage() for r in caplog.records] == [
+        "ignoring GROUNDWATCH_MAX_PASSAGES='many': invalid value; using 64"
+    ]
+
+
+def test_every_variable_is_read_in_config_and_listed_in_the_docs() -> None:
+    """No GROUNDWATCH_* or OTEL_* name is read outside _config.py (the LLM judge's two defaults
+    excepted while it reads them itself), and docs/configuration.md lists every one."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    config_text = (root / "src" / "groundwatch" / "_config.py").read_text()
+    names = set(re.findall(r'"((?:GROUNDWATCH|OTEL)_[A-Z_]+)"', config_text))
+    assert {"OTEL_SDK_DISABLED", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"} <= names
+    for path in [*(root / "src").rglob("*.py"), *(root / "integrations").rglob("*.py")]:
+        if path.name == "_config.py":
+            continue
+        for read in re.findall(r'environ(?:\.get)?[\[(]\s*"([A-Z_]+)"', path.read_text()):
+            assert not read.startswith("GROUNDWATCH_"), f"{path} reads {read}"
+    table = (root / "docs" / "configuration.md").read_text()
+    missing = {n for n in names if f"`{n}`" not in table}
+    assert not missing, missing

@@ -42,17 +42,26 @@ WINDOW_PER_WORKER = 4
 """Rows read ahead per concurrent evaluation: keeps workers busy while bounding memory."""
 
 
+DEFAULT_MAX_HALLUCINATION_RATE = 0.0
+"""A gate with no options fails on any hallucinated answer: an unchecked default that passes a
+45 % hallucination rate would show a green build over red test cases."""
+
+
 class UsageError(Exception):
     """A problem with the command line or the environment (exit 2)."""
 
 
 @dataclass(frozen=True)
 class GateOptions:
-    """The thresholds of the gate; ``None`` means not checked."""
+    """The thresholds of the gate; ``None`` means not checked.
+
+    By default any ``hallucinated`` answer fails the gate (``max_hallucination_rate=0``); a
+    threshold relaxes it.
+    """
 
     min_faithfulness: float | None = None
     min_groundedness: float | None = None
-    max_hallucination_rate: float | None = None
+    max_hallucination_rate: float | None = DEFAULT_MAX_HALLUCINATION_RATE
     max_errors: int = 0
 
 
@@ -140,8 +149,10 @@ def add_parser(subparsers: Any) -> None:
     gate.add_argument(
         "--max-hallucination-rate",
         type=_unit_interval,
+        default=DEFAULT_MAX_HALLUCINATION_RATE,
         metavar="X",
-        help="fail when the share of scored answers labelled hallucinated is above X",
+        help="fail when the share of scored answers labelled hallucinated is above X "
+        "(default 0: any hallucinated answer fails)",
     )
     gate.add_argument(
         "--max-errors",

@@ -31,6 +31,21 @@ LABEL_ALIASES: dict[str, ExpectedLabel] = {
     "unfaithful": "hallucinated",
 }
 
+ALIASES: dict[str, tuple[str, ...]] = {
+    "question": ("question", "user_input", "input"),
+    "contexts": ("contexts", "context", "retrieved_contexts", "retrieval_context"),
+    "answer": ("answer", "response", "actual_output"),
+}
+"""Names of the question, contexts and answer fields by dataset convention, first match wins:
+ours; RAGAS (``user_input``, ``response``, ``retrieved_contexts``); DeepEval test cases
+(``input``, ``actual_output``, ``retrieval_context``). So a team can point ``check`` at the
+datasets it already has."""
+
+
+def _named(obj: Mapping[str, Any], field: str) -> str:
+    """The key ``obj`` uses for ``field`` (its first alias present), else the field's own name."""
+    return next((name for name in ALIASES[field] if name in obj), field)
+
 
 class InputFileError(Exception):
     """The input cannot be read at all (missing file, unknown format, not UTF-8, no header)."""
@@ -158,9 +173,11 @@ def _read_csv(path: Path) -> Iterator[Row | InvalidRow]:
         if header is None:
             raise InputFileError(f"{path} is empty: a CSV file needs a header row")
         columns = [h.strip().lower() for h in header]
-        if "answer" not in columns:
+        if not set(ALIASES["answer"]) & set(columns):
             raise InputFileError(
-                f"the CSV header of {path} has no 'answer' column (found: {', '.join(columns)})"
+                f"the CSV header of {path} has no 'answer' column "
+                f"(nor {', '.join(repr(a) for a in ALIASES['answer'][1:])}; "
+                f"found: {', '.join(columns)})"
             )
         number = 1
         while True:
@@ -209,19 +226,21 @@ def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -
     if isinstance(raw_id, (dict, list)):
         return bad("id", f"expected a string or a number, got {_kind(raw_id)}")
 
-    answer = obj.get("answer")
+    field = _named(obj, "answer")
+    answer = obj.get(field)
     if answer is None:
         return bad("answer", "missing")
     if not isinstance(answer, str):
-        return bad("answer", f"expected a string, got {_kind(answer)}")
+        return bad(field, f"expected a string, got {_kind(answer)}")
 
-    question = obj.get("question")
+    field = _named(obj, "question")
+    question = obj.get(field)
     if question == "":
         question = None
     if question is not None and not isinstance(question, str):
-        return bad("question", f"expected a string or null, got {_kind(question)}")
+        return bad(field, f"expected a string or null, got {_kind(question)}")
 
-    field = "contexts" if "contexts" in obj else "context"
+    field = _named(obj, "contexts")
     contexts = obj.get(field)
     if contexts is None:
         return bad("contexts", "missing (a list of passages)")

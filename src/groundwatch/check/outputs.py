@@ -107,11 +107,16 @@ def xml_attr(text: str) -> str:
 class JUnitWriter:
     """``--junit OUT``: one test case per answer, readable by CI systems.
 
-    A case fails (``<failure>``) when the answer is ``hallucinated`` or
-    ``insufficient_context``, or has a contradicted claim; the message lists the unsupported and
-    contradicted claims with their evidence. Judge errors and invalid rows are ``<error>``;
-    ``no_claims`` answers are ``<skipped>``. Each gate threshold is one more case, so a failed
-    threshold shows up in the CI's test view too.
+    A case fails (``<failure>``) exactly when a failed gate threshold blames it
+    (:meth:`Threshold.blames`: a hallucinated answer under the hallucination-rate threshold, an
+    answer below a failed minimum score); the message lists the unsupported and contradicted
+    claims with their evidence. So the file has a failure if and only if the gate failed, and
+    the CI's test view agrees with the exit code. Answers that are flagged but within the gate
+    pass, with their claims in ``<system-out>``. Judge errors and invalid rows are ``<error>``;
+    ``no_claims`` answers are ``<skipped>``. Each gate threshold is one more case.
+
+    Whether a case fails is known only when the run ends, so cases wait in a temporary file, one
+    JSON line each (memory stays flat), and are written out in ``close``.
     """
 
     def __init__(self, path: Path, classname: str) -> None:
@@ -126,13 +131,28 @@ class JUnitWriter:
         self.tests = self.failures = self.errors = self.skipped = 0
         self._started = time.strftime("%Y-%m-%dT%H:%M:%S")
 
-    def _case(self, name: str, seconds: float, body: str, classname: str | None = None) -> None:
+    def _case(
+        self, name: str, seconds: float, body: str, classname: str | None = None, **row: Any
+    ) -> None:
+        """Queue one case; ``row`` (label, scores, failure) decides its fate in ``close``."""
         self.tests += 1
-        self._cases.write(
-            f"    <testcase classname={xml_attr(classname or self._classname)} "
-            f'name={xml_attr(name)} time="{seconds:.6f}"'
+        case = {"name": name, "seconds": seconds, "body": body, "classname": classname, **row}
+        self._cases.write(json.dumps(case, ensure_ascii=False) + "\n")
+
+    def _write_case(self, out: IO[str], case: dict[str, Any], thresholds: list[Threshold]) -> None:
+        body = str(case["body"])
+        failure = case.get("failure")
+        if failure and any(
+            t.blames(case["label"], case["faithfulness"], case["groundedness"]) for t in thresholds
+        ):
+            self.failures += 1
+            body = failure + body
+        classname = case["classname"] or self._classname
+        out.write(
+            f"    <testcase classname={xml_attr(classname)} "
+            f'name={xml_attr(case["name"])} time="{case["seconds"]:.6f}"'
         )
-        self._cases.write(f">\n{body}    </testcase>\n" if body else "/>\n")
+        out.write(f">\n{body}    </testcase>\n" if body else "/>\n")
 
     def add(self, row: Row, ev: Evaluation, seconds: float) -> None:
         scores = (
@@ -140,7 +160,7 @@ class JUnitWriter:
             if ev.faithfulness is not None and ev.groundedness is not None
             else "no scores"
         )
-        body = ""
+        body = failure = ""
         if ev.label == "error":
             self.errors += 1
             body = (
@@ -151,7 +171,6 @@ class JUnitWriter:
             self.skipped += 1
             body = '      <skipped message="no checkable claims in the answer"/>\n'
         elif is_failure(ev):
-            self.failures += 1
             claims = failing_claims(ev)
             counts = ev.verdict_counts
             message = (
@@ -165,15 +184,25 @@ class JUnitWriter:
             if len(claims) > 5:
                 message += f"\n… and {len(claims) - 5} more"
             detail = "\n".join(claim_line(c, limit=2000) for c in claims)
-            body = (
+            failure = (
                 f"      <failure type={xml_attr(ev.label)} message={xml_attr(message)}>"
                 f"{xml_text(detail)}</failure>\n"
             )
         out = f"label {ev.label}; {scores}; {ev.explanation}"
         if row.expected:
             out += f"; human label {row.expected}"
+        if failure:
+            out += "".join(f"\n{claim_line(c, limit=2000)}" for c in failing_claims(ev))
         body += f"      <system-out>{xml_text(out)}</system-out>\n"
-        self._case(row.name, seconds, body)
+        self._case(
+            row.name,
+            seconds,
+            body,
+            label=ev.label,
+            faithfulness=ev.faithfulness,
+            groundedness=ev.groundedness,
+            failure=failure,
+        )
 
     def add_invalid(self, bad: InvalidRow) -> None:
         self.errors += 1
@@ -189,6 +218,14 @@ class JUnitWriter:
             )
             self.failures += 0 if t.passed else 1
             self._case(f"gate: {t.name}", 0.0, body, classname=f"{self._classname}.gate")
+        self._cases.seek(0)
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as cases:
+            for line in self._cases:
+                self._write_case(cases, json.loads(line), thresholds)
+            self._write(summary, exit_code, cases)
+        self._cases.close()
+
+    def _write(self, summary: CheckSummary, exit_code: int, cases: IO[str]) -> None:
         counts = (
             f'tests="{self.tests}" failures="{self.failures}" errors="{self.errors}" '
             f'skipped="{self.skipped}" time="{summary.seconds:.3f}"'
@@ -210,10 +247,9 @@ class JUnitWriter:
             ):
                 out.write(f"      <property name={xml_attr(key)} value={xml_attr(value)}/>\n")
             out.write("    </properties>\n")
-            self._cases.seek(0)
-            shutil.copyfileobj(self._cases, out, _COPY_CHUNK_CHARS)
+            cases.seek(0)
+            shutil.copyfileobj(cases, out, _COPY_CHUNK_CHARS)
             out.write("  </testsuite>\n</testsuites>\n")
-        self._cases.close()
 
 
 def _num(value: float | None) -> str:

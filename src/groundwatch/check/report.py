@@ -1,8 +1,9 @@
 """The HTML report of ``groundwatch check``: one self-contained file that works offline.
 
 Layout: the run's summary and a score-distribution chart (inline SVG) at the top, label filters,
-then one card per answer with its claims highlighted inside the answer text, and under it every
-claim with its verdict, reason, evidence quote and the passage around the quote.
+then one card per answer, worst first, with its claims highlighted inside the answer text, and
+under it every claim with its verdict, reason, evidence quote and the passage around the quote;
+for a claim without evidence, the closest passage sentence, and the retrieved passages.
 
 Design choices:
 
@@ -13,7 +14,9 @@ Design choices:
   and never colour alone: each verdict also has its own underline style (solid, dashed, dotted,
   wavy), an icon and a text tag.
 - Streamed like the other outputs: answer cards go to a temporary file while the run goes on;
-  ``close`` writes the summary (known only at the end) and then copies the cards after it.
+  ``close`` writes the summary (known only at the end) and then copies the cards after it,
+  worst first (only each card's sort key and place in the file stay in memory, and the cards
+  per label are capped).
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ import base64
 import hashlib
 import html
 import re
-import shutil
 import tempfile
 import time
+from array import array
 from collections import Counter
 from pathlib import Path
 from typing import IO
@@ -39,6 +42,7 @@ from .summary import (
     VERDICT_ICONS,
     CheckSummary,
     Threshold,
+    closest_sentence,
 )
 
 DEFAULT_MAX_CASES_PER_LABEL = 2_000
@@ -48,8 +52,20 @@ crowded out by grounded answers because each label has its own allowance."""
 PASSAGE_WINDOW_CHARS = 600
 """Characters of passage shown on each side of an evidence quote (passages can be 50k long)."""
 
-_COPY_CHUNK_CHARS = 16_384
-"""Cases are copied from the temporary file in chunks this size: memory stays small."""
+RETRIEVED_PASSAGE_CHARS = 2_000
+"""Characters of each retrieved passage shown under an answer with unbacked claims."""
+
+_WORST_FIRST = {
+    "hallucinated": 0,
+    "insufficient_context": 1,
+    "error": 2,
+    "invalid": 3,
+    "no_claims": 4,
+    "grounded": 5,
+}
+"""Card order: what needs a look first. Within a label, lower faithfulness, then lower
+groundedness, then input order."""
+
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 
@@ -142,6 +158,11 @@ mark.v-unsupported sup { color: #9a6a00; }
 .passage { white-space: pre-wrap; background: var(--paper); border: 1px solid var(--line);
   border-radius: 4px; padding: .4rem .6rem; margin: .3rem 0; font-size: .88rem; }
 .passage mark { background: #fde9a8; outline: 1px solid #c9a227; }
+.closest { margin: .2rem 0 0 .2rem; font-size: .92rem; color: var(--muted); }
+.closest .quote { color: var(--ink); }
+details.retrieved { margin-top: .5rem; font-size: .92rem; }
+details.retrieved li { white-space: pre-wrap; margin: .3rem 0; }
+.card .why { font-size: .8rem; margin-top: .2rem; }
 details > summary { cursor: pointer; color: var(--supported); font-size: .88rem; }
 .invalid-msg { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
 @media print { .filters { display: none; } }
@@ -240,6 +261,8 @@ def _claim_item(i: int, claim: Claim, located: bool, passages: list[str]) -> str
         parts.append(' <span class="unlocated">(not located in the answer text)</span>')
     if claim.reason:
         parts.append(f' <span class="reason">— {_e(claim.reason)}</span>')
+    if not claim.evidence and claim.verdict in ("unsupported", "contradicted"):
+        parts.append(_closest_item(claim, passages))
     for ev in claim.evidence[:3]:
         label = f"passage {ev.passage + 1}"
         parts.append(
@@ -257,6 +280,50 @@ def _claim_item(i: int, claim: Claim, located: bool, passages: list[str]) -> str
         parts.append("</div>")
     parts.append("</li>")
     return "".join(parts)
+
+
+def _closest_item(claim: Claim, passages: list[str]) -> str:
+    """The passage sentence nearest an unbacked claim, said to be a pointer, not evidence."""
+    found = closest_sentence(claim.text, passages)
+    if found is None:
+        return '<div class="closest">no passage sentence shares a word with this claim</div>'
+    index, start, end = found
+    label = f"passage {index + 1}"
+    return (
+        f'<div class="closest">closest passage sentence (not evidence): <span class="quote">'
+        f"“{_e(passages[index][start:end])}”</span> ({label})"
+        f"<details><summary>show {label} ({len(passages[index])} characters)</summary>"
+        f'<div class="passage">{_passage_window(passages[index], start, end)}</div></details>'
+        "</div>"
+    )
+
+
+def _retrieved_passages(passages: list[str]) -> str:
+    items = []
+    for text in passages:
+        cut = text[:RETRIEVED_PASSAGE_CHARS]
+        more = f" … ({len(text) - len(cut)} more characters)" if len(text) > len(cut) else ""
+        items.append(f"<li>{_e(cut)}{more}</li>")
+    return (
+        f'<details class="retrieved"><summary>the {len(passages)} retrieved passages</summary>'
+        f"<ol>{''.join(items)}</ol></details>"
+    )
+
+
+_SCORE_STEPS = 10_000
+_SEQUENCE_BITS = 32
+
+
+def case_order(label: str, ev: Evaluation | None, sequence: int) -> int:
+    """The sort key that puts the worst answers first (see ``_WORST_FIRST``), packed in one
+    64-bit integer (label rank, faithfulness and groundedness to 1e-4, then arrival order) so
+    that the report's index costs a few bytes per card."""
+    f = 1.0 if ev is None or ev.faithfulness is None else ev.faithfulness
+    g = 1.0 if ev is None or ev.groundedness is None else ev.groundedness
+    rank = _WORST_FIRST.get(label, len(_WORST_FIRST))
+    steps = _SCORE_STEPS + 1
+    packed: int = (rank * steps + round(f * _SCORE_STEPS)) * steps + round(g * _SCORE_STEPS)
+    return (packed << _SEQUENCE_BITS) | (sequence & ((1 << _SEQUENCE_BITS) - 1))
 
 
 def render_case(row: Row, ev: Evaluation) -> str:
@@ -300,6 +367,8 @@ def render_case(row: Row, ev: Evaluation) -> str:
     if ev.claims:
         items = [_claim_item(i, c, i in located, passages) for i, c in enumerate(ev.claims)]
         body.append(f'<ol class="claims">{"".join(items)}</ol>')
+    if passages and any(c.verdict in ("unsupported", "contradicted") for c in ev.claims):
+        body.append(_retrieved_passages(passages))
     body.append("</article>\n")
     return "".join(body)
 
@@ -318,7 +387,9 @@ def render_invalid(bad: InvalidRow) -> str:
 
 def histogram_svg(title: str, bins: list[int]) -> str:
     """A bar chart of score counts in ``HISTOGRAM_BINS`` bins over [0, 1], as inline SVG."""
-    width, height, left, bottom, top = 340, 170, 30, 28, 22
+    # The title sits above ``top`` and each bar's count just above the bar, so the tallest
+    # bar's count needs ``top`` clear of the title's baseline (14) plus one label height.
+    width, height, left, bottom, top = 340, 180, 30, 28, 34
     plot_w, plot_h = width - left - 10, height - bottom - top
     peak = max(bins) if any(bins) else 1
     bar_w = plot_w / HISTOGRAM_BINS
@@ -341,14 +412,21 @@ def histogram_svg(title: str, bins: list[int]) -> str:
         )
         if n:
             parts.append(
-                f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h - h - 3:.1f}" '
-                f'text-anchor="middle">{n}</text>'
+                f'<text class="count" x="{x + bar_w / 2:.1f}" y="{top + plot_h - h - 3:.1f}" '
+                f'text-anchor="middle"{_fit(str(n), bar_w)}>{n}</text>'
             )
     for tick in (0.0, 0.5, 1.0):
         x = left + plot_w * tick
         parts.append(f'<text x="{x:.1f}" y="{height - 10}" text-anchor="middle">{tick:.1f}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _fit(label: str, width: float) -> str:
+    """Squeeze a count wider than its bar (5+ digits at 11 px) so neighbours never overlap."""
+    if len(label) * 6.5 <= width - 2:
+        return ""
+    return f' textLength="{width - 3:.1f}" lengthAdjust="spacingAndGlyphs"'
 
 
 class HtmlReportWriter:
@@ -364,43 +442,70 @@ class HtmlReportWriter:
         self._title = title
         self._max_cases = max_cases_per_label
         self._written: Counter[str] = Counter()
-        self._cases: IO[str] = tempfile.TemporaryFile(  # noqa: SIM115 (closed in close())
-            "w+", encoding="utf-8"
-        )
+        # (sort key, offset, length) per card in the temporary file: ``close`` copies them
+        # worst first without holding the cards themselves.
+        # Three parallel arrays of 64-bit integers: sort key, byte offset and length per card.
+        self._keys, self._offsets, self._lengths = array("q"), array("q"), array("q")
+        self._cases: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         self._started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         # Opening the output now surfaces an unwritable path before the run, not after it.
         path.open("w", encoding="utf-8").close()
 
+    def _keep(self, label: str, ev: Evaluation | None, card: str) -> None:
+        data = card.encode("utf-8")
+        self._keys.append(case_order(label, ev, len(self._keys)))
+        self._offsets.append(self._offsets[-1] + self._lengths[-1] if self._offsets else 0)
+        self._lengths.append(len(data))
+        self._cases.write(data)
+
     def add(self, row: Row, ev: Evaluation, seconds: float) -> None:
         if self._written[ev.label] < self._max_cases:
             self._written[ev.label] += 1
-            self._cases.write(render_case(row, ev))
+            self._keep(ev.label, ev, render_case(row, ev))
 
     def add_invalid(self, bad: InvalidRow) -> None:
         if self._written["invalid"] < self._max_cases:
             self._written["invalid"] += 1
-            self._cases.write(render_invalid(bad))
+            self._keep("invalid", None, render_invalid(bad))
 
     def _summary(self, s: CheckSummary, thresholds: list[Threshold], exit_code: int) -> str:
         passed = exit_code == 0
         verdict = {0: "PASS", 1: "FAIL", 2: "BAD INPUT"}[exit_code]
         rate = s.hallucination_rate
+        failed = [t for t in thresholds if not t.passed]
+        reasons = [f"{s.invalid} invalid rows"] if s.invalid else []
+        why = "; ".join(reasons + [t.text for t in failed]) or "every threshold met"
+
+        def state(name: str) -> str:
+            # A metric's card shows the gate's verdict on it, when the gate checked it.
+            checked = [t for t in thresholds if t.name == name]
+            if not checked:
+                return ""
+            return "gate-pass" if all(t.passed for t in checked) else "gate-fail"
+
         cards = [
             (
                 f"gate-{'pass' if passed else 'fail'}",
                 verdict,
                 f"gate result (exit {exit_code})",
+                why,
             ),
-            ("", str(s.rows + s.invalid), f"rows ({s.invalid} invalid)"),
-            ("", "–" if rate is None else f"{rate:.1%}", f"hallucination rate ({s.scored} scored)"),
-            ("", _score(s.mean_faithfulness), "mean faithfulness"),
-            ("", _score(s.mean_groundedness), "mean groundedness"),
+            ("", str(s.rows + s.invalid), f"rows ({s.invalid} invalid)", ""),
+            (
+                state("hallucination rate"),
+                "–" if rate is None else f"{rate:.1%}",
+                f"hallucination rate ({s.labels['hallucinated']} of {s.scored} scored)",
+                "",
+            ),
+            (state("mean faithfulness"), _score(s.mean_faithfulness), "mean faithfulness", ""),
+            (state("mean groundedness"), _score(s.mean_groundedness), "mean groundedness", ""),
         ]
         out = ['<section id="summary"><div class="cards">']
-        for cls, n, k in cards:
+        for cls, n, k, detail in cards:
+            extra = f'<div class="why">{_e(detail)}</div>' if detail else ""
             out.append(
                 f'<div class="card {cls}"><div class="n">{_e(n)}</div>'
-                f'<div class="k">{k}</div></div>'
+                f'<div class="k">{k}</div>{extra}</div>'
             )
         out.append('</div><div class="grid"><div>')
         out.append('<table id="label-counts"><tr><th>label</th><th>answers</th><th>share</th></tr>')
@@ -512,7 +617,8 @@ class HtmlReportWriter:
             out.write(self._legend())
             out.write(self._filters(summary))
             out.write('\n<main id="cases">\n')
-            self._cases.seek(0)
-            shutil.copyfileobj(self._cases, out, _COPY_CHUNK_CHARS)
+            for i in sorted(range(len(self._keys)), key=self._keys.__getitem__):
+                self._cases.seek(self._offsets[i])
+                out.write(self._cases.read(self._lengths[i]).decode("utf-8"))
             out.write(f"</main>\n<script>{_JS}</script>\n</body>\n</html>\n")
         self._cases.close()

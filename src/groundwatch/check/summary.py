@@ -3,7 +3,7 @@
 Everything here is O(1) in the number of rows: counters, sums, histogram bins, and a bounded
 heap of the worst answers, so a 100,000-row file costs no more memory than a 100-row one.
 
-Definitions (the README's "check" section documents them for users):
+Definitions (docs/check.md documents them for users):
 
 - *scored* answers are those with scores: labels ``grounded``, ``hallucinated`` and
   ``insufficient_context``. ``no_claims`` (nothing checkable) and ``error`` have no scores.
@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,28 @@ MAX_KEPT_MESSAGES = 20
 """Invalid rows and judge errors kept verbatim for the summary; the rest are only counted."""
 
 VERDICT_ICONS = {"supported": "✓", "inferred": "≈", "unsupported": "?", "contradicted": "✗"}
+
+
+_SENTENCE = re.compile(r"[^.!?。！？；\n]+[.!?。！？；]?")
+_TOKEN = re.compile(r"[^\W_]+|[\u3400-\u9fff]")
+
+
+def closest_sentence(claim: str, passages: Sequence[str]) -> tuple[int, int, int] | None:
+    """(passage index, start, end) of the passage sentence sharing most words with ``claim``.
+
+    A pointer for the reader of a failure when the judge gave no evidence; it is not evidence
+    (the judge found the claim unsupported there). None when no sentence shares a word.
+    """
+    words = {t.lower() for t in _TOKEN.findall(claim)}
+    best: tuple[int, int, int, int] | None = None
+    for index, text in enumerate(passages):
+        for m in _SENTENCE.finditer(text):
+            shared = len(words & {t.lower() for t in _TOKEN.findall(m.group(0))})
+            if shared and (best is None or shared > best[0]):
+                raw = m.group(0)
+                start = m.start() + len(raw) - len(raw.lstrip())
+                best = (shared, index, start, m.start() + len(raw.rstrip()))
+    return None if best is None else best[1:]
 
 
 def failing_claims(ev: Evaluation) -> list[Claim]:
@@ -85,11 +109,26 @@ class WorstCase:
 
 @dataclass(frozen=True)
 class Threshold:
-    """One gate condition and whether the run met it."""
+    """One gate condition and whether the run met it.
+
+    ``metric`` and ``limit`` say which answers a failed threshold blames (:meth:`blames`): the
+    JUnit file marks exactly those answers failed, so it shows red tests only on a red build.
+    """
 
     name: str
     passed: bool
     text: str
+    metric: str = ""
+    limit: float | None = None
+
+    def blames(self, label: str, faithfulness: float | None, groundedness: float | None) -> bool:
+        """Whether an answer with these results is one this failed threshold fails on."""
+        if self.passed or self.limit is None:
+            return False
+        if self.metric == "hallucination_rate":
+            return label == "hallucinated"
+        score = {"faithfulness": faithfulness, "groundedness": groundedness}.get(self.metric)
+        return score is not None and score < self.limit - 1e-12
 
 
 @dataclass
@@ -214,32 +253,33 @@ class CheckSummary:
     ) -> list[Threshold]:
         """Evaluate every gate condition that was asked for (judge errors always are)."""
         out: list[Threshold] = []
-        for name, value, limit in (
-            ("mean faithfulness", self.mean_faithfulness, min_faithfulness),
-            ("mean groundedness", self.mean_groundedness, min_groundedness),
+        for metric, value, limit in (
+            ("faithfulness", self.mean_faithfulness, min_faithfulness),
+            ("groundedness", self.mean_groundedness, min_groundedness),
         ):
             if limit is None:
                 continue
+            name = f"mean {metric}"
             if value is None:
-                out.append(Threshold(name, False, f"{name}: no scored answer to check >= {limit}"))
+                text = f"{name}: no scored answer to check >= {limit}"
+                out.append(Threshold(name, False, text, metric, limit))
             else:
                 ok = value >= limit - 1e-12
-                out.append(Threshold(name, ok, f"{name} {value:.3f} {'>=' if ok else '<'} {limit}"))
+                text = f"{name} {value:.3f} {'>=' if ok else '<'} {limit}"
+                out.append(Threshold(name, ok, text, metric, limit))
         if max_hallucination_rate is not None:
             rate = self.hallucination_rate
-            name = "hallucination rate"
+            name, metric = "hallucination rate", "hallucination_rate"
             if rate is None:
-                out.append(Threshold(name, False, f"{name}: no scored answer to check"))
+                text = f"{name}: no scored answer to check"
+                out.append(Threshold(name, False, text, metric, max_hallucination_rate))
             else:
                 ok = rate <= max_hallucination_rate + 1e-12
-                out.append(
-                    Threshold(
-                        name,
-                        ok,
-                        f"{name} {rate:.1%} {'<=' if ok else '>'} {max_hallucination_rate:.1%} "
-                        f"({self.labels['hallucinated']} of {self.scored} scored answers)",
-                    )
+                text = (
+                    f"{name} {rate:.1%} {'<=' if ok else '>'} {max_hallucination_rate:.1%} "
+                    f"({self.labels['hallucinated']} of {self.scored} scored answers)"
                 )
+                out.append(Threshold(name, ok, text, metric, max_hallucination_rate))
         errors = self.labels["error"]
         ok = errors <= max_errors
         out.append(

@@ -42,18 +42,22 @@ DRIFT_AT = 0.45
 """The scripted model starts drifting after this share of the requests."""
 ROUTE = "help-centre"
 
-_LANGCHAIN_HINT = (
-    "groundwatch demo needs LangChain and the groundwatch LangChain integration:\n"
-    "    pip install 'groundwatch[langchain]'   (langchain-core and groundwatch-langchain)"
+DEMO_INSTALL = 'pip install -e ".[demo]" -e integrations/langchain'
+"""The demo's install line from a clone (``pip install "groundwatch[demo]"`` once published)."""
+_DEMO_MODULES = (
+    ("langchain_core", "langchain-core"),
+    ("groundwatch_langchain", "groundwatch-langchain"),
+    ("numpy", "numpy (the vector store's similarity search)"),
+    ("opentelemetry.sdk", "opentelemetry-sdk"),
 )
 _OTLP_HINT = (
     "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OTLP exporter is not installed:\n"
-    "    pip install opentelemetry-exporter-otlp-proto-http\n"
+    '    pip install -e ".[otlp]"   (opentelemetry-exporter-otlp-proto-http)\n'
     "Telemetry stays in this process for this run."
 )
 _PROMETHEUS_HINT = (
     "--prometheus-port needs the Prometheus exporter:\n"
-    "    pip install opentelemetry-exporter-prometheus"
+    '    pip install -e ".[prometheus]"   (opentelemetry-exporter-prometheus)'
 )
 
 
@@ -263,6 +267,60 @@ class DemoTelemetry:
     logs: Any
     destinations: list[str]
     notes: list[str]
+    otlp: Delivery | None
+
+
+class Delivery:
+    """Counts the OTLP exports that succeeded and failed, per signal, for an honest summary."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.ok: Counter[str] = Counter()
+        self.failed: Counter[str] = Counter()
+
+    def wrap(self, exporter: Any) -> Any:
+        delivery = self
+
+        class Counted:
+            def __getattr__(self, name: str) -> Any:  # shutdown, force_flush, temporality...
+                return getattr(exporter, name)
+
+            def export(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
+                try:
+                    result = exporter.export(batch, *args, **kwargs)
+                except Exception:
+                    delivery.failed[type(exporter).__name__] += 1
+                    raise
+                ok = getattr(result, "name", "") == "SUCCESS"
+                (delivery.ok if ok else delivery.failed)[type(exporter).__name__] += 1
+                return result
+
+        return Counted()
+
+    def report(self) -> str:
+        sent, failed = sum(self.ok.values()), sum(self.failed.values())
+        if failed == 0 and sent:
+            return f"OTLP/HTTP at {self.endpoint}: delivered ({sent} exports, none failed)"
+        if failed == 0:
+            return f"OTLP/HTTP at {self.endpoint}: nothing was exported"
+        return (
+            f"OTLP/HTTP at {self.endpoint}: DELIVERY FAILED for {failed} of {sent + failed} "
+            "exports (see the exporter's warnings above); that telemetry is lost"
+        )
+
+
+def _unreachable(endpoint: str) -> str | None:
+    """Why a TCP connection to the endpoint's host and port fails, or None when it connects."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 4318)
+    try:
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=2):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
 
 
 def setup_telemetry(seed: int, prometheus_port: int | None) -> DemoTelemetry:
@@ -302,8 +360,9 @@ def setup_telemetry(seed: int, prometheus_port: int | None) -> DemoTelemetry:
     logger_provider = LoggerProvider(resource=resource)
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
     readers: list[MetricReader] = []
-    destinations = ["this console (summary above)"]
+    destinations = ["in-memory exporters in this process (counted above; nothing printed)"]
     notes: list[str] = []
+    otlp: Delivery | None = None
 
     endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if endpoint:
@@ -315,12 +374,22 @@ def setup_telemetry(seed: int, prometheus_port: int | None) -> DemoTelemetry:
             notes.append(_OTLP_HINT)
         else:
             # Endpoint, headers and timeouts come from the standard OTEL_EXPORTER_OTLP_* variables.
-            tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-            logger_provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
-            readers.append(
-                PeriodicExportingMetricReader(OTLPMetricExporter(), export_interval_millis=5_000)
+            # Each exporter is wrapped so that the summary reports what was delivered, not what
+            # was attempted; an endpoint that refuses connections is reported before the run
+            # instead of after the exporters' retries.
+            otlp = Delivery(endpoint)
+            unreachable = _unreachable(endpoint)
+            if unreachable:
+                notes.append(f"OTLP endpoint {endpoint} is not reachable ({unreachable}).")
+            tracer_provider.add_span_processor(BatchSpanProcessor(otlp.wrap(OTLPSpanExporter())))
+            logger_provider.add_log_record_processor(
+                BatchLogRecordProcessor(otlp.wrap(OTLPLogExporter()))
             )
-            destinations.append(f"OTLP/HTTP at {endpoint} (traces, logs, metrics)")
+            readers.append(
+                PeriodicExportingMetricReader(
+                    otlp.wrap(OTLPMetricExporter()), export_interval_millis=5_000
+                )
+            )
     if prometheus_port is not None:
         try:
             from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -333,7 +402,7 @@ def setup_telemetry(seed: int, prometheus_port: int | None) -> DemoTelemetry:
             destinations.append(f"Prometheus at http://127.0.0.1:{prometheus_port}/metrics")
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     return DemoTelemetry(
-        tracer_provider, meter_provider, logger_provider, spans, logs, destinations, notes
+        tracer_provider, meter_provider, logger_provider, spans, logs, destinations, notes, otlp
     )
 
 
@@ -502,12 +571,15 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 < args.sample_rate <= 1.0:
         print("--sample-rate must be in (0, 1]", file=sys.stderr)
         return 2
-    try:
-        import langchain_core  # noqa: F401
-        from groundwatch_langchain import GroundwatchCallbackHandler
-    except ImportError:
-        print(_LANGCHAIN_HINT, file=sys.stderr)
+    missing = [name for module, name in _DEMO_MODULES if not _importable(module)]
+    if missing:
+        print(
+            f"groundwatch demo needs {', '.join(missing)}. From a clone of the repository:\n"
+            f"    {DEMO_INSTALL}",
+            file=sys.stderr,
+        )
         return 2
+    from groundwatch_langchain import GroundwatchCallbackHandler
 
     from ..judging.judges import LocalJudge
     from ..runtime.monitor import Monitor
@@ -601,15 +673,25 @@ def run(args: argparse.Namespace) -> int:
     tel.logger_provider.shutdown()
     tel.meter_provider.shutdown()
     elapsed = time.perf_counter() - started
+    destinations = [*tel.destinations, *([tel.otlp.report()] if tel.otlp else [])]
     print(
         f"Telemetry: {n_spans} spans, {events.get('gen_ai.evaluation.result', 0)} "
         f"gen_ai.evaluation.result events, {events.get('groundwatch.alert', 0)} groundwatch.alert "
-        f"events and the groundwatch.* metrics went to: {'; '.join(tel.destinations)}."
+        f"events and the groundwatch.* metrics went to: {'; '.join(destinations)}."
     )
-    if len(tel.destinations) == 1:
+    if len(destinations) == 1:
         print(
             "  Send them elsewhere: OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 "
             "(a Collector, see examples/otel-collector.yaml) or --prometheus-port 9464."
         )
     print(f"Done in {elapsed:.1f} s.")
-    return 0
+    return 1 if tel.otlp and sum(tel.otlp.failed.values()) else 0
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or blocked in sys.modules
+        return False

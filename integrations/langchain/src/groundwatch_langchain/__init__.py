@@ -12,18 +12,19 @@ For every run in the process::
     import groundwatch_langchain
 
     groundwatch_langchain.instrument(monitor)
+
+or with no code change, ``opentelemetry-instrument python app.py``: the
+:class:`GroundwatchLangChainInstrumentor` is registered as an OpenTelemetry instrumentor.
 """
 
 import logging
 
 from ._extract import ANSWER_KEYS, QUESTION_KEYS, SCORE_KEYS
 from ._handler import ROUTE_METADATA_KEY, GroundwatchCallbackHandler
-from ._instrument import instrument, instrumented_handler, uninstrument
+from ._instrument import instrumented_handler
+from ._instrumentor import GroundwatchLangChainInstrumentor, instrument, uninstrument
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
-
-#: The LangChain versions this integration supports (declared once, as instrumentations do).
-_instruments = ("langchain-core >= 0.3",)
 
 __all__ = [
     "ANSWER_KEYS",
@@ -31,6 +32,7 @@ __all__ = [
     "ROUTE_METADATA_KEY",
     "SCORE_KEYS",
     "GroundwatchCallbackHandler",
+    "GroundwatchLangChainInstrumentor",
     "instrument",
     "instrumented_handler",
     "uninstrument",

@@ -14,96 +14,16 @@ record: the question, the nodes the answer was generated from (the response's so
 post-processors and re-rankers; for sub-question engines every retrieved node) and the final
 answer; streamed answers are recorded when the stream has been consumed. The OpenTelemetry span
 current when the query started goes with the record, so the evaluation lands in that trace.
+
+With no code change, ``opentelemetry-instrument python app.py`` does the same: the
+:class:`GroundwatchLlamaIndexInstrumentor` is registered as an OpenTelemetry instrumentor.
 """
 
-from __future__ import annotations
-
 import logging
-import threading
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from groundwatch.integration import MonitorLike
-
-    from ._handler import Capture
+from ._instrument import is_instrumented
+from ._instrumentor import GroundwatchLlamaIndexInstrumentor, instrument, uninstrument
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-_instruments = ("llama-index-core >= 0.12",)
-"""The LlamaIndex versions this integration supports."""
-
-__all__ = ["instrument", "is_instrumented", "uninstrument"]
-
-_lock = threading.Lock()
-_capture: Capture | None = None
-
-
-def instrument(
-    monitor: MonitorLike, *, engine: Any | None = None, route: str | None = None
-) -> None:
-    """Send LlamaIndex queries and chat turns to ``monitor``.
-
-    Registers groundwatch's span and event handlers on the root instrumentation dispatcher
-    (``llama_index.core.instrumentation.get_dispatcher()``), once: calling again adds or replaces
-    a binding instead of registering twice.
-
-    Args:
-        monitor: a :class:`groundwatch.Monitor` (anything with its ``record`` and
-            ``record_failure`` methods).
-        engine: only record queries made on this query or chat engine (matched by identity; the
-            engine is held weakly). Engine bindings take precedence over a global one, so
-            different engines can feed different monitors or routes. ``None`` binds every engine
-            (replacing an earlier global binding).
-        route: the route name for these records (defaults to the monitor's own).
-    """
-    global _capture
-    from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
-
-    from ._handler import Capture, GroundwatchEventHandler, GroundwatchSpanHandler
-
-    with _lock:
-        dispatcher = get_dispatcher()
-        if _capture is None:
-            _capture = Capture()
-        span_handler = next(
-            (h for h in dispatcher.span_handlers if isinstance(h, GroundwatchSpanHandler)), None
-        )
-        if span_handler is None:
-            dispatcher.add_span_handler(GroundwatchSpanHandler(_capture))
-        if not any(isinstance(h, GroundwatchEventHandler) for h in dispatcher.event_handlers):
-            dispatcher.add_event_handler(GroundwatchEventHandler(_capture))
-        _capture.bind(monitor, route, engine)
-
-
-def uninstrument(*, engine: Any | None = None) -> None:
-    """Stop recording.
-
-    Args:
-        engine: remove only the binding made for this engine; with ``None`` every binding goes and
-            the handlers are removed from the dispatcher. Queries in flight are not recorded.
-    """
-    global _capture
-    from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
-
-    from ._handler import GroundwatchEventHandler, GroundwatchSpanHandler
-
-    with _lock:
-        if _capture is None:
-            return
-        if engine is not None:
-            _capture.unbind(engine)
-            return
-        _capture.unbind_all()
-        _capture = None
-        dispatcher = get_dispatcher()
-        dispatcher.span_handlers[:] = [
-            h for h in dispatcher.span_handlers if not isinstance(h, GroundwatchSpanHandler)
-        ]
-        dispatcher.event_handlers[:] = [
-            h for h in dispatcher.event_handlers if not isinstance(h, GroundwatchEventHandler)
-        ]
-
-
-def is_instrumented() -> bool:
-    """Whether groundwatch's handlers are registered on the dispatcher."""
-    return _capture is not None
+__all__ = ["GroundwatchLlamaIndexInstrumentor", "instrument", "is_instrumented", "uninstrument"]

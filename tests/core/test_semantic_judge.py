@@ -114,11 +114,12 @@ def test_chinese_claims_get_no_second_look(judge: gw.SemanticJudge) -> None:
 
 
 def test_threshold_decides_between_inferred_and_unsupported() -> None:
-    strict = gw.SemanticJudge(support_threshold=0.99)
+    # The fixed threshold on the meaning match is the uncalibrated rule.
+    strict = gw.SemanticJudge(support_threshold=0.99, calibrated=False)
     (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=strict).claims
     assert claim.verdict == "unsupported"
     assert "meaning match only" in claim.reason
-    lenient = gw.SemanticJudge(support_threshold=0.5)
+    lenient = gw.SemanticJudge(support_threshold=0.5, calibrated=False)
     (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=lenient).claims
     assert claim.verdict == "inferred"
 
@@ -126,7 +127,7 @@ def test_threshold_decides_between_inferred_and_unsupported() -> None:
 def test_evidence_is_found_past_the_first_model_window() -> None:
     # Far more than one window (254 word pieces) of filler before the supporting sentence.
     # Unrelated neighbours in the window lower the match a little (0.84 alone, about 0.76 here).
-    judge = gw.SemanticJudge(support_threshold=0.7)
+    judge = gw.SemanticJudge(support_threshold=0.7, calibrated=False)
     filler = " ".join(f"Paragraph {i} describes the weather in coastal towns." for i in range(120))
     passage = f"{filler} {CONTEXT[0]} {filler}"
     ev = gw.evaluate(PARAPHRASE, [passage], judge=judge)

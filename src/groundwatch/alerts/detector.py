@@ -42,7 +42,7 @@ is learned as normal: only the floors catch that.
 
 The false-alarm / detection-delay trade-off, measured by ``python benchmarks/alerts.py --sweep``
 (warm-up estimation included) next to the exact figures for a known baseline, is tabulated in
-the README's alerts section: with the defaults, 0.57 false alarms per 10,000 evaluations over all
+docs/alerts.md: with the defaults, 0.57 false alarms per 10,000 evaluations over all
 three series and a median delay of 53 evaluations after a step from 5 % to 20 % hallucinated.
 
 :meth:`DropDetector.update` is pure computation: thread-safe, no I/O, no telemetry. Where its

@@ -4,7 +4,7 @@ Every judge returns a :class:`~groundwatch.types.Judgement` (claims, verdicts, e
 :func:`score` checks the evidence against the passages, computes both scores and picks the
 label, identically for every judge.
 
-The label rule (defaults chosen on the dev data, see README "How the label is decided"):
+The label rule (defaults chosen on the dev data, see docs/judges.md "How the label is decided"):
 
 1. the judge failed -> ``error`` (scores ``None``);
 2. no checkable claims -> ``no_claims`` (scores ``None``);
@@ -29,7 +29,7 @@ DEFAULT_MIN_FAITHFULNESS = 1.0
 
 DEFAULT_MIN_GROUNDEDNESS = 0.8
 """Share of claims that must be supported or inferred: at most one claim in five may lack
-support. Chosen on ../shared/data with the local judge (README, "How the label is decided"):
+support. Chosen on ../shared/data with the local judge (docs/judges.md, "How the label is decided"):
 swept over 0.5-1.0 at the judge's default thresholds, 0.8 gave the best summed balanced
 accuracy on AttributionBench + FaithBench dev; 1.0 fails long answers for one weak claim."""
 

@@ -63,7 +63,7 @@ DEFAULT_SUPPORT_THRESHOLD = 0.8
 words and word pairs are nearly all in one sentence."""
 DEFAULT_INFER_THRESHOLD = 0.45
 """Alignment with the context (``ClaimFeatures.score``) for ``inferred``; chosen on the dev
-data (README, "How the local judge decides")."""
+data (docs/judges.md, "How the local judge decides")."""
 DEFAULT_QUESTION_WEIGHT = 0.5
 """Weight factor of claim units that come from the question (echoes are weak evidence)."""
 

@@ -10,12 +10,12 @@ faithful but reworded claims ``unsupported``. This judge gives those claims a se
    token by token with the passages, BERTScore-style: every word piece of the claim finds its
    most similar word piece of the context, in context, and the claim's *meaning match* is the
    mean of those similarities (function words and punctuation weigh a fifth).
-3. A match of at least ``support_threshold`` makes the claim ``inferred``, with the passage
-   sentence that most of its pieces aligned with as evidence -- unless one of the two is
-   negated and the other is not (embeddings barely see a "not"). With ``calibrated=True`` a
-   fitted logistic model (``_calibration_semantic.json``, refit by
-   ``training/calibrate_semantic.py``) over the lexical measurements and the meaning match
-   decides instead, after the calibrated ``LocalJudge``.
+3. A fitted logistic model (``_calibration_semantic.json``, refit by
+   ``training/calibrate_semantic.py``) turns the lexical measurements and the meaning match
+   into the probability that the context backs the claim; at 0.5 or above the claim becomes
+   ``inferred``, with the passage sentence that most of its pieces aligned with as evidence --
+   unless one of the two is negated and the other is not (embeddings barely see a "not").
+   ``calibrated=False`` uses a fixed ``support_threshold`` on the meaning match instead.
 
 Cost: about 0.1-0.3 s of CPU per answer that needs the second look (one thread), so use it
 with a sampling ratio online, or offline in ``groundwatch check``.
@@ -68,9 +68,8 @@ class SemanticJudge:
             left to the lexical judge. Bounds the cost of a huge context (about 0.1 s of CPU
             per 8,000 characters).
         calibrated: run the calibrated ``LocalJudge`` first and decide the second look with
-            the fitted model. Off by default: held out it gains on AttributionBench and loses
-            more on FaithBench (``benchmarks/semantic.py --calibrated``), so the default keeps
-            ``LocalJudge(calibrated=False)`` and the fixed ``support_threshold``.
+            the fitted model (default); ``False`` runs ``LocalJudge(calibrated=False)`` and
+            the fixed ``support_threshold`` on the meaning match.
         second_look_model: another fitted second-look model (benchmarks refit it per fold).
     """
 
@@ -84,7 +83,7 @@ class SemanticJudge:
         cache_bytes: int = 32 << 20,
         max_context_chars: int = DEFAULT_MAX_CONTEXT_CHARS,
         *,
-        calibrated: bool = False,
+        calibrated: bool = True,
         second_look_model: LogisticModel | None = None,
     ) -> None:
         if not 0.0 <= support_threshold <= 1.0:

@@ -139,27 +139,10 @@ class SemanticJudge:
         return out
 
     def _decide(self, claim: Claim, f: ClaimFeatures, match: _Match | None) -> Claim:
-        if match is None or self.model is None:
-            return self.decide(claim, match)
-        if match.negation_differs:
+        if match is None or self.model is None or match.negation_differs:
             return self.decide(claim, match)
         p = self.model.probability(semantic_vector(f, match.score))
-        if p >= 0.5:
-            return claim.model_copy(
-                update={
-                    "verdict": "inferred",
-                    "evidence": [match.evidence],
-                    "reason": f"the context says this in other words "
-                    f"(meaning match {match.score:.0%})",
-                    "confidence": round(p, 3),
-                }
-            )
-        return claim.model_copy(
-            update={
-                "reason": f"{claim.reason}; meaning match only {match.score:.0%}",
-                "confidence": round(1.0 - p, 3),
-            }
-        )
+        return _promoted(claim, match, p) if p >= 0.5 else _kept(claim, match, 1.0 - p)
 
     def _context(self, passages: Sequence[Passage]) -> _Context:
         texts = []
@@ -183,21 +166,30 @@ class SemanticJudge:
                 }
             )
         if match.score >= threshold:
-            return claim.model_copy(
-                update={
-                    "verdict": "inferred",
-                    "evidence": [match.evidence],
-                    "reason": f"the context says this in other words "
-                    f"(meaning match {match.score:.0%})",
-                    "confidence": round(0.25 + 0.5 * _margin(match.score, threshold), 3),
-                }
-            )
-        return claim.model_copy(
-            update={
-                "reason": f"{claim.reason}; meaning match only {match.score:.0%}",
-                "confidence": round(_margin(match.score, threshold), 3),
-            }
-        )
+            return _promoted(claim, match, 0.25 + 0.5 * _margin(match.score, threshold))
+        return _kept(claim, match, _margin(match.score, threshold))
+
+
+def _promoted(claim: Claim, match: _Match, confidence: float) -> Claim:
+    """The claim made ``inferred`` on its meaning match."""
+    return claim.model_copy(
+        update={
+            "verdict": "inferred",
+            "evidence": [match.evidence],
+            "reason": f"the context says this in other words (meaning match {match.score:.0%})",
+            "confidence": round(confidence, 3),
+        }
+    )
+
+
+def _kept(claim: Claim, match: _Match, confidence: float) -> Claim:
+    """The claim left as it was, with its meaning match in the reason."""
+    return claim.model_copy(
+        update={
+            "reason": f"{claim.reason}; meaning match only {match.score:.0%}",
+            "confidence": round(confidence, 3),
+        }
+    )
 
 
 def _needs_second_look(claim: Claim, f: ClaimFeatures) -> bool:

@@ -5,6 +5,7 @@ import logging
 from ._evaluate import aevaluate, evaluate
 from .alerts import Alert, AlertingHook, DropDetector
 from .judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge, SemanticJudge
+from .queue import RedisQueue
 from .runtime.monitor import Monitor
 from .runtime.sampling import (
     Decision,
@@ -40,6 +41,7 @@ __all__ = [
     "RagRecord",
     "RateLimitSampler",
     "RatioSampler",
+    "RedisQueue",
     "RouteSampler",
     "Sampler",
     "SemanticJudge",

@@ -3,7 +3,8 @@
 An integration (``groundwatch_langchain``, ``groundwatch_llamaindex``, or one of your own)
 needs five things from the core, all here:
 
-- :class:`MonitorLike`: what it hands records to (``record`` / ``record_failure``);
+- :class:`MonitorLike`: what it hands records to (``decide``, ``record``, ``record_decision``,
+  ``record_failure``) and :class:`Decision`;
 - :func:`guarded`: the one guard around every entry point the host or the framework calls, so
   that an exception of ours is logged (rate-limited), counted in ``groundwatch.errors`` and never
   reaches the host; :func:`internal_error` / :func:`user_error` report one directly, and
@@ -29,15 +30,15 @@ from ._config import raise_internal_errors
 from ._guard import bad_input, internal_error, user_error
 from ._inputs import MAX_PASSAGES
 from ._weakhooks import reinit_after_fork, weak_callback
+from .runtime.sampling import Decision
 
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
 
-    from .runtime.monitor import Monitor
-
 __all__ = [
     "MAX_PASSAGES",
     "SUPPRESS_INSTRUMENTATION_KEYS",
+    "Decision",
     "MonitorLike",
     "bad_input",
     "guarded",
@@ -99,10 +100,17 @@ def guarded(where: str, report: Callable[[Any, str, Exception], object]) -> Call
 
 
 class MonitorLike(Protocol):
-    """The capture side of :class:`groundwatch.Monitor`: ``record`` and ``record_failure``.
+    """The capture side of :class:`groundwatch.Monitor`.
 
-    Integrations accept anything with these two methods (the real monitor, or a test double).
+    Integrations accept anything with these methods (the real monitor, or a test double such
+    as :class:`groundwatch.testing.RecordingMonitor`). Every interaction an integration sees
+    ends in exactly one ``record``, ``record_decision`` or ``record_failure`` call; ``decide``,
+    taken when its retrieval starts, tells whether to keep its documents at all.
     """
+
+    def decide(
+        self, *, span_context: SpanContext | None = None, route: str | None = None
+    ) -> Decision: ...
 
     def record(
         self,
@@ -114,12 +122,9 @@ class MonitorLike(Protocol):
         route: str | None = None,
         attributes: Mapping[str, Any] | None = None,
         always_score: bool = False,
+        decision: Decision | None = None,
     ) -> None: ...
 
+    def record_decision(self, decision: Decision, *, route: str | None = None) -> None: ...
+
     def record_failure(self, error_type: str, *, route: str | None = None) -> None: ...
-
-
-if TYPE_CHECKING:
-
-    def _monitor_is_monitor_like(monitor: Monitor) -> MonitorLike:
-        return monitor  # mypy checks that the real Monitor fits the protocol

@@ -33,6 +33,7 @@ from opentelemetry.trace import SpanContext, Tracer
 
 from ._inputs import to_passage
 from .runtime.monitor import Monitor
+from .runtime.sampling import Decision
 from .telemetry import semconv
 from .types import Evaluation, RagRecord
 
@@ -191,14 +192,33 @@ class RecordingMonitor:
         records: one dict per ``record`` call: ``question``, ``contexts`` (the items as passed,
             in a list), ``passages`` (each item turned into a :class:`~groundwatch.Passage`, as
             the monitor's worker does), ``answer``, ``span_context``, ``route``, ``attributes``
-            (a dict) and ``always_score``.
+            (a dict), ``always_score`` and ``decision``.
         failures: one ``(error_type, route)`` per ``record_failure`` call.
+        decisions: one ``(decision, route)`` per ``record_decision`` call.
+        decided: one ``(span_context, route)`` per ``decide`` call.
+
+    Args:
+        decision: what :meth:`decide` answers (``SAMPLED`` by default: keep everything).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, decision: Decision = Decision.SAMPLED) -> None:
         self._lock = threading.Lock()
+        self.decision = decision
         self.records: list[dict[str, Any]] = []
         self.failures: list[tuple[str, str | None]] = []
+        self.decisions: list[tuple[Decision, str | None]] = []
+        self.decided: list[tuple[SpanContext | None, str | None]] = []
+
+    def decide(
+        self, *, span_context: SpanContext | None = None, route: str | None = None
+    ) -> Decision:
+        with self._lock:
+            self.decided.append((span_context, route))
+        return self.decision
+
+    def record_decision(self, decision: Decision, *, route: str | None = None) -> None:
+        with self._lock:
+            self.decisions.append((decision, route))
 
     def record(
         self,
@@ -210,6 +230,7 @@ class RecordingMonitor:
         route: str | None = None,
         attributes: Mapping[str, Any] | None = None,
         always_score: bool = False,
+        decision: Decision | None = None,
     ) -> None:
         items = list(contexts)
         call = {
@@ -221,6 +242,7 @@ class RecordingMonitor:
             "route": route,
             "attributes": dict(attributes or {}),
             "always_score": always_score,
+            "decision": decision,
         }
         with self._lock:
             self.records.append(call)

@@ -12,6 +12,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import RunnableLambda
 from opentelemetry.trace import Tracer
 
+from groundwatch import Decision
 from groundwatch.testing import RecordingMonitor
 
 from .chains import (
@@ -444,3 +445,40 @@ def test_stale_runs_are_evicted_by_age(monitor: RecordingMonitor) -> None:
 def test_invalid_limits_are_rejected(monitor: RecordingMonitor) -> None:
     with pytest.raises(ValueError):
         GroundwatchCallbackHandler(monitor, max_active_runs=0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case_name", CASES)
+def test_a_run_the_sampler_declines_keeps_no_documents_and_is_counted_once(
+    case_name: str, mode: str, tracer: Tracer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monitor = RecordingMonitor(decision=Decision.NOT_SAMPLED)
+    case = build(case_name)
+    handler = GroundwatchCallbackHandler(monitor, route="support")
+    kept: list[int] = []
+    real_end = GroundwatchCallbackHandler.on_retriever_end
+
+    def spy(self: Any, documents: Any, **kwargs: Any) -> None:
+        real_end(self, documents, **kwargs)
+        kept.extend(len(root.documents) for root in self._roots.values())
+
+    monkeypatch.setattr(GroundwatchCallbackHandler, "on_retriever_end", spy)
+    with tracer.start_as_current_span("request") as request:
+        run(case.chain, [case.make_input(q) for q in QUESTIONS], mode, {"callbacks": [handler]})
+    # Decided once per run, when its retrieval started, with the run's trace and route.
+    assert len(monitor.decided) == len(QUESTIONS)
+    assert monitor.decided == [(request.get_span_context(), "support")] * len(QUESTIONS)
+    assert monitor.records == [] and monitor.failures == []
+    assert monitor.decisions == [(Decision.NOT_SAMPLED, "support")] * len(QUESTIONS)
+    assert set(kept) <= {0}, "documents kept for a run that will not be scored"
+    assert handler.counts["not_sampled"] == len(QUESTIONS)
+    assert handler.active_runs == 0
+
+
+def test_a_sampled_run_is_not_asked_twice(monitor: RecordingMonitor) -> None:
+    case = build(CASES[0])
+    handler = GroundwatchCallbackHandler(monitor)
+    run(case.chain, [case.make_input(QUESTIONS[0])], MODES[0], {"callbacks": [handler]})
+    [record] = monitor.records
+    assert record["decision"] is Decision.SAMPLED and len(monitor.decided) == 1
+    assert len(record["contexts"]) > 0

@@ -129,3 +129,31 @@ def test_sampling_zero_records_nothing_to_score(capgw: GroundwatchTelemetry) -> 
     chain.batch([{"question": QUESTION}] * 3, {"callbacks": [handler]})
     assert capgw.results() == []
     assert capgw.metric_total(sc.METRIC_RECORDS, groundwatch__decision="not_sampled") == 3
+
+
+@pytest.mark.parametrize(
+    "sampler", [gw.RatioSampler(0.5), gw.RateLimitSampler(3)], ids=["ratio", "rate-limit"]
+)
+def test_the_decision_taken_at_retrieval_is_the_only_one_and_every_run_is_counted(
+    capgw: GroundwatchTelemetry, sampler: gw.Sampler
+) -> None:
+    monitor = capgw.monitor(sampler=sampler)
+    handler = GroundwatchCallbackHandler(monitor)
+    case = build("lcel")
+    for _ in range(20):
+        with capgw.tracer.start_as_current_span("request"):  # a new trace id per run
+            run(case.chain, [QUESTION], "invoke", {"callbacks": [handler]})
+    capgw.flush()
+    decisions = {
+        attrs[sc.GROUNDWATCH_DECISION]: value
+        for attrs, value in capgw.metric_points(sc.METRIC_RECORDS)
+    }
+    assert sum(decisions.values()) == 20
+    scored = len(capgw.results())
+    assert decisions["sampled"] == scored == handler.counts["records"]
+    assert sum(v for k, v in decisions.items() if k != "sampled") == handler.counts["not_sampled"]
+    if isinstance(sampler, gw.RateLimitSampler):
+        # One token per run: a second decision at record() would have spent two.
+        assert scored == 3
+    else:
+        assert 0 < scored < 20

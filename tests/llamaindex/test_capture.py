@@ -26,7 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from opentelemetry.sdk.trace import TracerProvider
 
-from groundwatch import Passage
+from groundwatch import Decision, Passage
 from groundwatch.testing import RecordingMonitor
 
 from ._fakes import ContextAnswerLLM
@@ -442,3 +442,34 @@ def test_evaluate_takes_nodes_with_their_ids_and_scores() -> None:
     assert (scored.id, scored.score, scored.metadata) == ("eiffel-1", 0.5, {"a": 1})
     ev = gw.evaluate("The Eiffel Tower is 330 metres tall.", [NodeWithScore(node=node, score=0.5)])
     assert ev.label == "grounded"
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("streaming", [False, True], ids=["plain", "stream"])
+async def test_a_query_the_sampler_declines_keeps_no_nodes_and_is_counted_once(
+    index: VectorStoreIndex, llm: ContextAnswerLLM, use_async: bool, streaming: bool
+) -> None:
+    monitor = RecordingMonitor(decision=Decision.NOT_SAMPLED)
+    groundwatch_llamaindex.instrument(monitor, route="docs")
+    capture = groundwatch_llamaindex._capture
+    assert capture is not None
+    kept: list[int] = []
+    real = capture.retrieval
+
+    def spy(event: Any, end: bool = True) -> None:
+        real(event, end)
+        kept.extend(len(root.retrieved) for root in capture._roots.values())
+
+    capture.retrieval = spy  # type: ignore[method-assign]
+    try:
+        engine = index.as_query_engine(llm=llm, streaming=streaming)
+        for question in (QUESTIONS["eiffel"], QUESTIONS["amazon"]):
+            text, _ = await run_query(engine, question, use_async=use_async)
+            assert text  # the application gets its answer
+    finally:
+        groundwatch_llamaindex.uninstrument()
+    assert len(monitor.decided) == 2 and {route for _, route in monitor.decided} == {"docs"}
+    assert monitor.records == [] and monitor.failures == []
+    assert monitor.decisions == [(Decision.NOT_SAMPLED, "docs")] * 2
+    assert kept and set(kept) == {0}, "nodes kept for a query that will not be scored"
+    assert capture.not_sampled == 2 and capture.errors == 0

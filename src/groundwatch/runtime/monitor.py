@@ -15,7 +15,7 @@ import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider
@@ -29,9 +29,10 @@ from .._weakhooks import reinit_after_fork, weak_callback
 from ..judges import CascadeJudge, Judge
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
-from ..types import Evaluation, RagRecord
+from ..types import RagRecord
 from .asyncjudge import AsyncRunner
 from .process import ProcessRunner
+from .results import ResultCallback, Results
 from .runner import Runner
 from .sampling import (
     Decision,
@@ -44,12 +45,12 @@ from .sampling import (
 from .thread import ThreadRunner
 from .worker import RecordSink, Worker
 
+if TYPE_CHECKING:
+    from ..integration import MonitorLike
+
 __all__ = ["Monitor", "ResultCallback"]
 
 _logger = logging.getLogger(__name__)
-
-ResultCallback = Callable[[RagRecord, Evaluation], None]
-"""``on_result(record, evaluation)``: runs on the worker thread for every scored record."""
 
 _getrandbits = random.getrandbits
 _get_current_span = trace.get_current_span
@@ -78,8 +79,9 @@ def default_sampler(config: _config.RuntimeConfig) -> Sampler:
     return sampler
 
 
-def _invalid_reason(question: Any, contexts: Any, answer: Any, span_context: Any) -> str | None:
-    """What is wrong with the types ``record()`` was given, if anything (no item is read)."""
+def _invalid_reason(question: Any, contexts: Any, answer: Any, span_context: Any) -> str:
+    """What is wrong with the types ``record()`` was given (no item is read). Called only when
+    the inline check on the request path failed."""
     if not isinstance(answer, str):
         return f"answer must be a string, got {type(answer).__name__}"
     if question is not None and not isinstance(question, str):
@@ -90,7 +92,7 @@ def _invalid_reason(question: Any, contexts: Any, answer: Any, span_context: Any
         return f"contexts must be a list of passages, got {type(contexts).__name__}"
     if span_context is not None and not isinstance(span_context, SpanContext):
         return f"span_context must be a SpanContext, got {type(span_context).__name__}"
-    return None
+    return "invalid arguments"
 
 
 class Monitor:
@@ -171,17 +173,12 @@ class Monitor:
         self.sampler: Sampler = sampler if sampler is not None else default_sampler(config)
         self.route = route
         self._disabled = config.disabled
-        self._observers: list[Callable[[RagRecord, Evaluation], None]] = [
-            observe
-            for observe in (getattr(x, "observe", None) for x in inner_samplers(self.sampler))
-            if callable(observe)
-        ]
         if on_result is None:
-            self._callbacks: list[ResultCallback] = []
+            callbacks: list[ResultCallback] = []
         elif callable(on_result):
-            self._callbacks = [on_result]
+            callbacks = [on_result]
         else:
-            self._callbacks = list(on_result)
+            callbacks = list(on_result)
         self.executor = executor if executor is not None else config.executor
         if self.executor not in _config.EXECUTORS:
             raise ValueError(f"executor must be one of {_config.EXECUTORS}, got {executor!r}")
@@ -201,11 +198,12 @@ class Monitor:
             content_max_chars=content_max_chars or config.content_max_chars,
             stats=self.stats,
         )
+        self._results = Results(self.sampler, self._telemetry, callbacks)
         self._worker: Worker = Worker(
             runner=runner_for(
                 self.judge, self.executor, processes, max_concurrency or config.max_concurrency
             ),
-            finish=self._finish,
+            results=self._results,
             stats=self.stats,
             max_queue_size=max_queue_size or config.max_queue_size,
             timeout_s=(evaluation_timeout_millis or config.evaluation_timeout_millis) / 1000,
@@ -236,6 +234,7 @@ class Monitor:
         route: str | None = None,
         attributes: Mapping[str, Any] | None = None,
         always_score: bool = False,
+        decision: Decision | None = None,
     ) -> None:
         """Hand one RAG interaction to the monitor. Returns at once; never raises.
 
@@ -250,17 +249,19 @@ class Monitor:
             route: the pipeline's name, for per-route sampling and metric attributes.
             attributes: extra attributes for the evaluation span (primitive values only).
             always_score: score this record whatever the sampler says (a thumbs-down).
+            decision: the sampler's decision taken for this interaction with :meth:`decide`
+                (integrations: when its retrieval started); the sampler is not asked again.
         """
         try:
-            decision, error_type = self._record(
-                question, contexts, answer, span_context, route, attributes, always_score
+            outcome, error_type = self._record(
+                question, contexts, answer, span_context, route, attributes, always_score, decision
             )
         except Exception as exc:
-            decision, error_type = Decision.ERROR, sc.ERROR_INTERNAL
-            self.stats.count_decision(decision.value, error_type)
+            outcome, error_type = Decision.ERROR, sc.ERROR_INTERNAL
+            self.stats.count_decision(outcome.value, error_type)
             _guard.internal_error("record", exc)
             return
-        self.stats.count_decision(decision.value, error_type)
+        self.stats.count_decision(outcome.value, error_type)
 
     def _record(
         self,
@@ -271,11 +272,18 @@ class Monitor:
         route: str | None,
         attributes: Mapping[str, Any] | None,
         always_score: bool,
+        decided: Decision | None,
     ) -> tuple[Decision, str | None]:
         if self._shut:
             return Decision.ERROR, sc.ERROR_SHUTDOWN
-        reason = _invalid_reason(question, contexts, answer, span_context)
-        if reason is not None:
+        if (
+            not isinstance(answer, str)
+            or (question is not None and not isinstance(question, str))
+            or contexts is None
+            or isinstance(contexts, (str, bytes, Mapping))
+            or (span_context is not None and not isinstance(span_context, SpanContext))
+        ):
+            reason = _invalid_reason(question, contexts, answer, span_context)
             _guard.bad_input("Monitor.record", TypeError(reason))
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if span_context is None:
@@ -300,11 +308,14 @@ class Monitor:
         if self._disabled:
             return Decision.NOT_SAMPLED, None
         if not always_score:
-            try:
-                decision = self.sampler.decide(record)
-            except Exception as exc:
-                _guard.user_error("sampler", exc)
-                return Decision.ERROR, sc.ERROR_SAMPLER
+            if decided is not None:
+                decision = decided
+            else:
+                try:
+                    decision = self.sampler.decide(record)
+                except Exception as exc:
+                    _guard.user_error("sampler", exc)
+                    return Decision.ERROR, sc.ERROR_SAMPLER
             if decision is not _SAMPLED:
                 return Decision(decision), None
         try:
@@ -322,6 +333,58 @@ class Monitor:
             return Decision.QUEUE_FULL, None
         return _SAMPLED, None
 
+    def decide(
+        self, *, span_context: SpanContext | None = None, route: str | None = None
+    ) -> Decision:
+        """The sampler's decision for an interaction, taken before its content exists.
+
+        For integrations, when an interaction's retrieval starts (its trace id is known then):
+        an interaction that will not be scored need keep no documents and build no record. End
+        it with ``record(..., decision=SAMPLED)`` or :meth:`record_decision`, which count it;
+        ``decide`` counts nothing. The sampler sees a record with the span context and route
+        only (the built-in samplers need no more). Never raises: a raising sampler gives
+        ``ERROR``.
+        """
+        try:
+            if self._disabled:
+                return Decision.NOT_SAMPLED
+            if span_context is None:
+                span_context = _get_current_span().get_span_context()
+            valid = isinstance(span_context, SpanContext) and span_context.is_valid
+            record = RagRecord(
+                None,
+                (),
+                "",
+                route if route is not None else self.route,
+                None,
+                "%016x" % _getrandbits(64),  # noqa: UP031 (the fastest spelling)
+                span_context.trace_id if valid else 0,
+                span_context.span_id if valid else 0,
+                False,
+                span_context if valid else None,
+            )
+            return Decision(self.sampler.decide(record))
+        except Exception as exc:
+            _guard.user_error("sampler", exc)
+            return Decision.ERROR
+
+    def record_decision(self, decision: Decision, *, route: str | None = None) -> None:
+        """Count an interaction that :meth:`decide` did not sample, in place of ``record``.
+
+        Counted as ``groundwatch.records{groundwatch.decision=<decision>}`` (``ERROR``: the
+        sampler raised, ``error.type=sampler_error``). Never raises.
+        """
+        try:
+            decision = Decision(decision)
+            if decision is Decision.ERROR:
+                self.stats.count_decision(decision.value, sc.ERROR_SAMPLER)
+            elif self._shut:
+                self.stats.count_decision(Decision.ERROR.value, sc.ERROR_SHUTDOWN)
+            else:
+                self.stats.count_decision(decision.value)
+        except Exception as exc:
+            _guard.internal_error("record_decision", exc)
+
     def record_failure(self, error_type: str, *, route: str | None = None) -> None:
         """Count an interaction that could not be turned into a record.
 
@@ -336,45 +399,9 @@ class Monitor:
 
     # --- worker side ---------------------------------------------------------------------------
 
-    def _finish(self, finished: list[tuple[RagRecord, Any, int, int]]) -> None:
-        # ``evaluation`` may be a LazyEvaluation from the worker process: the pydantic
-        # Evaluation (with its claims) is built only for code that reads it.
-        need_full = bool(self._observers or self._callbacks or self._telemetry.capture_content)
-        batch = self._telemetry.batch()
-        for record, evaluation, start_ns, end_ns in finished:
-            if need_full and not isinstance(evaluation, Evaluation):
-                evaluation = evaluation.full()
-            rate: float | None = None
-            try:
-                for observe in self._observers:
-                    observe(record, evaluation)
-                rate = 1.0 if record.always_score else sampling_rate(self.sampler, record)
-            except BaseException as exc:  # user code: even SystemExit must not end the worker
-                _guard.user_error("sampler", exc)
-            try:
-                self._telemetry.emit(
-                    record,
-                    evaluation,
-                    sampling_rate=rate,
-                    start_ns=start_ns,
-                    end_ns=end_ns,
-                    batch=batch,
-                )
-            except Exception as exc:
-                _guard.internal_error("telemetry", exc, reraise=False)
-            for callback in self._callbacks:
-                try:
-                    callback(record, evaluation)
-                except BaseException as exc:  # user code: even SystemExit must not end the worker
-                    _guard.user_error("on_result", exc)
-        try:
-            batch.flush()
-        except Exception as exc:
-            _guard.internal_error("telemetry", exc, reraise=False)
-
     def _sampling_rate(self, record: RagRecord) -> float | None:
         """The share of records like this one that is sampled (sent along with a queued
-        record: the sampler's observers never see it, it is scored elsewhere)."""
+        record, which is scored elsewhere)."""
         try:
             return sampling_rate(self.sampler, record)
         except BaseException as exc:  # user code
@@ -383,7 +410,7 @@ class Monitor:
 
     def add_result_callback(self, callback: ResultCallback) -> None:
         """Add an ``on_result`` callback (e.g. an alert detector) after construction."""
-        self._callbacks = [*self._callbacks, callback]
+        self._results.add_callback(callback)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -439,3 +466,9 @@ class Monitor:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+if TYPE_CHECKING:
+
+    def _monitor_is_monitor_like(monitor: Monitor) -> MonitorLike:
+        return monitor  # mypy checks that the real Monitor fits the integrations' protocol

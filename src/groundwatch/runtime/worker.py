@@ -10,7 +10,8 @@ the queue (:meth:`Worker._take_batch`, as many as the runner asks for, waiting u
 ``BATCH_DELAY_S`` for more), prepares each record once (:func:`~.runner.prepare_record`; one
 that cannot be read fails alone with ``invalid_input``), hands the batch to its
 :class:`~.runner.Runner` with OpenTelemetry instrumentation suppressed, and passes the results
-to ``finish`` (the monitor's telemetry and ``on_result`` callbacks). Up to
+to :meth:`Results.finish <.results.Results.finish>` (telemetry, then the ``on_result``
+callbacks). Up to
 ``runner.concurrency`` batches are in flight; what waits stays in the bounded queue, so overload
 shows up as ``queue_full`` on the request path, not as unbounded memory.
 
@@ -37,17 +38,14 @@ from .._weakhooks import reinit_after_fork
 from ..integration import suppressed_context
 from ..telemetry import Stats
 from ..telemetry import semconv as sc
-from ..types import Evaluation, RagRecord
+from ..types import RagRecord
+from .results import Results
 from .runner import InvalidRecord, Prepared, Result, Runner, error_evaluation, prepare_record
 
 BATCH_DELAY_S = 0.02
 """How long the worker lets records gather before sending a batch smaller than the runner
 asks for (OpenTelemetry's BatchSpanProcessor has the same schedule delay); a flush or shutdown
 cuts it short. Async judges ask for batches of one, which never wait."""
-
-Finished = tuple[RagRecord, "Evaluation | object", int, int]
-"""``(record, evaluation, start_ns, end_ns)``; the evaluation may be a ``LazyEvaluation``."""
-Finish = Callable[[list[Finished]], None]
 
 
 class RecordSink(Protocol):
@@ -80,7 +78,7 @@ class Worker:
         self,
         *,
         runner: Runner,
-        finish: Finish,
+        results: Results,
         stats: Stats,
         max_queue_size: int,
         timeout_s: float,
@@ -90,7 +88,7 @@ class Worker:
         self.runner = runner
         self.sink = sink
         self.concurrency = sink.concurrency if sink is not None else runner.concurrency
-        self.finish = finish
+        self.results = results
         self.stats = stats
         self.max_queue_size = max_queue_size
         self.timeout_s = timeout_s
@@ -180,7 +178,7 @@ class Worker:
                 loop.run_until_complete(loop.shutdown_asyncgens())
                 if self.sink is not None:
                     loop.run_until_complete(self.sink.aclose())
-                # A task cancelled before its first step never ran _run's handlers.
+                # A task cancelled before its first step never ran _run_batch's handlers.
                 self.stats.count_dropped(sc.ERROR_SHUTDOWN, len(self._inflight))
                 self._inflight.clear()
                 self._drain_dropped()
@@ -262,7 +260,7 @@ class Worker:
             results = await self._evaluate(records)
             finished = True
             # Synchronous from here: a cancellation (shutdown) cannot split the accounting.
-            self.finish(
+            self.results.finish(
                 [(r, ev, start, end) for r, (ev, start, end) in zip(records, results, strict=True)]
             )
         except asyncio.CancelledError:

@@ -26,6 +26,7 @@ from opentelemetry.trace import SpanContext
 
 from groundwatch.integration import (
     MAX_PASSAGES,
+    Decision,
     MonitorLike,
     guarded,
     internal_error,
@@ -75,6 +76,7 @@ class _RootRun:
 
     __slots__ = (
         "children",
+        "decision",
         "documents",
         "dropped",
         "error_type",
@@ -110,6 +112,9 @@ class _RootRun:
         self.documents: list[Document] = []
         self.dropped = 0
         self.retrieving = False  # a retriever started under this root
+        # The sampler's decision, taken when the first retriever starts (None before): a run
+        # that will not be scored keeps no documents and builds no record.
+        self.decision: Decision | None = None
         self.retrieved = False  # a retriever ended under this root (possibly with no documents)
         self.error_type: str | None = None  # first error seen under this root
         self.generated = False  # a language model finished under this root
@@ -213,6 +218,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         self._counts: dict[str, int] = dict.fromkeys(
             (
                 "records",
+                "not_sampled",
                 "failures",
                 "no_retrieval",
                 "no_answer",
@@ -230,7 +236,9 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
     def counts(self) -> dict[str, int]:
         """A snapshot of what the handler has done, for tests and health checks.
 
-        Keys: ``records`` (``monitor.record`` calls), ``failures`` (``record_failure`` calls),
+        Keys: ``records`` (``monitor.record`` calls), ``not_sampled`` (runs the sampler
+        declined when their first retriever started: no documents kept, counted with
+        ``monitor.record_decision``), ``failures`` (``record_failure`` calls),
         ``no_retrieval`` (top-level chain runs that never retrieved: ignored), ``no_answer``
         (retrieved but the output had no recognisable answer; reported as a failure when a
         model ran under the run, ignored for retrieval-only runs), ``evicted`` (runs dropped
@@ -308,6 +316,10 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             # than score an answer against nothing.
             self._fail(root, root.error_type or RETRIEVER_ERROR)
             return
+        if root.decision is not None and root.decision is not Decision.SAMPLED:
+            self._monitor.record_decision(root.decision, route=root.route)
+            self._count("not_sampled")
+            return
         # Streaming runs start with a placeholder input and report the merged input at the end.
         inputs = kwargs.get("inputs", root.inputs)
         self._record(root, inputs, outputs)
@@ -365,6 +377,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             if root is None:
                 return
             root.retrieved = True
+            if root.decision is not None and root.decision is not Decision.SAMPLED:
+                return  # not to be scored: nothing to keep
             room = self._max_documents - len(root.documents)
             if len(documents) <= room:
                 root.documents.extend(documents)
@@ -474,7 +488,10 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
     # -- state ------------------------------------------------------------------------------------
 
     def _link(self, key: int, parent_key: int, retriever: bool = False) -> bool:
-        """Map a nested run to its parent's root. False when the parent is unknown to us."""
+        """Map a nested run to its parent's root. False when the parent is unknown to us.
+
+        The root's first retriever takes the sampler's decision for the whole run (under the
+        lock: parallel retrievers must not take two)."""
         with self._lock:
             root = self._owner.get(parent_key)
             if root is None:
@@ -483,6 +500,10 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             root.children.add(key)
             if retriever:
                 root.retrieving = True
+                if root.decision is None and root.is_chain:
+                    root.decision = self._monitor.decide(
+                        span_context=root.span_context, route=root.route
+                    )
             return True
 
     def _start_root(
@@ -580,6 +601,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             span_context=_parent_span_context(root),
             route=root.route,
             attributes=attributes,
+            decision=root.decision,
         )
         self._count("records")
 

@@ -54,6 +54,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from opentelemetry import trace as trace_api
 
 from groundwatch.integration import (
+    Decision,
     MonitorLike,
     bad_input,
     guarded,
@@ -124,6 +125,7 @@ class _Root:
     __slots__ = (
         "answer",
         "binding",
+        "decision",
         "engine",
         "error",
         "exited",
@@ -157,6 +159,9 @@ class _Root:
         self.span_ids: list[str] = [id_]
         self.retrieved: list[NodeWithScore] = []
         self.retrieving = False  # a retrieval started in this query (even if it found nothing)
+        # The sampler's decision, taken when the first retrieval starts (None before): a query
+        # that will not be scored keeps no nodes and builds no record.
+        self.decision: Decision | None = None
         self.source_nodes: list[NodeWithScore] | None = None
         self.answer: str | None = None
         self.error: str | None = None
@@ -269,6 +274,9 @@ class Capture:
         self.evicted = 0
         self.no_retrieval = 0
         """Top-level turns that never retrieved (a plain chat engine): not recorded."""
+        self.not_sampled = 0
+        """Queries the sampler declined when their retrieval started: no nodes kept, counted
+        with ``monitor.record_decision``."""
         reinit_after_fork(self._after_fork)
 
     def _after_fork(self) -> None:
@@ -536,6 +544,10 @@ class Capture:
         if root.answer is None:
             monitor.record_failure("no_answer", route=binding.route)
             return
+        if root.decision is not None and root.decision is not Decision.SAMPLED:
+            self.not_sampled += 1
+            monitor.record_decision(root.decision, route=binding.route)
+            return
         if len(root.retrieved) > MAX_NODES_PER_ROOT:
             del root.retrieved[MAX_NODES_PER_ROOT:]
         contexts = [_passage(n) for n in _select_nodes(root)[:MAX_NODES_PER_ROOT]]
@@ -549,6 +561,7 @@ class Capture:
             span_context=root.span_context,
             route=binding.route,
             attributes=attributes,
+            decision=root.decision,
         )
 
     # --- events -----------------------------------------------------------------------------
@@ -559,10 +572,15 @@ class Capture:
         root = self._spans.get(span_id) if span_id is not None else None
         if root is None:
             return  # a retriever used on its own, or a query not tracked
-        root.retrieving = True
-        if not end:
-            return
         with self._lock:
+            root.retrieving = True
+            if root.decision is None:
+                binding = root.binding
+                root.decision = binding.monitor.decide(
+                    span_context=root.span_context, route=binding.route
+                )
+            if not end or root.decision is not Decision.SAMPLED:
+                return
             room = MAX_NODES_PER_ROOT - len(root.retrieved)
             if room > 0:
                 root.retrieved.extend(event.nodes[:room])

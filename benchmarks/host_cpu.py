@@ -1,0 +1,160 @@
+"""Where the host's CPU goes per scored record, step by step, with either executor.
+
+Records go straight to a ``Monitor`` (no framework), the real OpenTelemetry SDK behind it with
+batch processors and discarding exporters, LocalJudge as the judge. The recording loop pauses
+often enough that the judge keeps up (nothing is dropped, which the script checks). Printed per
+scored record: the CPU time of each host thread (``/proc/self/task/<tid>/stat``), and the
+thread CPU time spent inside the worker's steps (``prepare_record``, ``Results.finish`` with
+the span attributes, events and metrics inside it, the process runner's pipe thread).
+
+Run: python benchmarks/host_cpu.py [--records 2000] [--executor process|thread]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "src") not in sys.path:
+    sys.path.insert(0, str(ROOT / "src"))
+
+from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
+from opentelemetry.sdk._logs.export import (  # noqa: E402
+    BatchLogRecordProcessor,
+    LogRecordExporter,
+    LogRecordExportResult,
+)
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import (  # noqa: E402
+    BatchSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+
+import groundwatch as gw  # noqa: E402
+from groundwatch.runtime import process, results, worker  # noqa: E402
+from groundwatch.telemetry import _emitter  # noqa: E402
+
+PASSAGES = [
+    {
+        "text": f"Policy on topic {i}: customers may ask in store or online; our staff answer "
+        "questions within two business days.",
+        "id": f"doc-{i}",
+        "metadata": {"topic": f"topic-{i}"},
+    }
+    for i in range(4)
+]
+ANSWER = "Customers may ask in store or online. Our staff answer within two business days."
+
+
+class DiscardSpans(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+class DiscardLogs(LogRecordExporter):
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+STEPS: dict[str, float] = defaultdict(float)
+
+
+def timed(owner: Any, name: str, step: str) -> None:
+    """Replace ``owner.name`` with a wrapper adding its thread CPU time to ``STEPS[step]``."""
+    real: Callable[..., Any] = getattr(owner, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.thread_time()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            STEPS[step] += time.thread_time() - start
+
+    setattr(owner, name, wrapper)
+
+
+def thread_cpu() -> dict[str, float]:
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for thread in threading.enumerate():
+        try:
+            with open(f"/proc/self/task/{thread.native_id}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[thread.name] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=2000)
+    parser.add_argument("--executor", choices=("process", "thread"), default="process")
+    args = parser.parse_args(argv)
+
+    timed(worker, "prepare_record", "prepare_record")
+    timed(results.Results, "finish", "Results.finish")
+    timed(_emitter.Telemetry, "_span_attributes", "  span attributes")
+    timed(_emitter.Telemetry, "_emit_events", "  two log events")
+    timed(_emitter.Telemetry, "_record_metrics", "  metric points")
+    timed(process.ProcessRunner, "_batch_blocking", "pipe thread (send, receive)")
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(DiscardSpans()))
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(DiscardLogs()))
+    monitor = gw.Monitor(
+        judge=gw.LocalJudge(),
+        executor=args.executor,
+        tracer_provider=tracer_provider,
+        logger_provider=logger_provider,
+        meter_provider=MeterProvider(),
+        max_queue_size=args.records + 1,
+        shutdown_on_exit=False,
+    )
+    monitor.record(question="q", contexts=PASSAGES, answer=ANSWER)  # start the worker (process)
+    assert monitor.force_flush(60_000)
+    STEPS.clear()
+    before = thread_cpu()
+    process_start = time.process_time()
+    for i in range(args.records):
+        monitor.record(question="How long do answers take?", contexts=PASSAGES, answer=ANSWER)
+        if i % 20 == 19:
+            time.sleep(0.01)  # let the judge keep up: a steady stream, not a burst
+    assert monitor.force_flush(120_000)
+    after = thread_cpu()
+    process_cpu = time.process_time() - process_start
+    decisions, dropped = monitor.stats.snapshot()
+    monitor.shutdown()
+    n = args.records
+    assert decisions.get(("sampled", None)) == n + 1 and not dropped, (decisions, dropped)
+
+    print(f"{n} records, executor={args.executor}, load average {os.getloadavg()[0]:.1f}")
+    print(f"host process CPU (every thread, short-lived ones too): {process_cpu / n * 1e3:.3f} ms")
+    print("\n| host thread | CPU per scored record |\n|---|---|")
+    for name in sorted(after):
+        print(f"| {name} | {(after[name] - before.get(name, 0.0)) / n * 1e3:.3f} ms |")
+    print("\n| step (thread CPU inside it) | per scored record |\n|---|---|")
+    for step, seconds in STEPS.items():
+        print(f"| {step} | {seconds / n * 1e3:.3f} ms |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""What happens to a scored record, on the worker thread: :class:`Results`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import _guard
+from ..telemetry import Telemetry
+from ..types import Evaluation, RagRecord
+from .sampling import Sampler, inner_samplers, sampling_rate
+
+ResultCallback = Callable[[RagRecord, Evaluation], None]
+"""``on_result(record, evaluation)``: runs on the worker thread for every scored record."""
+
+Finished = tuple[RagRecord, Any, int, int]
+"""``(record, evaluation, start_ns, end_ns)``; the evaluation may be the process runner's
+``LazyEvaluation``."""
+
+
+class Results:
+    """For each finished record, in order: the sampler's observers (adaptive samplers learn
+    from scores), :meth:`Telemetry.emit <groundwatch.telemetry.Telemetry.emit>` (span, events,
+    metric points), then the ``on_result`` callbacks.
+
+    User code (observers, callbacks) that raises anything, ``SystemExit`` included, is logged
+    and counted in ``groundwatch.errors`` and the record stays evaluated; the worker goes on.
+    """
+
+    def __init__(
+        self, sampler: Sampler, telemetry: Telemetry, callbacks: Sequence[ResultCallback]
+    ) -> None:
+        self.sampler = sampler
+        self.telemetry = telemetry
+        self.callbacks: list[ResultCallback] = list(callbacks)
+        self.observers: list[Callable[[RagRecord, Evaluation], None]] = [
+            observe
+            for observe in (getattr(x, "observe", None) for x in inner_samplers(sampler))
+            if callable(observe)
+        ]
+
+    def add_callback(self, callback: ResultCallback) -> None:
+        # A new list, not an append: the worker may be iterating the old one.
+        self.callbacks = [*self.callbacks, callback]
+
+    def finish(self, finished: list[Finished]) -> None:
+        # A LazyEvaluation from the worker process becomes the pydantic Evaluation (with its
+        # claims) only for code that reads it.
+        telemetry = self.telemetry
+        need_full = bool(self.observers or self.callbacks or telemetry.capture_content)
+        batch = telemetry.batch()
+        for record, evaluation, start_ns, end_ns in finished:
+            if need_full and not isinstance(evaluation, Evaluation):
+                evaluation = evaluation.full()
+            rate: float | None = None
+            try:
+                for observe in self.observers:
+                    observe(record, evaluation)
+                rate = 1.0 if record.always_score else sampling_rate(self.sampler, record)
+            except BaseException as exc:  # user code: even SystemExit must not end the worker
+                _guard.user_error("sampler", exc)
+            try:
+                telemetry.emit(
+                    record,
+                    evaluation,
+                    sampling_rate=rate,
+                    start_ns=start_ns,
+                    end_ns=end_ns,
+                    batch=batch,
+                )
+            except Exception as exc:
+                _guard.internal_error("telemetry", exc, reraise=False)
+            for callback in self.callbacks:
+                try:
+                    callback(record, evaluation)
+                except BaseException as exc:  # user code: even SystemExit must not end the worker
+                    _guard.user_error("on_result", exc)
+        try:
+            batch.flush()
+        except Exception as exc:
+            _guard.internal_error("telemetry", exc, reraise=False)

@@ -119,7 +119,9 @@ class WorkerProcess:
         path = self.out.with_suffix(".spans.jsonl")
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        # Complete lines only: the worker may be writing the last one.
+        lines = path.read_text().split("\n")[:-1]
+        return [json.loads(line) for line in lines if line.strip()]
 
     def terminate(self, timeout_s: float = 30) -> dict[str, list[list[Any]]]:
         """SIGTERM, wait, and the metrics the worker exported at exit."""

@@ -378,14 +378,28 @@ class StreamWorker:
             self._room.set()
 
     async def _ack(self, entry_ids: list[str], record_ids: Sequence[str] = ()) -> None:
-        """Mark the records done, acknowledge and delete their entries (one round trip)."""
+        """Mark the records done, acknowledge and delete their entries (one round trip).
+
+        Retried with backoff for half the visibility timeout (every command is idempotent):
+        an evaluation already emitted must not be scored again elsewhere for want of its
+        acknowledgement. Raises the transport error when Redis stays away."""
         assert self._client is not None
-        pipe = self._client.pipeline(transaction=False)
-        for record_id in record_ids:
-            pipe.set(self._marker(record_id), b"1", ex=self.dedup_ttl_s)
-        pipe.xack(self.stream, self.group, *entry_ids)
-        pipe.xdel(self.stream, *entry_ids)
-        await pipe.execute()
+        deadline = time.monotonic() + self.visibility_ms / 2000
+        delay = 0.05
+        while True:
+            pipe = self._client.pipeline(transaction=False)
+            for record_id in record_ids:
+                pipe.set(self._marker(record_id), b"1", ex=self.dedup_ttl_s)
+            pipe.xack(self.stream, self.group, *entry_ids)
+            pipe.xdel(self.stream, *entry_ids)
+            try:
+                await pipe.execute()
+                break
+            except transport_errors():
+                if time.monotonic() + delay > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(MAX_BACKOFF_S, delay * 2)
         for entry_id in entry_ids:
             self._held.pop(entry_id, None)
 

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,8 @@ from .consumer import StreamWorker
 from .redis import DEFAULT_STREAM, INSTALL_HINT
 
 _logger = logging.getLogger("groundwatch")
+
+LIVENESS_S = 60.0
 
 
 def _positive_int(text: str) -> int:
@@ -80,7 +83,9 @@ async def _serve_health(worker: StreamWorker, port: int) -> asyncio.AbstractServ
             if path == "/readyz":
                 ok = worker.ready
             elif path == "/livez":
-                ok = asyncio.get_running_loop().time() >= 0  # the loop answers
+                # The consuming loop goes round at least once per read block (1 s) or backoff
+                # (at most 2 s): a minute without a round is a stuck worker.
+                ok = time.monotonic() - worker.alive_at < LIVENESS_S
             else:
                 writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                 return
@@ -145,6 +150,11 @@ async def _main(args: argparse.Namespace) -> int:
     judge = build_judge(
         args.judge, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env
     )
+    # --concurrency is the LLM judge's own limit too (a cascade's second judge), which it
+    # reads on first use: otherwise its default would decide.
+    for part in (judge, getattr(judge, "then", None)):
+        if isinstance(getattr(part, "concurrency", None), int):
+            part.concurrency = args.concurrency  # type: ignore[union-attr]
     worker = StreamWorker(
         args.redis,
         group=args.group,

@@ -67,6 +67,29 @@ def _decode_entries(raw: Iterable[Any]) -> list[Entry]:
     return [(i.decode() if isinstance(i, bytes) else str(i), dict(f or {})) for i, f in raw]
 
 
+async def _slot(semaphore: asyncio.Semaphore, stop: asyncio.Event) -> bool:
+    """Acquire ``semaphore`` unless ``stop`` is set first; whether it was acquired."""
+    if stop.is_set():
+        return False
+    if not semaphore.locked():
+        await semaphore.acquire()
+        return True
+    acquire = asyncio.ensure_future(semaphore.acquire())
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if not acquire.done():
+        acquire.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await acquire
+    if acquire.cancelled():
+        return False
+    if stop.is_set():
+        semaphore.release()
+        return False
+    return True
+
+
 class StreamWorker:
     """Score records from a Redis stream as one consumer of ``group``.
 
@@ -162,6 +185,7 @@ class StreamWorker:
         self.duplicates = 0
         self.dead_lettered = 0
         self._held: dict[str, float] = {}  # entry id -> when taken
+        self._scoring: set[str] = set()  # record ids taken to be scored, until done
         self._client: Redis | None = None
         self._room = asyncio.Event()
 
@@ -226,7 +250,8 @@ class StreamWorker:
                     continue
                 if entries:
                     for batch in await self._accept(entries, claimed):
-                        await semaphore.acquire()
+                        if not await _slot(semaphore, stop):
+                            break  # stopping: what is left is still held, and released
                         task = asyncio.create_task(self._score(batch, semaphore))
                         tasks.add(task)
                         task.add_done_callback(tasks.discard)
@@ -245,7 +270,9 @@ class StreamWorker:
                 await self._client.aclose()
 
     def _capacity(self) -> int:
-        return self.runner.concurrency * max(1, self.runner.batch_size())
+        # Twice what the runner takes at once: the next round is read while this one is
+        # judged, so a Redis round trip does not sit between two judge calls.
+        return 2 * self.runner.concurrency * max(1, self.runner.batch_size())
 
     async def _every(self, interval_s: float, step: Callable[[], Any]) -> None:
         while True:
@@ -324,11 +351,21 @@ class StreamWorker:
             for _, record, _ in good:
                 pipe.exists(self._marker(record.record_id))
             seen = await pipe.execute()
-            done = [g for g, s in zip(good, seen, strict=True) if s]
+            fresh: list[Taken] = []
+            done: list[str] = []
+            for taken, marked in zip(good, seen, strict=True):
+                record_id = taken[1].record_id
+                # Scored already (marker), or being scored here (an earlier copy in flight:
+                # if that one fails it stays pending, so acknowledging this copy loses nothing).
+                if marked or record_id in self._scoring:
+                    done.append(taken[0])
+                else:
+                    self._scoring.add(record_id)
+                    fresh.append(taken)
             if done:
                 self.duplicates += len(done)
-                await self._ack([e for e, _, _ in done])
-            good = [g for g, s in zip(good, seen, strict=True) if not s]
+                await self._ack(done)
+            good = fresh
         # Held (heartbeat, release) only once they are to be scored: if this round fails on
         # the way, its entries stay pending and another round reclaims them.
         now = time.monotonic()
@@ -374,6 +411,8 @@ class StreamWorker:
             for entry_id, _, _ in batch:
                 self._held.pop(entry_id, None)
         finally:
+            for _, record, _ in batch:
+                self._scoring.discard(record.record_id)
             semaphore.release()
             self._room.set()
 

@@ -208,10 +208,16 @@ class Worker:
 
 
 def throughput(
-    url: str, workdir: Path, n_workers: int, records: int, judge_args: Sequence[str]
+    url: str,
+    workdir: Path,
+    n_workers: int,
+    records: int,
+    judge_args: Sequence[str],
+    pace_s: float = 0.0,
 ) -> dict[str, float]:
-    """``records`` recorded at once (a burst) into ``n_workers`` ready workers: records per
-    second from the first ``record()`` to the last span, and each record's delay."""
+    """``records`` recorded into ``n_workers`` ready workers, at once (a burst) or one every
+    ``pace_s``: records per second from the first ``record()`` to the last span, and each
+    record's delay."""
     redis_client(url).flushall()
     run = len(list(workdir.glob("*.log")))
     pool = [Worker(workdir / f"run{run}-w{i}", url, judge_args) for i in range(n_workers)]
@@ -220,24 +226,38 @@ def throughput(
         if time.monotonic() > deadline:
             raise RuntimeError("workers did not become ready")
         time.sleep(0.1)
-    m, _ = monitor(gw.RedisQueue(url, max_backlog=10**7))
+    m, _ = monitor(gw.RedisQueue(url, max_backlog=10**7), max_queue_size=records + 1000)
+
+    def send(n: int, phase: str) -> None:
+        for i in range(n):
+            if pace_s:
+                time.sleep(pace_s)
+            m.record(
+                question=f"question {i}",
+                contexts=PASSAGES,
+                answer=ANSWER,
+                attributes={"bench.recorded_ns": time.time_ns(), "bench.phase": phase},
+            )
+        m.force_flush(60_000)
+
+    def wait_spans(n: int) -> None:
+        deadline = time.monotonic() + 600
+        while sum(len(w.spans()) for w in pool) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError("workers did not finish")
+            time.sleep(0.05)
+
+    # Warm-up: every worker's first judge call builds its client (imports, connections).
+    warm = 4 * n_workers
+    send(warm, "warm-up")
+    wait_spans(warm)
+    cpu0 = sum(cpu_seconds(w.proc.pid) for w in pool)
     start = time.time_ns()
-    for i in range(records):
-        m.record(
-            question=f"question {i}",
-            contexts=PASSAGES,
-            answer=ANSWER,
-            attributes={"bench.recorded_ns": time.time_ns()},
-        )
-    m.force_flush(60_000)
-    deadline = time.monotonic() + 600
-    while sum(len(w.spans()) for w in pool) < records:
-        if time.monotonic() > deadline:
-            raise RuntimeError("workers did not finish")
-        time.sleep(0.1)
-    spans = [s for w in pool for s in w.spans()]
+    send(records, "measured")
+    wait_spans(warm + records)
+    cpu_s = sum(cpu_seconds(w.proc.pid) for w in pool) - cpu0
+    spans = [s for w in pool for s in w.spans() if s["attributes"]["bench.phase"] == "measured"]
     rss = [rss_mb(w.proc.pid) for w in pool]
-    cpu_s = sum(cpu_seconds(w.proc.pid) for w in pool)
     for w in pool:
         w.stop()
     m.shutdown(10_000)
@@ -253,8 +273,22 @@ def throughput(
     }
 
 
+def scaling(url: str, workdir: Path, judge: str, args: Sequence[str], records: int) -> None:
+    base_rate = 0.0
+    for workers in (1, 2, 4):
+        r = throughput(url, workdir, workers, records, args)
+        base_rate = base_rate or r["per_s"]
+        print(
+            f"{judge}: {workers} worker(s), {records} records at once: {r['per_s']:.1f} "
+            f"records/s ({r['per_s'] / base_rate:.2f}x), record()->span p50 {r['p50_ms']:.0f} "
+            f"ms p99 {r['p99_ms']:.0f} ms, worker CPU {r['worker_cpu_ms']:.1f} ms/record, "
+            f"worker RSS {r['worker_rss_mb']:.0f} MB",
+            flush=True,
+        )
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far (``/proc/<pid>/stat``), start-up included."""
+    """User + system CPU of a process so far (``/proc/<pid>/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -305,7 +339,7 @@ def redis_client(url: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer records, fewer rounds")
-    parser.add_argument("--only", choices=("cpu", "request", "throughput", "burst"))
+    parser.add_argument("--only", choices=("cpu", "request", "llm", "local", "burst"))
     args = parser.parse_args(argv)
     if REDIS_SERVER is None:
         print("needs redis-server (Debian package redis-server)", file=sys.stderr)
@@ -333,34 +367,27 @@ def main(argv: list[str] | None = None) -> int:
                     f"the chain alone ({base:.2f} ms): in-process scoring "
                     f"{ratios['in-process']:.3f}x, RedisQueue {ratios['queue']:.3f}x"
                 )
-            if args.only in (None, "throughput"):
+            local_args = ["--judge", "local", "--executor", "thread"]
+            if args.only in (None, "llm"):
                 with FakeOpenAIServer(latency=0.2) as llm:
                     llm_args = [
                         "--judge", "openai", "--model", "fake", "--base-url", llm.url,
                         "--concurrency", "1",
                     ]  # fmt: skip
-                    for judge, jargs, n in (
-                        ("OpenAIJudge, 200 ms replies", llm_args, 60 if q else 200),
-                        ("LocalJudge", ["--judge", "local", "--executor", "thread"],
-                         1000 if q else 4000),
-                    ):  # fmt: skip
-                        base_rate = 0.0
-                        for workers in (1, 2, 4):
-                            r = throughput(server.url, workdir, workers, n, jargs)
-                            base_rate = base_rate or r["per_s"]
-                            print(
-                                f"{judge}: {workers} worker(s), {n} records: "
-                                f"{r['per_s']:.1f} records/s ({r['per_s'] / base_rate:.2f}x), "
-                                f"record()->span p50 {r['p50_ms']:.0f} ms p99 "
-                                f"{r['p99_ms']:.0f} ms, worker CPU "
-                                f"{r['worker_cpu_ms']:.1f} ms/record "
-                                f"(start-up included), worker RSS {r['worker_rss_mb']:.0f} MB"
-                            )
+                    scaling(server.url, workdir, "OpenAIJudge, 200 ms replies", llm_args,
+                            60 if q else 200)  # fmt: skip
+            if args.only in (None, "local"):
+                scaling(server.url, workdir, "LocalJudge", local_args, 1000 if q else 4000)
+                r = throughput(server.url, workdir, 1, 300 if q else 1000, local_args, 0.01)
+                print(
+                    f"LocalJudge, 1 worker, steady 100 records/s: record()->span p50 "
+                    f"{r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms"
+                )
             if args.only in (None, "burst"):
                 n = 20_000 if q else 100_000
-                b = burst(server.url, n, cap=5000)
+                b = burst(server.url, n, cap=2000)
                 print(
-                    f"burst of {n} records, backlog cap 5000: app RSS {b['rss_before_mb']:.0f} "
+                    f"burst of {n} records, backlog cap 2000: app RSS {b['rss_before_mb']:.0f} "
                     f"-> peak {b['rss_peak_mb']:.0f} -> {b['rss_after_mb']:.0f} MB; stream "
                     f"{b['backlog']:.0f} entries; sampled {b['sampled']:.0f}, queue_full "
                     f"{b['queue_full']:.0f}; record() {b['record_us']:.1f} us each"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -223,3 +224,25 @@ def test_malformed_entries_are_dead_lettered_and_the_worker_goes_on(
     sampled, app_dropped = _app_counts(capgw)
     injected = 2
     assert sampled + injected == evaluations + app_dropped + worker_dropped + client.xlen(STREAM)
+
+
+def test_probes_without_redis_live_but_not_ready_then_sigterm_exits_cleanly(
+    workers: Any,
+) -> None:
+    port = _free_port()
+    worker = workers(f"redis://127.0.0.1:{_free_port()}/0", "--health-port", str(port))
+
+    def status(path: str) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+                return int(reply.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+        except OSError:
+            return 0  # not listening yet
+
+    wait_for(lambda: status("/livez") == 200, 60, "the health endpoint")
+    assert status("/readyz") == 503  # Redis is not there: no traffic for this pod
+    assert status("/nothing") == 404
+    metrics = worker.terminate()
+    _no_internal_errors([metrics])

@@ -19,20 +19,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..check.cli import UsageError, _close_judge, build_judge
+from ..check.cli import UsageError, _close_judge, _positive_int, build_judge
 from .consumer import StreamWorker
 from .redis import DEFAULT_STREAM, INSTALL_HINT
 
 _logger = logging.getLogger("groundwatch")
 
 LIVENESS_S = 60.0
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def add_parser(subparsers: Any) -> None:

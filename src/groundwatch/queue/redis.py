@@ -80,8 +80,8 @@ class RedisQueue:
         max_backlog: entries in the stream (waiting or being scored) past which the producer
             accepts no more records (``groundwatch.records{decision=queue_full}``). The workers
             delete what they acknowledge, so the stream's length is its backlog. Records the
-            producer already holds are still sent: the stream may pass the cap by at most
-            one batch per producer, and nothing unread is trimmed.
+            monitor already holds are still sent: the stream may pass the cap by up to the
+            monitor's ``max_queue_size`` plus one batch per producer; nothing unread is trimmed.
         batch_size: records per pipelined ``XADD`` batch.
         timeout_millis: deadline of one connect or one batch.
         send_timeout_millis: how long a batch is retried (with backoff) before it is counted

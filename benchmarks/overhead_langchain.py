@@ -156,7 +156,13 @@ class Variant:
 
 
 class _StubMonitor:
+    def decide(self, **kwargs: Any) -> gw.Decision:
+        return gw.Decision.SAMPLED
+
     def record(self, **kwargs: Any) -> None:
+        pass
+
+    def record_decision(self, decision: gw.Decision, *, route: str | None = None) -> None:
         pass
 
     def record_failure(self, error_type: str, *, route: str | None = None) -> None:
@@ -365,9 +371,10 @@ def main(argv: list[str] | None = None) -> int:
         decisions, dropped = v.monitor.stats.snapshot()
         sampled = decisions.get(("sampled", None), 0)
         queue_full = decisions.get(("queue_full", None), 0)
-        recorded = v.handler.counts["records"]
+        counts = v.handler.counts
+        recorded = counts["records"] + counts["not_sampled"]
         print(
-            f"{v.name}: {recorded} runs recorded, {sampled} sampled, {v.scored} scored, "
+            f"{v.name}: {recorded} runs counted, {sampled} sampled, {v.scored} scored, "
             f"queue_full={queue_full}, dropped={sum(dropped.values())}"
         )
         ok &= v.scored == sampled and queue_full == 0

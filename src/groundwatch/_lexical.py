@@ -68,7 +68,11 @@ def _cjk_units(run: str, out: list[str]) -> bool:
     return negated
 
 
-_CJK_STOP = frozenset("的了是在和与及也就都而且或等这那个之为以于对把被着过其中将已从向")
+# Function characters: particles, conjunctions, prepositions, determiners and modal verbs
+# (能/可以/会/要), which paraphrases swap freely and which carry no fact of their own.
+FUNCTION_CHARS = _CJK_STOP = frozenset(
+    "的了是在和与及也就都而且或等这那个之为以于对把被着过其中将已从向能可会要该此些"
+)
 
 
 def stem(word: str) -> str:
@@ -134,7 +138,9 @@ def units(text: str) -> tuple[list[str], bool, list[str]]:
             continue
         s = _cached_stem(low)
         out.append(s)
-        if tok[0].isupper() and prev_end >= 0:
+        # Short all-capital words (TV, CEO, FC, UK) are abbreviations a context often spells
+        # out or leaves implicit, not names whose absence shows an invention.
+        if tok[0].isupper() and prev_end >= 0 and not (len(tok) <= 3 and tok.isupper()):
             gap = text[prev_end : m.start()]
             if not any(ch in ".!?:\n" for ch in gap) and prev_text:
                 names.append(s)

@@ -236,7 +236,7 @@ def test_lone_surrogate_escapes_in_json_input_do_not_break_the_outputs(tmp_path:
     ET.parse(tmp_path / "j.xml")
 
 
-def test_semantic_judge_passes_a_reworded_answer_the_local_judge_fails(tmp_path: Path) -> None:
+def test_judge_flag_selects_the_semantic_judge(tmp_path: Path) -> None:
     require_semantic_extra()
     row = {
         "id": "reworded",
@@ -247,8 +247,11 @@ def test_semantic_judge_passes_a_reworded_answer_the_local_judge_fails(tmp_path:
         "answer": "Ana and Luis Ortega, who are brother and sister, launched Acme in 1998.",
     }
     data = write_jsonl(tmp_path / "reworded.jsonl", [row])
-    local = run_cli(data, "--max-hallucination-rate", "0")
-    assert local.returncode == 1, local.stdout + local.stderr
+    local_out = tmp_path / "local.jsonl"
+    local = run_cli(data, "--max-hallucination-rate", "0", "--json", local_out)
+    assert local.returncode == 0, local.stdout + local.stderr
+    local_eval = json.loads(local_out.read_text(encoding="utf-8").splitlines()[0])["evaluation"]
+    assert local_eval["judge"] == "local"
     out = tmp_path / "semantic.jsonl"
     semantic = run_cli(data, "--judge", "semantic", "--max-hallucination-rate", "0", "--json", out)
     assert semantic.returncode == 0, semantic.stdout + semantic.stderr

@@ -172,10 +172,15 @@ def test_confidence_is_high_for_clear_cases_and_lower_for_borderline_ones() -> N
     )
     assert verbatim.claims[0].verdict == "supported"
     assert unrelated.claims[0].verdict == "unsupported"
-    assert verbatim.claims[0].confidence == 1.0
-    assert unrelated.claims[0].confidence is not None and unrelated.claims[0].confidence >= 0.9
-    assert borderline.claims[0].confidence is not None
-    assert borderline.claims[0].confidence < 0.8
+    # Calibrated probabilities: high for the clear cases, lower on the borderline, never a
+    # certainty the dev data does not bear out.
+    # (On AttributionBench dev even claims sharing no word with their context are labelled
+    # faithful 3 times in 10, which bounds the confidence of "unsupported" for them.)
+    v, u, b = (ev.claims[0].confidence for ev in (verbatim, unrelated, borderline))
+    assert v is not None and u is not None and b is not None
+    assert 0.85 <= v < 1.0
+    assert 0.6 <= u < 1.0
+    assert b < min(u, 0.6)
 
 
 def test_deterministic() -> None:
@@ -247,11 +252,20 @@ def test_thresholds_are_validated_and_change_verdicts() -> None:
         gw.LocalJudge(infer_threshold=1.5)
     with pytest.raises(ValueError):
         gw.LocalJudge(question_weight=-0.1)
+    with pytest.raises(ValueError):
+        gw.LocalJudge(min_probability=2.0)
     answer = "Marie Curie, born in Warsaw, studied physics in Paris."
-    strict = gw.evaluate(answer, [CURIE], judge=gw.LocalJudge(infer_threshold=0.8))
+    # The threshold rule (calibrated=False) decides with the two alignment thresholds.
+    strict = gw.evaluate(
+        answer, [CURIE], judge=gw.LocalJudge(infer_threshold=0.8, calibrated=False)
+    )
     lenient = gw.evaluate(answer, [CURIE], judge=gw.LocalJudge(support_threshold=0.5))
     assert strict.claims[0].verdict == "unsupported"
     assert lenient.claims[0].verdict == "supported"
+    # The calibrated rule decides on the probability of being backed.
+    assert gw.evaluate(answer, [CURIE], judge=gw.LocalJudge()).claims[0].verdict == "inferred"
+    demanding = gw.evaluate(answer, [CURIE], judge=gw.LocalJudge(min_probability=0.99))
+    assert demanding.claims[0].verdict == "unsupported"
 
 
 def test_deterministic_across_processes_with_different_hash_seeds() -> None:

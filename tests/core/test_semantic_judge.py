@@ -35,7 +35,7 @@ def judge() -> gw.SemanticJudge:
 def test_paraphrase_the_local_judge_rejects_is_inferred_with_located_evidence(
     judge: gw.SemanticJudge,
 ) -> None:
-    local = gw.evaluate(PARAPHRASE, CONTEXT, judge=gw.LocalJudge())
+    local = gw.evaluate(PARAPHRASE, CONTEXT, judge=gw.LocalJudge(calibrated=False))
     assert local.label == "hallucinated"
     assert [c.verdict for c in local.claims] == ["unsupported"]
 
@@ -75,7 +75,7 @@ def test_unrelated_claim_stays_unsupported_with_its_meaning_match(
 def test_number_and_name_rejections_are_not_second_guessed(
     judge: gw.SemanticJudge, answer: str, verdict: str, reason: str
 ) -> None:
-    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge())
+    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge(calibrated=False))
     ev = gw.evaluate(answer, CONTEXT, judge=judge)
     assert [c.verdict for c in ev.claims] == [verdict]
     assert reason in ev.claims[0].reason
@@ -84,7 +84,7 @@ def test_number_and_name_rejections_are_not_second_guessed(
 
 def test_claims_the_local_judge_accepts_are_unchanged(judge: gw.SemanticJudge) -> None:
     answer = "Acme sells irrigation equipment across southern Europe. It employs 400 people."
-    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge())
+    local = gw.evaluate(answer, CONTEXT, judge=gw.LocalJudge(calibrated=False))
     ev = gw.evaluate(answer, CONTEXT, judge=judge)
     assert ev.claims == local.claims
     assert {c.verdict for c in ev.claims} <= {"supported", "inferred"}
@@ -94,7 +94,7 @@ def test_chinese_claims_get_no_second_look(judge: gw.SemanticJudge) -> None:
     # The model is English; a Chinese claim keeps the lexical verdict and reason.
     context = ["该公司于1998年在塞维利亚成立，目前约有400名员工。"]
     answer = "这家企业由两位兄妹创办，总部设在马德里。"
-    local = gw.evaluate(answer, context, judge=gw.LocalJudge())
+    local = gw.evaluate(answer, context, judge=gw.LocalJudge(calibrated=False))
     ev = gw.evaluate(answer, context, judge=judge)
     assert ev.claims == local.claims
     assert all("meaning match" not in c.reason for c in ev.claims)

@@ -1,39 +1,44 @@
-"""The embedded default judge: deterministic, pure Python, no network, no model.
+"""The embedded default judge: deterministic, pure Python, no network, no model download.
 
-How a claim is judged (the README's "How the local judge decides" has the user-facing version):
+How a claim is judged (``docs/judges.md`` has the user-facing version):
 
 1. The passages are cut into sentences once per call and indexed, keeping only units that some
    claim uses: content units (stemmed words, single CJK characters), pairs of units at most one
-   unit apart, quantities (numbers with kind, unit and precision), negation. Unit weights are
-   smoothed inverse sentence frequencies over the passages themselves; units the *question*
-   contains weigh less, because an answer echoing the question is not evidence of support.
+   unit apart, quantities (numbers with kind, unit and precision; in the word stream each one
+   stands as a word naming its kind, so "1.5 km" and "1500 m" read alike), negation. Unit
+   weights are smoothed inverse sentence frequencies over the passages themselves; units the
+   *question* contains weigh less, because an answer echoing the question is not evidence.
 2. Each claim is aligned with its best sentence (and that sentence with its neighbours, for
    claims that combine adjacent sentences) through the inverted index.
-3. Numbers are compared as quantities: a claim's number must match one of the context (rounding
-   and formats allowed); a number that matches nothing while the aligned evidence states another
-   value of the same kind (500万 vs 800万, 3个月 vs 3年, 1889 vs 1899) is a contradiction. A
-   flipped negation against closely aligned evidence is a contradiction too. An unmatched number
-   without such evidence, or a capitalised name absent from the context, makes it unsupported.
-4. Otherwise unit and pair coverage decide: by one sentence -> ``supported``; by the sentence,
-   its neighbours and the whole context together -> ``inferred``; else ``unsupported``.
+3. Rules find contradictions on the aligned evidence: a number that matches nothing while the
+   evidence states another value of the same kind (500万 vs 800万, 3个月 vs 3年), judged on the
+   clause of the claim that states it; a negation that differs on the aligned clauses; a change
+   that goes the other way (rose / fell); cause and effect swapped. A number, a name (or, for
+   Chinese with the ``zh`` extra, a noun) the context never mentions makes a claim unsupported.
+4. Otherwise a fitted logistic model (:mod:`._calibration`) turns the coverage measurements
+   into the probability that the context backs the claim: backed claims are ``supported`` when
+   one sentence states them, ``inferred`` when it takes several or other words.
 
-``Claim.confidence`` is the margin of that decision: 1.0 far from every threshold (verbatim
-support, no overlap at all, a number conflict in well aligned evidence), 0.5 on a threshold;
-``inferred`` never exceeds 0.75 because overlap cannot tell a fair paraphrase from a plausible
-invention. A cascade uses it to send unclear claims to an LLM judge.
+``Claim.confidence`` is the calibrated probability that the verdict is right (for the rules,
+their measured precision); a cascade sends the answers with an unsure claim to an LLM judge.
+``LocalJudge(calibrated=False)`` keeps the hand-set thresholds of step 4 instead.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .. import _zh
+from .._contrast import cause_effect_reversed, direction_reversed
 from .._lexical import context_units, pairs, units
 from .._numbers import Quantity, QuantityIndex, extract_quantities
 from ..claims import ClaimSpan, sentence_spans, split_claims
 from ..types import Claim, Evidence, Judgement, Passage, Verdict
+from ._calibration import Calibration, default_calibration
 
 # Sentences longer than this are cut into chunks (tables, unpunctuated scraped text), so that
 # evidence stays a readable span and alignment stays local.
@@ -137,7 +142,7 @@ class _ContextIndex:
                     if chunk in seen:  # repeated boilerplate: index the first copy only
                         continue
                     seen.add(chunk)
-                    found, negated = context_units(chunk)
+                    found, negated = context_units(_mask(chunk, qs, c_start) if qs else chunk)
                     # Positions of relevant units; pairs only between relevant units at most
                     # one unit apart (the gappy pairs of the whole sequence, restricted).
                     rel = [(i, u) for i, u in enumerate(found) if u in relevant]
@@ -167,6 +172,8 @@ class _ContextIndex:
                                 post.append(sid)
                     self.all_pairs |= pair_set
         self.all_units = set(self.df)
+        self.texts = [p.text for p in passages]
+        self._joined: str | None = None
         self.quantities = QuantityIndex(quantities)
         self._n1 = len(self.sentences) + 1.0
         self._absent_idf = math.log(1.0 + self._n1)
@@ -178,6 +185,17 @@ class _ContextIndex:
         if df is None:
             return self._absent_idf
         return math.log(1.0 + self._n1 / (df + 1.0))
+
+    @property
+    def joined(self) -> str:
+        """All passage texts in one string, for substring look-ups (built on first use)."""
+        if self._joined is None:
+            self._joined = "\n".join(self.texts)
+        return self._joined
+
+    def text_of(self, sid: int) -> str:
+        s = self.sentences[sid]
+        return self.texts[s.passage][s.start : s.end]
 
     def neighbours(self, sid: int) -> list[int]:
         """The sentence and its neighbours within the same passage."""
@@ -202,8 +220,33 @@ class _ParsedClaim:
 
 
 def _parse(span: ClaimSpan) -> _ParsedClaim:
-    found, negated, names = units(span.text)
-    return _ParsedClaim(span, found, negated, names, extract_quantities(span.text))
+    quantities = extract_quantities(span.text)
+    # Numbers are compared as quantities, so their digits, numerals and unit words are no
+    # words to align: "1.5 km" must not miss "1500 m" for want of the word "km".
+    found, negated, names = units(_mask(span.text, quantities))
+    return _ParsedClaim(span, found, negated, names, quantities)
+
+
+def _mask(text: str, quantities: Sequence[Quantity], offset: int = 0) -> str:
+    """``text`` with every quantity mention replaced by a word naming its kind.
+
+    Both sides of the alignment are masked the same way, so "1.5 km long" and "1500 m long"
+    read alike as words (``zqlength long``) while the values are compared as quantities.
+    ``offset`` is where ``text`` starts in the text the quantities' offsets refer to.
+    """
+    if not quantities:
+        return text
+    out: list[str] = []
+    pos = 0
+    for q in sorted(quantities, key=lambda q: q.start):
+        start, end = q.start - offset, q.end - offset
+        if start < pos or start < 0 or end > len(text):
+            continue
+        out.append(text[pos:start])
+        out.append(f" zq{q.kind} ")
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _index_for(contexts: Sequence[Passage], claims: list[_ParsedClaim]) -> _ContextIndex:
@@ -237,6 +280,22 @@ class ClaimFeatures:
     conflict: int | None = None
     """Sentence stating a conflicting quantity, if any."""
     negation_flip: bool = False
+    direction_flip: bool = False
+    """The evidence says the quantity went the other way (rose / fell, 增长 / 下降)."""
+    causal_flip: bool = False
+    """The claim swaps the cause and the effect its evidence states."""
+    novel_terms: list[str] = field(default_factory=list)
+    """Names (and, for Chinese, nouns) of the claim that the context never mentions."""
+    negated: bool = False
+    """The claim itself negates."""
+    negation_unbacked: bool = False
+    """The claim negates while its best evidence and that evidence's neighbours do not."""
+    cjk: bool = False
+    """The claim is written in Chinese (or another CJK script)."""
+    question_share: float = 0.0
+    """Share of the claim's distinct units that the question contains (echoes)."""
+    closest: str = ""
+    """Where the best sentence is and how it begins, for reasons ("passage 2: 'The tower…'")."""
 
     @property
     def sentence_score(self) -> float:
@@ -254,11 +313,22 @@ class ClaimFeatures:
 class LocalJudge:
     """Lexical and numeric alignment of each claim with the passages (the embedded default).
 
+    By default a fitted logistic model turns each claim's measurements into the probability that
+    the context backs it (see :mod:`groundwatch.judges._calibration`): a claim is backed at
+    ``min_probability`` or above, ``supported`` when one sentence states it and ``inferred``
+    otherwise, and ``Claim.confidence`` is the calibrated probability that the verdict is right.
+    ``calibrated=False`` decides with the two alignment thresholds instead.
+
     Args:
         support_threshold: alignment with one sentence for ``supported``.
         infer_threshold: overall alignment (sentence, neighbours, whole context) for
-            ``inferred``.
+            ``inferred``; used only with ``calibrated=False``.
         question_weight: weight of claim words that come from the question, in [0, 1].
+        calibrated: decide with the fitted model (default) or with the thresholds.
+        min_probability: probability of being backed from which a claim is supported or
+            inferred; ``None`` takes the calibration's own threshold.
+        calibration: another fitted model (benchmarks refit it per fold); ``None`` takes the
+            one shipped with the package.
     """
 
     name = "local"
@@ -268,6 +338,10 @@ class LocalJudge:
         support_threshold: float = DEFAULT_SUPPORT_THRESHOLD,
         infer_threshold: float = DEFAULT_INFER_THRESHOLD,
         question_weight: float = DEFAULT_QUESTION_WEIGHT,
+        *,
+        calibrated: bool = True,
+        min_probability: float | None = None,
+        calibration: Calibration | None = None,
     ) -> None:
         for label, value in (
             ("support_threshold", support_threshold),
@@ -279,6 +353,14 @@ class LocalJudge:
         self.support_threshold = support_threshold
         self.infer_threshold = min(infer_threshold, support_threshold)
         self.question_weight = question_weight
+        self.calibration = (calibration or default_calibration()) if calibrated else None
+        if min_probability is not None and not 0.0 <= min_probability <= 1.0:
+            raise ValueError(f"min_probability must be within [0, 1], got {min_probability!r}")
+        self.min_probability = (
+            min_probability
+            if min_probability is not None
+            else (self.calibration.threshold if self.calibration else 0.5)
+        )
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -298,7 +380,7 @@ class LocalJudge:
         parsed = [_parse(span) for span in spans]
         index = _index_for(contexts, parsed)
         q_units = set(units(question)[0]) if question else set()
-        return [self._judge_claim(c, index, contexts, q_units) for c in parsed]
+        return [self._judge_claim(c, index, contexts, q_units, question or "") for c in parsed]
 
     def features(
         self, answer: str, contexts: Sequence[Passage], question: str | None
@@ -307,16 +389,21 @@ class LocalJudge:
         parsed = [_parse(span) for span in split_claims(answer)]
         index = _index_for(contexts, parsed)
         q_units = set(units(question)[0]) if question else set()
-        return [self._measure(c, index, q_units) for c in parsed]
+        return [self._measure(c, index, q_units, question or "") for c in parsed]
 
     # -- internals ------------------------------------------------------------------------------
 
     def _measure(
-        self, claim: _ParsedClaim, index: _ContextIndex, q_units: set[str]
+        self, claim: _ParsedClaim, index: _ContextIndex, q_units: set[str], question: str = ""
     ) -> ClaimFeatures:
         found, negated, names = claim.units, claim.negated, claim.names
-        f = ClaimFeatures(n_units=len(found))
         unique = list(dict.fromkeys(found))
+        f = ClaimFeatures(
+            n_units=len(found),
+            negated=negated,
+            cjk=_HAS_CJK.search(claim.span.text) is not None,
+            question_share=sum(u in q_units for u in unique) / len(unique) if unique else 0.0,
+        )
         weights = {
             u: index.idf(u) * (self.question_weight if u in q_units else 1.0) for u in unique
         }
@@ -351,7 +438,11 @@ class LocalJudge:
             f.cover_context = covered / total
         if claim_pairs:
             f.pair_context = len(claim_pairs & index.all_pairs) / len(claim_pairs)
-        f.novel_names = sum(1 for n in set(names) if n not in index.all_units and n not in q_units)
+        novel = [n for n in dict.fromkeys(names) if n not in index.all_units and n not in q_units]
+        if f.cjk:
+            novel += _zh.novel_terms(claim.span.text, index.joined, question)
+        f.novel_terms = novel
+        f.novel_names = len(novel)
         if acc:
             top = heapq.nlargest(_CANDIDATES, acc.items(), key=lambda kv: (kv[1], -kv[0]))
             best_key: tuple[float, float, int] | None = None
@@ -376,19 +467,39 @@ class LocalJudge:
         if f.best is not None:
             best = sentences[f.best]
             # Numbers: the evidence states another value of the same kind -> contradiction.
-            if unmatched and f.cover_window >= _CONFLICT_MIN_COVER:
-                for sid in [f.best] + [i for i in f.window if i != f.best]:
-                    if any(q.conflicts(x) for q in unmatched for x in sentences[sid].quantities):
-                        f.conflict = sid
-                        break
-            # Negation: a claim that negates what its closely aligned evidence asserts, or the
-            # reverse when the evidence is about as short as the claim (so the "not" is in the
-            # part that was aligned).
-            f.negation_flip = (
-                f.cover_sentence >= 0.7
-                and negated != best.negated
-                and (negated or best.size <= 2 * len(found) + 2)
-            )
+            # Judged on the part of the claim that holds the number, so a clause the claim adds
+            # ("... and include shipping costs") cannot hide a changed value.
+            if unmatched:
+                candidates = [f.best] + [i for i in f.window if i != f.best]
+                candidates += [sid for sid, _ in top if sid not in candidates]
+                segments = [(q, _segment_weights(claim, q, weights)) for q in unmatched]
+                f.conflict = next(
+                    (
+                        sid
+                        for sid in candidates
+                        if any(
+                            _share(seg, sentences[sid].units) >= _CONFLICT_MIN_COVER
+                            and any(q.conflicts(x) for x in sentences[sid].quantities)
+                            for q, seg in segments
+                        )
+                    ),
+                    None,
+                )
+            # Negation: compared on the clauses of the evidence that the claim aligns with, so
+            # a "not" in another clause of the same sentence ("... and has no processing fee")
+            # is not counted against a claim that leaves that clause out.
+            evidence = index.text_of(f.best)
+            snippet = evidence if len(evidence) <= 60 else evidence[:57].rstrip() + "..."
+            f.closest = f"passage {best.passage}: {snippet!r}"
+            f.negation_unbacked = negated and not any(sentences[i].negated for i in f.window)
+            if negated or best.negated:
+                f.negation_flip = f.cover_sentence >= 0.6 and _negation_differs(
+                    claim, evidence, weights
+                )
+            if f.cover_sentence >= 0.6:
+                text = claim.span.text
+                f.direction_flip = direction_reversed(text, _aligned_clause(evidence, weights))
+                f.causal_flip = cause_effect_reversed(text, evidence, _unit_set)
         return f
 
     def decide(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str]:
@@ -396,61 +507,98 @@ class LocalJudge:
 
         ``evidence`` names what backs the verdict: ``"conflict"`` (the sentence stating another
         value), ``"best"`` (the aligned sentence), ``"cover"`` (the aligned sentence and the
-        neighbours that add to it) or ``"none"``.
+        neighbours that add to it) or ``"none"``. Every reason names what decided it.
         """
+        contradiction = self._contradiction(f)
+        if contradiction is not None:
+            return contradiction
+        if self.calibration is None:
+            return self._decide_by_thresholds(f)
+        p = self.calibration.probability(f)
         support = f.sentence_score
-        infer = f.score
-        if f.conflict is not None:
+        if f.numbers_unmatched:
+            return "unsupported", _numbers_reason(f), 1.0 - p, "none"
+        if f.novel_names:
+            return "unsupported", _names_reason(f), 1.0 - p, "none"
+        if f.negation_unbacked:
             return (
-                "contradicted",
+                "unsupported",
+                "the claim says something is not so; no sentence near its evidence negates",
+                1.0 - p,
+                "none",
+            )
+        if f.best is not None and p >= self.min_probability:
+            if support >= self.support_threshold:
+                return "supported", _aligned_reason(f), p, "cover"
+            return "inferred", _covered_reason(f), p, "cover"
+        if f.n_units == 0 and f.numbers and f.best is not None:
+            return "supported", "its numbers are stated in the context", max(p, 0.6), "best"
+        return "unsupported", _weak_reason(f), 1.0 - p, "none"
+
+    def _contradiction(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str] | None:
+        """A contradiction found by one of the rules, with its measured precision."""
+        if f.best is None:
+            return None
+        if f.conflict is not None:
+            rule, reason, backing = (
+                "conflict",
                 "the evidence states a different number or unit",
-                0.6 + 0.4 * min(1.0, f.cover_window),
                 "conflict",
             )
-        if f.negation_flip and f.best is not None:
-            return (
-                "contradicted",
+        elif f.negation_flip:
+            rule, reason, backing = (
+                "negation",
                 "the evidence says the opposite (negation differs)",
-                0.4 + 0.4 * f.cover_sentence,
                 "best",
             )
+        elif f.direction_flip:
+            rule, reason, backing = (
+                "direction",
+                "the evidence says it went the other way (up against down)",
+                "best",
+            )
+        elif f.causal_flip:
+            rule, reason, backing = (
+                "causal",
+                "the evidence states the cause and the effect the other way round",
+                "best",
+            )
+        else:
+            return None
+        if self.calibration is not None:
+            confidence = self.calibration.precision_of(rule)
+        elif rule == "conflict":
+            confidence = 0.6 + 0.4 * min(1.0, f.cover_window)
+        else:
+            confidence = 0.4 + 0.4 * f.cover_sentence
+        return "contradicted", reason, confidence, backing
+
+    def _decide_by_thresholds(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str]:
+        """The uncalibrated rule: alignment thresholds, confidence from the margin."""
+        support = f.sentence_score
+        infer = f.score
         if f.numbers_unmatched:
             share = f.numbers_unmatched / max(f.numbers, 1)
-            return (
-                "unsupported",
-                f"{f.numbers_unmatched} number(s) of the claim appear nowhere in the context",
-                0.6 + 0.3 * min(1.0, share),
-                "none",
-            )
+            return "unsupported", _numbers_reason(f), 0.6 + 0.3 * min(1.0, share), "none"
         if f.novel_names:
-            return (
-                "unsupported",
-                f"{f.novel_names} name(s) of the claim appear nowhere in the context",
-                0.55 + 0.1 * min(f.novel_names, 3),
-                "none",
-            )
+            return "unsupported", _names_reason(f), 0.55 + 0.1 * min(f.novel_names, 3), "none"
         if f.best is not None and support >= self.support_threshold:
             return (
                 "supported",
-                f"aligned with one passage sentence ({support:.0%})",
+                _aligned_reason(f),
                 _margin(support, self.support_threshold),
                 "cover",
             )
         if f.best is not None and infer >= self.infer_threshold:
             return (
                 "inferred",
-                f"the context covers {infer:.0%} of it, across sentences or in other words",
+                _covered_reason(f),
                 0.25 + 0.5 * _margin(infer, self.infer_threshold),
                 "cover",
             )
         if f.n_units == 0 and f.numbers and f.best is not None:
             return "supported", "its numbers are stated in the context", 0.6, "best"
-        return (
-            "unsupported",
-            f"the context covers only {infer:.0%} of it",
-            _margin(infer, self.infer_threshold),
-            "none",
-        )
+        return "unsupported", _weak_reason(f), _margin(infer, self.infer_threshold), "none"
 
     def _judge_claim(
         self,
@@ -458,8 +606,9 @@ class LocalJudge:
         index: _ContextIndex,
         contexts: Sequence[Passage],
         q_units: set[str],
+        question: str,
     ) -> tuple[Claim, ClaimFeatures]:
-        f = self._measure(claim, index, q_units)
+        f = self._measure(claim, index, q_units, question)
         span = claim.span
         verdict, reason, confidence, backing = self.decide(f)
         sentences = index.sentences
@@ -480,6 +629,145 @@ class LocalJudge:
             confidence=round(max(0.0, min(1.0, confidence)), 3),
         )
         return claim_out, f
+
+
+# Clause boundaries inside one sentence, English and Chinese.
+_CLAUSE = re.compile(
+    r"[,;:，；：、]\s*|\s+(?:and|but|while|whereas|although|though|yet|which|who|so)\s+"
+    r"|(?:但是|但|而且|并且|而|却|同时|所以|因此)"
+)
+_PLACEHOLDER = "zq"
+_HAS_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def _unit_set(text: str) -> set[str]:
+    return set(units(text)[0])
+
+
+# A further clause joins the aligned span when it adds this share of the claim's weight.
+_CLAUSE_MIN_GAIN = 0.2
+
+
+def _clause_units(text: str) -> list[tuple[list[str], bool]]:
+    """The content units and the negation of each clause of ``text``."""
+    out: list[tuple[list[str], bool]] = []
+    pos = 0
+    for m in [*_CLAUSE.finditer(text), None]:
+        end = len(text) if m is None else m.start()
+        found, negated = context_units(text[pos:end])
+        if found or negated:
+            out.append((found, negated))
+        if m is not None:
+            pos = m.end()
+    return out
+
+
+def _aligned_clause(sentence: str, weights: dict[str, float]) -> str:
+    """The clause of ``sentence`` that holds most of a claim's weight."""
+    best, best_w = sentence, 0.0
+    pos = 0
+    for m in [*_CLAUSE.finditer(sentence), None]:
+        end = len(sentence) if m is None else m.start()
+        w = sum(weights.get(u, 0.0) for u in set(context_units(sentence[pos:end])[0]))
+        if w > best_w:
+            best, best_w = sentence[pos:end], w
+        if m is not None:
+            pos = m.end()
+    return best
+
+
+def _negation_differs(claim: _ParsedClaim, sentence: str, weights: dict[str, float]) -> bool:
+    """Whether a clause of the claim negates where the evidence it aligns with does not, or
+    the reverse.
+
+    Each clause of the claim is aligned with clauses of the evidence sentence, greedily: the
+    one holding most of its weight, then each further one that adds a fair share of the units
+    still missing. Negation is compared on that aligned span only, so a "not" in another clause
+    of the same sentence ("... and has no processing fee") does not count against a claim that
+    leaves that clause out, and a flipped clause is caught even inside a long sentence.
+    """
+    evidence = [
+        (set(found) & weights.keys(), neg, len(found)) for found, neg in _clause_units(sentence)
+    ]
+    if not evidence:
+        return False
+    for found, claim_negated in _clause_units(_mask(claim.span.text, claim.quantities)):
+        own = {u: weights.get(u, 1.0) for u in found if not u.startswith(_PLACEHOLDER)}
+        total = sum(own.values())
+        if len(own) < 2 or total <= 0:
+            continue
+        covered: set[str] = set()
+        span_negated = False
+        span_size = 0
+        for units_in, neg, size in sorted(
+            evidence, key=lambda c: -sum(own.get(u, 0.0) for u in c[0])
+        ):
+            gain = sum(own.get(u, 0.0) for u in units_in - covered)
+            if gain <= 0 or (covered and gain < _CLAUSE_MIN_GAIN * total):
+                continue
+            covered |= units_in
+            span_negated = span_negated or neg
+            span_size += size
+        if sum(own.get(u, 0.0) for u in covered) < 0.6 * total:
+            continue  # this clause is not what the sentence says; nothing to compare
+        if claim_negated != span_negated and (claim_negated or span_size <= 2 * len(found) + 2):
+            return True
+    return False
+
+
+def _segment_weights(
+    claim: _ParsedClaim, q: Quantity, weights: dict[str, float]
+) -> dict[str, float]:
+    """The weights of the words in the clause of the claim that states ``q`` (no number
+    placeholders: those match any number of the same kind)."""
+    text = claim.span.text
+    start, end = 0, len(text)
+    for m in _CLAUSE.finditer(text):
+        if m.end() <= q.start:
+            start = m.end()
+        elif m.start() >= q.end:
+            end = m.start()
+            break
+    found = units(_mask(text[start:end], claim.quantities, start))[0]
+    return {u: weights.get(u, 1.0) for u in found if not u.startswith(_PLACEHOLDER)}
+
+
+def _share(weights: dict[str, float], have: frozenset[str]) -> float:
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    return sum(w for u, w in weights.items() if u in have) / total
+
+
+def _numbers_reason(f: ClaimFeatures) -> str:
+    return f"{f.numbers_unmatched} number(s) of the claim appear nowhere in the context"
+
+
+def _names_reason(f: ClaimFeatures) -> str:
+    return "names the context never mentions: " + ", ".join(repr(t) for t in f.novel_terms[:3])
+
+
+def _aligned_reason(f: ClaimFeatures) -> str:
+    return (
+        f"aligned with one passage sentence ({f.sentence_score:.0%}: {f.cover_sentence:.0%} of"
+        f" its words, {f.pair_sentence:.0%} of its word pairs)"
+    )
+
+
+def _covered_reason(f: ClaimFeatures) -> str:
+    return (
+        f"the context covers {f.score:.0%} of it, across sentences or in other words"
+        f" (best sentence {f.cover_sentence:.0%}, with its neighbours {f.cover_window:.0%})"
+    )
+
+
+def _weak_reason(f: ClaimFeatures) -> str:
+    if f.best is None:
+        return "no passage sentence shares its words"
+    return (
+        f"the context covers only {f.score:.0%} of it; the closest sentence ({f.closest}) has"
+        f" {f.cover_sentence:.0%} of its words, the whole context {f.cover_context:.0%}"
+    )
 
 
 def _margin(value: float, threshold: float) -> float:

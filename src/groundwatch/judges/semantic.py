@@ -57,7 +57,9 @@ class SemanticJudge:
 
     Args:
         support_threshold: meaning match for ``inferred``, in [0, 1].
-        local: the lexical judge that runs first (default ``LocalJudge()``).
+        local: the lexical judge that runs first (default ``LocalJudge(calibrated=False)``:
+            the meaning-match threshold was chosen on the claims the threshold rule leaves
+            unsupported).
         threads: CPU threads for the model.
         cache_bytes: memory for cached passage encodings.
         max_context_chars: how much of the passages (in order) the model reads; the rest is
@@ -80,7 +82,7 @@ class SemanticJudge:
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads!r}")
         self.support_threshold = support_threshold
-        self.local = local if local is not None else LocalJudge()
+        self.local = local if local is not None else LocalJudge(calibrated=False)
         self.max_context_chars = max_context_chars
         self.encoder = MiniLMEncoder(threads=threads, cache_bytes=cache_bytes)
 

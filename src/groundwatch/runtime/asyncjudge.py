@@ -109,11 +109,12 @@ class AsyncRunner:
         except (asyncio.TimeoutError, TimeoutError):
             timed_out = True
         end_ns = time.time_ns()
-        if watch.longest_s > LOOP_BLOCK_LIMIT_S:
+        blocked = watch.longest_s > LOOP_BLOCK_LIMIT_S
+        if blocked:
             self._blocked(watch.longest_s)
         # A blocked loop cannot fire the deadline's timer: the call that blocked it returns
         # late instead, and still counts as a timeout.
-        if timed_out or end_ns - start_ns > timeout_s * 1e9:
+        if timed_out or (blocked and end_ns - start_ns > timeout_s * 1e9):
             return timeout_evaluation(timeout_s, item, self.name), start_ns, end_ns
         return scored(judgement, item, self.name, policy), start_ns, end_ns
 

@@ -122,8 +122,9 @@ class Monitor:
             must be picklable); ``"thread"``, a thread of this interpreter (no extra process,
             but it slows the host's requests: README "Overhead"); ``"auto"`` (the default,
             ``GROUNDWATCH_EXECUTOR``), a process, falling back to a thread with a warning
-            when the judge cannot be pickled or no process can start. Async judges always run
-            on the worker's event loop.
+            when the judge cannot be pickled or no process can start. Async judges run on
+            the worker's event loop (on threads once one blocks the loop: see
+            :mod:`groundwatch.runtime.asyncjudge`).
         policy: thresholds that turn scores into a label.
         content_max_chars: cap per captured text attribute (``GROUNDWATCH_CONTENT_MAX_CHARS``).
         shutdown_on_exit: register an ``atexit`` hook that flushes the queue (default on).

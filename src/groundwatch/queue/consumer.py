@@ -351,21 +351,23 @@ class StreamWorker:
             for _, record, _ in good:
                 pipe.exists(self._marker(record.record_id))
             seen = await pipe.execute()
-            fresh: list[Taken] = []
+            fresh: dict[str, Taken] = {}
             done: list[str] = []
             for taken, marked in zip(good, seen, strict=True):
                 record_id = taken[1].record_id
                 # Scored already (marker), or being scored here (an earlier copy in flight:
                 # if that one fails it stays pending, so acknowledging this copy loses nothing).
-                if marked or record_id in self._scoring:
+                if marked or record_id in self._scoring or record_id in fresh:
                     done.append(taken[0])
                 else:
-                    self._scoring.add(record_id)
-                    fresh.append(taken)
+                    fresh[record_id] = taken
             if done:
                 self.duplicates += len(done)
                 await self._ack(done)
-            good = fresh
+            # Only now: had the acknowledgement failed, none of these would be scored, and a
+            # later copy must not be taken for one in flight.
+            self._scoring.update(fresh)
+            good = list(fresh.values())
         # Held (heartbeat, release) only once they are to be scored: if this round fails on
         # the way, its entries stay pending and another round reclaims them.
         now = time.monotonic()

@@ -330,6 +330,38 @@ def burst(url: str, records: int, cap: int) -> dict[str, float]:
     }
 
 
+def worker_memory(url: str, workdir: Path, backlog: int) -> list[float]:
+    """One LocalJudge worker draining a backlog of ``backlog`` entries: its RSS (MB) at the
+    start, every quarter of the way, and at the end."""
+    from groundwatch.queue import wire
+    from groundwatch.runtime.runner import prepare_record
+
+    client = redis_client(url)
+    client.flushall()
+    now = time.time_ns()
+    for start in range(0, backlog, 1000):
+        pipe = client.pipeline(transaction=False)
+        for i in range(start, min(backlog, start + 1000)):
+            record = gw.RagRecord(f"question {i}", PASSAGES, ANSWER, record_id=f"{i:016x}")
+            prepare_record(record)
+            pipe.xadd(STREAM, {wire.FIELD: wire.encode(record, 1.0, now)})
+        pipe.execute()
+    w = Worker(workdir / f"mem{backlog}", url, ["--judge", "local", "--executor", "thread"])
+    samples: list[float] = []
+    marks = [backlog - backlog * k // 4 for k in range(5)]  # entries left at each sample
+    deadline = time.monotonic() + 900
+    while marks:
+        left = client.xlen(STREAM)
+        if w.ready() and left <= marks[0]:
+            samples.append(rss_mb(w.proc.pid))
+            marks.pop(0)
+        if time.monotonic() > deadline:
+            raise RuntimeError("the worker did not drain the backlog")
+        time.sleep(0.05)
+    w.stop()
+    return samples
+
+
 def redis_client(url: str) -> Any:
     import redis
 
@@ -391,6 +423,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"-> peak {b['rss_peak_mb']:.0f} -> {b['rss_after_mb']:.0f} MB; stream "
                     f"{b['backlog']:.0f} entries; sampled {b['sampled']:.0f}, queue_full "
                     f"{b['queue_full']:.0f}; record() {b['record_us']:.1f} us each"
+                )
+            if args.only in (None, "burst"):
+                n = 5000 if q else 20_000
+                rss = worker_memory(server.url, workdir, n)
+                print(
+                    f"worker draining a backlog of {n}: RSS "
+                    + " -> ".join(f"{x:.0f}" for x in rss)
+                    + " MB (start, each quarter, end)"
                 )
             redis_rss = rss_mb(server.proc.pid) if server.proc else float("nan")
             print(f"redis-server RSS at the end: {redis_rss:.0f} MB")

@@ -228,6 +228,7 @@ class StreamWorker:
                         claimed = bool(entries)
                     if not entries:
                         entries = await self._read(room)
+                    batches = await self._accept(entries, claimed) if entries else []
                     delay = 0.0
                 except asyncio.CancelledError:
                     raise
@@ -248,13 +249,12 @@ class StreamWorker:
                     with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
                         await asyncio.wait_for(stop.wait(), delay)
                     continue
-                if entries:
-                    for batch in await self._accept(entries, claimed):
-                        if not await _slot(semaphore, stop):
-                            break  # stopping: what is left is still held, and released
-                        task = asyncio.create_task(self._score(batch, semaphore))
-                        tasks.add(task)
-                        task.add_done_callback(tasks.discard)
+                for batch in batches:
+                    if not await _slot(semaphore, stop):
+                        break  # stopping: what is left is still held, and released
+                    task = asyncio.create_task(self._score(batch, semaphore))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
         finally:
             self.ready = False
             for task in side:

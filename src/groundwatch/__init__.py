@@ -6,6 +6,7 @@ from .alerts import Alert, AlertingHook, DropDetector
 from .judging.evaluate import aevaluate, evaluate
 from .judging.judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge, SemanticJudge
 from .judging.scoring import LabelPolicy
+from .queue import RedisQueue
 from .runtime.monitor import Monitor
 from .runtime.sampling import (
     Decision,
@@ -40,6 +41,7 @@ __all__ = [
     "RagRecord",
     "RateLimitSampler",
     "RatioSampler",
+    "RedisQueue",
     "RouteSampler",
     "Sampler",
     "SemanticJudge",

@@ -64,6 +64,13 @@ def bad_input(where: str, exc: BaseException) -> None:
         )
 
 
+def warning(where: str, message: str, *args: object) -> None:
+    """Log ``message % args`` as a warning at most once a minute per ``where`` (an outside
+    fault the caller counts itself, such as a lost connection to Redis)."""
+    if _due(where):
+        _logger.warning(message, *args)
+
+
 def _count_and_log(where: str, exc: BaseException, message: str) -> None:
     if _count(where, type(exc).__name__):
         _logger.warning(message, where, exc_info=(type(exc), exc, exc.__traceback__))

@@ -17,6 +17,7 @@ from . import __version__
 _SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("check", "groundwatch.check.cli"),
     ("demo", "groundwatch.demo.cli"),
+    ("worker", "groundwatch.queue.cli"),
 )
 
 

@@ -41,9 +41,10 @@ from .sampling import (
     RatioSampler,
     Sampler,
     inner_samplers,
+    sampling_rate,
 )
 from .thread import ThreadRunner
-from .worker import Worker
+from .worker import RecordSink, Worker
 
 if TYPE_CHECKING:
     from ..integration import MonitorLike
@@ -129,6 +130,9 @@ class Monitor:
         content_max_chars: cap per captured text attribute (``GROUNDWATCH_CONTENT_MAX_CHARS``).
         shutdown_on_exit: register an ``atexit`` hook that flushes the queue (default on).
         processes: worker processes for ``executor="process"`` (started on first use).
+        queue: send sampled records to a queue for ``groundwatch worker`` processes to score,
+            instead of scoring them here (a :class:`~groundwatch.RedisQueue`;
+            docs/distributed.md). ``judge`` and ``executor`` then go unused: the workers judge.
 
     Raises:
         ValueError: a size, count or timeout below 1, or an unknown ``executor``. (Only the
@@ -155,6 +159,7 @@ class Monitor:
         content_max_chars: int | None = None,
         shutdown_on_exit: bool = True,
         processes: int = 1,
+        queue: RecordSink | None = None,
     ) -> None:
         for name, value in (
             ("max_queue_size", max_queue_size),
@@ -205,7 +210,10 @@ class Monitor:
             max_queue_size=max_queue_size or config.max_queue_size,
             timeout_s=(evaluation_timeout_millis or config.evaluation_timeout_millis) / 1000,
             policy=policy,
+            sink=queue,
         )
+        if queue is not None:
+            queue.attach(self.stats, self._sampling_rate)
         self._atexit: Callable[[], None] | None = None
         if shutdown_on_exit:
             self._atexit = weak_callback(self._shutdown_at_exit)
@@ -392,6 +400,15 @@ class Monitor:
             _guard.internal_error("record_failure", exc)
 
     # --- worker side ---------------------------------------------------------------------------
+
+    def _sampling_rate(self, record: RagRecord) -> float | None:
+        """The share of records like this one that is sampled (sent along with a queued
+        record, which is scored elsewhere)."""
+        try:
+            return sampling_rate(self.sampler, record)
+        except BaseException as exc:  # user code
+            _guard.user_error("sampler", exc)
+            return None
 
     def add_result_callback(self, callback: ResultCallback) -> None:
         """Add an ``on_result`` callback (e.g. an alert detector) after construction."""

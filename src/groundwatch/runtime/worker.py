@@ -28,6 +28,8 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Protocol
 
 from opentelemetry import context as otel_context
 
@@ -47,6 +49,29 @@ asks for (OpenTelemetry's BatchSpanProcessor has the same schedule delay); a flu
 cuts it short. Async judges ask for batches of one, which never wait."""
 
 
+class RecordSink(Protocol):
+    """Where sampled records go instead of a judge: a queue that remote workers score from
+    (:class:`groundwatch.RedisQueue`). The worker hands it batches and counts nothing of them:
+    the sink counts what it cannot deliver."""
+
+    concurrency: int
+    batch_size: int
+    full: bool
+    """Read by :meth:`Worker.submit`: ``True`` turns records away as ``queue_full``."""
+
+    async def send(self, records: list[RagRecord]) -> None:
+        """Deliver the batch; raises only ``asyncio.CancelledError``, after counting."""
+        ...
+
+    def attach(self, stats: Stats, sampling_rate: Callable[[RagRecord], float | None]) -> None:
+        """Called once by the owning monitor: where to count, and each record's rate."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+    def at_fork_reinit(self) -> None: ...
+
+
 class Worker:
     """Queue + thread + loop; see the module docstring."""
 
@@ -59,9 +84,11 @@ class Worker:
         max_queue_size: int,
         timeout_s: float,
         policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
+        sink: RecordSink | None = None,
     ) -> None:
         self.runner = runner
-        self.concurrency = runner.concurrency
+        self.sink = sink
+        self.concurrency = sink.concurrency if sink is not None else runner.concurrency
         self.results = results
         self.stats = stats
         self.max_queue_size = max_queue_size
@@ -96,7 +123,7 @@ class Worker:
         queue = self.queue
         # Checked without a lock: concurrent callers may overshoot the bound by one record each,
         # which keeps memory bounded and costs no lock on the request path.
-        if len(queue) >= self.max_queue_size:
+        if len(queue) >= self.max_queue_size or (self.sink is not None and self.sink.full):
             return False
         queue.append(record)
         if self._stopped:
@@ -150,6 +177,8 @@ class Worker:
                     task.cancel()
                 loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
                 loop.run_until_complete(loop.shutdown_asyncgens())
+                if self.sink is not None:
+                    loop.run_until_complete(self.sink.aclose())
                 # A task cancelled before its first step never ran _run_batch's handlers.
                 self.stats.count_dropped(sc.ERROR_SHUTDOWN, len(self._inflight))
                 self._inflight.clear()
@@ -191,7 +220,8 @@ class Worker:
                 if self._stopping:
                     semaphore.release()
                     break
-                records = await self._take_batch(self.runner.batch_size())
+                size = self.sink.batch_size if self.sink is not None else self.runner.batch_size()
+                records = await self._take_batch(size)
                 if not records:
                     semaphore.release()
                     break
@@ -224,6 +254,10 @@ class Worker:
     ) -> None:
         finished = False
         try:
+            if self.sink is not None:
+                finished = True  # the sink counts what it cannot deliver
+                await self.sink.send(records)
+                return
             results = await self._evaluate(records)
             finished = True
             # Synchronous from here: a cancellation (shutdown) cannot split the accounting.
@@ -245,33 +279,7 @@ class Worker:
             self._check_flush()
 
     async def _evaluate(self, records: list[RagRecord]) -> list[Result]:
-        """Prepare each record once and run the batch; one result per record, in order."""
-        results: list[Result | None] = [None] * len(records)
-        items: list[Prepared] = []
-        where: list[int] = []
-        for i, record in enumerate(records):
-            try:
-                items.append(prepare_record(record))
-            except InvalidRecord as exc:
-                now = time.time_ns()
-                empty = Prepared("", [], None, False)
-                failed = error_evaluation(sc.ERROR_INVALID_INPUT, str(exc), empty, self.runner.name)
-                results[i] = (failed, now, now)
-                continue
-            where.append(i)
-        if items:
-            # The judge's own HTTP / LLM calls must not create spans in the user's traces nor
-            # re-enter our callbacks: instrumentations check this key. The worker's task
-            # context is its own, so attach/detach here cannot leak into the host.
-            token = otel_context.attach(suppressed_context())
-            try:
-                await self.runner.start()
-                done = await self.runner.run(items, self.policy, self.timeout_s)
-            finally:
-                otel_context.detach(token)
-            for i, result in zip(where, done, strict=True):
-                results[i] = result
-        return [r for r in results if r is not None]
+        return await evaluate_records(self.runner, records, self.policy, self.timeout_s)
 
     # --- flush / shutdown ----------------------------------------------------------------------
 
@@ -378,3 +386,38 @@ class Worker:
         self.stats.reinit_after_fork()
         self.stats.count_dropped(sc.ERROR_FORK, inherited)
         self.runner.at_fork_reinit()
+        if self.sink is not None:
+            self.sink.at_fork_reinit()
+
+
+async def evaluate_records(
+    runner: Runner, records: list[RagRecord], policy: scoring.LabelPolicy, timeout_s: float
+) -> list[Result]:
+    """Prepare each record once and run the batch on ``runner``; one result per record, in
+    order (the monitor's worker and ``groundwatch worker`` both score through here)."""
+    results: list[Result | None] = [None] * len(records)
+    items: list[Prepared] = []
+    where: list[int] = []
+    for i, record in enumerate(records):
+        try:
+            items.append(prepare_record(record))
+        except InvalidRecord as exc:
+            now = time.time_ns()
+            empty = Prepared("", [], None, False)
+            failed = error_evaluation(sc.ERROR_INVALID_INPUT, str(exc), empty, runner.name)
+            results[i] = (failed, now, now)
+            continue
+        where.append(i)
+    if items:
+        # The judge's own HTTP / LLM calls must not create spans in the user's traces nor
+        # re-enter our callbacks: instrumentations check this key. The caller's task context
+        # is its own, so attach/detach here cannot leak into the host.
+        token = otel_context.attach(suppressed_context())
+        try:
+            await runner.start()
+            done = await runner.run(items, policy, timeout_s)
+        finally:
+            otel_context.detach(token)
+        for i, result in zip(where, done, strict=True):
+            results[i] = result
+    return [r for r in results if r is not None]

@@ -1,0 +1,263 @@
+"""The producer side of distributed scoring: :class:`RedisQueue`.
+
+``Monitor(queue=RedisQueue(url))`` keeps the request path as it is (``record()`` appends to the
+monitor's bounded deque); the monitor's worker thread prepares each sampled record (the same
+caps as in-process scoring), encodes it (:mod:`.wire`) and sends it with ``XADD`` in pipelined
+batches instead of judging it. ``groundwatch worker`` (:mod:`.consumer`) scores it elsewhere.
+
+Nothing here blocks or raises into the host:
+
+- the monitor's deque is the bounded local buffer: while Redis is down or slow it fills and
+  ``record()`` counts ``groundwatch.records{decision=queue_full}``;
+- a batch that cannot be sent is retried with exponential backoff and jitter for
+  ``send_timeout_millis``, then counted in ``groundwatch.evaluations.dropped{error.type=
+  transport}``; one warning a minute says why;
+- the stream's backlog is capped: past ``max_backlog`` entries the producer stops accepting
+  records (``queue_full``) until the workers catch up; nothing unread is ever trimmed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import _guard
+from ..runtime.runner import InvalidRecord, prepare_record
+from ..telemetry import Stats
+from ..telemetry import semconv as sc
+from ..types import RagRecord
+from . import wire
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["DEFAULT_STREAM", "RedisQueue"]
+
+_logger = logging.getLogger("groundwatch")
+
+DEFAULT_STREAM = "groundwatch:records"
+INSTALL_HINT = 'RedisQueue needs the redis extra: pip install "groundwatch[redis]"'
+BACKLOG_POLL_S = 0.25
+"""How often a producer that found the stream full looks again."""
+MAX_BACKOFF_S = 2.0
+
+
+def connect(url: str, timeout_s: float) -> Redis:
+    """An asyncio Redis client for ``url`` that fails fast: no retries of its own (the caller
+    backs off), connect and read deadlines of ``timeout_s``."""
+    try:
+        from redis.asyncio import Redis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    return Redis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """What a lost or slow Redis raises (the client's errors, sockets, deadlines)."""
+    from redis.exceptions import RedisError
+
+    return (RedisError, OSError, asyncio.TimeoutError, TimeoutError)
+
+
+class RedisQueue:
+    """Send sampled records to a Redis stream for ``groundwatch worker`` to score.
+
+    Args:
+        url: ``redis://host:port/db`` (``rediss://`` for TLS, credentials in the URL).
+        stream: the stream's key; the workers' ``--stream`` must match.
+        max_backlog: entries in the stream (waiting or being scored) past which the producer
+            accepts no more records (``groundwatch.records{decision=queue_full}``). The workers
+            delete what they acknowledge, so the stream's length is its backlog. Records the
+            monitor already holds are still sent: the stream may pass the cap by up to the
+            monitor's ``max_queue_size`` plus one batch per producer; nothing unread is trimmed.
+        batch_size: records per pipelined ``XADD`` batch.
+        timeout_millis: deadline of one connect or one batch.
+        send_timeout_millis: how long a batch is retried (with backoff) before it is counted
+            ``groundwatch.evaluations.dropped{error.type=transport}``.
+
+    The client connects on first use, on the monitor's worker thread; a forked child starts
+    afresh. Needs the ``redis`` extra (``pip install "groundwatch[redis]"``).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        stream: str = DEFAULT_STREAM,
+        max_backlog: int = 100_000,
+        batch_size: int = 64,
+        timeout_millis: int = 1000,
+        send_timeout_millis: int = 30_000,
+    ) -> None:
+        for name, value in (
+            ("max_backlog", max_backlog),
+            ("batch_size", batch_size),
+            ("timeout_millis", timeout_millis),
+            ("send_timeout_millis", send_timeout_millis),
+        ):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value!r}")
+        try:
+            import redis  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(INSTALL_HINT) from exc
+        self.url = url
+        self.stream = stream
+        self.max_backlog = max_backlog
+        self.batch_size = batch_size
+        self.timeout_s = timeout_millis / 1000
+        self.send_timeout_s = send_timeout_millis / 1000
+        self.concurrency = 1
+        """Batches in flight: one, so records reach the stream in the order they were taken."""
+        self.full = False
+        """The stream was at ``max_backlog`` when last looked at (read on the request path)."""
+        self.backlog = 0
+        """The stream's length after the last batch or poll."""
+        self._stats: Stats | None = None
+        self._rate: Callable[[RagRecord], float | None] = lambda record: None
+        self._client: Redis | None = None
+        self._watching: asyncio.Task[None] | None = None
+        self._delay = 0.0
+
+    def __repr__(self) -> str:
+        # The URL may carry a password.
+        return f"RedisQueue(stream={self.stream!r})"
+
+    def attach(self, stats: Stats, sampling_rate: Callable[[RagRecord], float | None]) -> None:
+        """Called once by the monitor that owns this queue: where to count, and each record's
+        sampling rate (sent along, so the worker's span carries it)."""
+        if self._stats is not None:
+            raise ValueError("this RedisQueue already belongs to a Monitor")
+        self._stats = stats
+        self._rate = sampling_rate
+
+    # --- on the monitor's worker loop ----------------------------------------------------------
+
+    async def send(self, records: list[RagRecord]) -> None:
+        """Encode and send ``records``; counts what cannot be sent. Raises only
+        ``asyncio.CancelledError`` (shutdown), after counting what it still held."""
+        stats = self._stats
+        assert stats is not None, "RedisQueue.send before attach"
+        entries = self._encode(records, stats)
+        deadline = time.monotonic() + self.send_timeout_s
+        failing = False
+        while entries:
+            try:
+                await asyncio.wait_for(self._xadd(entries), self.send_timeout_s)
+                self._delay = 0.0
+                return
+            except asyncio.CancelledError:
+                stats.count_dropped(
+                    sc.ERROR_TRANSPORT if failing else sc.ERROR_SHUTDOWN, len(entries)
+                )
+                raise
+            except transport_errors() as exc:
+                failing = True
+                await self._forget_client()
+                self._delay = min(MAX_BACKOFF_S, max(0.05, self._delay * 2))
+                pause = self._delay * random.uniform(0.5, 1.0)
+                if time.monotonic() + pause > deadline:
+                    stats.count_dropped(sc.ERROR_TRANSPORT, len(entries))
+                    _guard.warning(
+                        "redis queue",
+                        "groundwatch: %d records could not be sent to Redis stream %r and are "
+                        "counted as dropped (error.type=transport): %s: %s",
+                        len(entries),
+                        self.stream,
+                        type(exc).__name__,
+                        exc,
+                    )
+                    return
+                _guard.warning(
+                    "redis queue",
+                    "groundwatch: cannot send records to Redis stream %r, retrying with backoff "
+                    "(logged at most once a minute): %s: %s",
+                    self.stream,
+                    type(exc).__name__,
+                    exc,
+                )
+                await asyncio.sleep(pause)
+
+    def _encode(self, records: list[RagRecord], stats: Stats) -> list[bytes]:
+        entries: list[bytes] = []
+        now = time.time_ns()
+        for record in records:
+            try:
+                prepare_record(record)
+                rate = 1.0 if record.always_score else self._rate(record)
+                entries.append(wire.encode(record, rate, now))
+            except (InvalidRecord, TypeError, ValueError) as exc:
+                # The caller's objects: the in-process path fails such a record with
+                # invalid_input too; here nobody scores it, so it is a counted drop.
+                _guard.bad_input("RedisQueue", exc)
+                stats.count_dropped(sc.ERROR_INVALID_INPUT)
+        return entries
+
+    async def _xadd(self, entries: list[bytes]) -> None:
+        client = self._client
+        if client is None:
+            client = self._client = connect(self.url, self.timeout_s)
+        pipe = client.pipeline(transaction=False)
+        for entry in entries:
+            pipe.xadd(self.stream, {wire.FIELD: entry})
+        pipe.xlen(self.stream)
+        # A connection lost halfway leaves it unknown which entries arrived: the batch is sent
+        # again, and the worker's marker by record id drops the duplicates.
+        replies: list[Any] = await pipe.execute()
+        self._saw_backlog(int(replies[-1]))
+
+    def _saw_backlog(self, length: int) -> None:
+        self.backlog = length
+        if length >= self.max_backlog and not self.full:
+            self.full = True
+            if self._watching is None or self._watching.done():
+                self._watching = asyncio.get_running_loop().create_task(self._watch_backlog())
+        elif length < self.max_backlog:
+            self.full = False
+
+    async def _watch_backlog(self) -> None:
+        """While the stream is full no record reaches :meth:`send`: look again until the
+        workers have made room (or Redis is gone; then the next batch finds out)."""
+        while self.full:
+            await asyncio.sleep(BACKLOG_POLL_S)
+            try:
+                client = self._client
+                if client is None:
+                    client = self._client = connect(self.url, self.timeout_s)
+                length = await asyncio.wait_for(client.xlen(self.stream), self.timeout_s)
+            except transport_errors():
+                self.full = False
+                await self._forget_client()
+                return
+            self.full = length >= self.max_backlog
+            self.backlog = length
+
+    async def _forget_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            # A broken connection may fail to close; it is gone anyway.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.aclose(), self.timeout_s)
+
+    async def aclose(self) -> None:
+        """Close the connection (the monitor's worker loop, at shutdown)."""
+        await self._forget_client()
+
+    def at_fork_reinit(self) -> None:
+        # The parent's sockets and loop are not the child's: start afresh on first use.
+        self._client = None
+        self._watching = None
+        self.full = False
+        self._delay = 0.0

@@ -1,0 +1,176 @@
+"""Distributed scoring tests: a real ``redis-server`` per test, started on a free loopback
+port with persistence off and stopped by its PID; worker processes run the real
+``groundwatch worker`` command (``worker_main.py``) with the OpenTelemetry SDK's exporters."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groundwatch.testing import capgw  # noqa: F401
+
+from ..runtime.conftest import _raise_internal_errors  # noqa: F401
+
+REDIS_SERVER = shutil.which("redis-server")
+HARNESS = Path(__file__).with_name("worker_main.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """One ``redis-server`` process; :meth:`stop` and :meth:`start` again keep the port (an
+    outage and a restart: persistence is off, so the restarted server is empty)."""
+
+    def __init__(self, binary: str, workdir: Path) -> None:
+        self.binary = binary
+        self.workdir = workdir
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", str(self.workdir),
+                "--logfile", str(self.workdir / "redis.log"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if self.client().ping():
+                    return
+            except Exception:
+                time.sleep(0.05)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+    def client(self) -> Any:
+        import redis
+
+        return redis.Redis.from_url(self.url, socket_timeout=5)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A fresh redis-server; skipped when the binary is missing (fails in CI, which installs
+    it with ``.ci/run``)."""
+    if REDIS_SERVER is None:
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is missing in CI (.ci/run installs it)", pytrace=False)
+        pytest.skip("needs redis-server (Debian package redis-server)")
+    pytest.importorskip("redis")
+    server = RedisServer(REDIS_SERVER, tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class WorkerProcess:
+    """``groundwatch worker`` in a child process; spans stream to ``<out>.spans.jsonl`` (they
+    survive ``kill -9``), metrics are written to ``<out>.metrics.json`` on a clean exit."""
+
+    def __init__(self, out: Path, args: list[str], env: dict[str, str]) -> None:
+        self.out = out
+        self.log = open(out.with_suffix(".log"), "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HARNESS), str(out), "worker", *args],
+            env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def spans(self) -> list[dict[str, Any]]:
+        path = self.out.with_suffix(".spans.jsonl")
+        if not path.exists():
+            return []
+        # Complete lines only: the worker may be writing the last one.
+        lines = path.read_text().split("\n")[:-1]
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def terminate(self, timeout_s: float = 30) -> dict[str, list[list[Any]]]:
+        """SIGTERM, wait, and the metrics the worker exported at exit."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout_s)
+        self.log.close()
+        assert self.proc.returncode == 0, self.out.with_suffix(".log").read_text()[-3000:]
+        data: dict[str, list[list[Any]]] = json.loads(
+            self.out.with_suffix(".metrics.json").read_text()
+        )
+        return data
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        self.log.close()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Any]:
+    """Start worker processes: ``workers(redis_url, *extra_args, env={...})``; any still
+    running at the end are killed."""
+    started: list[WorkerProcess] = []
+
+    def start(url: str, *args: str, env: dict[str, str] | None = None) -> WorkerProcess:
+        out = tmp_path / f"worker{len(started)}"
+        argv = ["--redis", url, "--group", "scorers", "--executor", "thread", *args]
+        w = WorkerProcess(out, argv, env or {})
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        if w.proc.poll() is None:
+            w.kill()
+
+
+def metric_sum(metrics: dict[str, list[list[Any]]], name: str, **attributes: str) -> float:
+    want = {k.replace("__", "."): v for k, v in attributes.items()}
+    return sum(
+        value
+        for attrs, value in metrics.get(name, [])
+        if all(attrs.get(k) == v for k, v in want.items())
+    )
+
+
+def wait_for(condition: Any, timeout_s: float = 60, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._evidence_check import enforce_evidence_content
 from .types import Claim, Evaluation, Evidence, Judgement, Label, Passage
 
 DEFAULT_MIN_FAITHFULNESS = 1.0
@@ -160,6 +161,10 @@ def check_claims(
             rejected += 1
             reason = f"evidence for '{verdict}' not found in the passages; {reason}".rstrip("; ")
             verdict = "unsupported"
+        verdict, reason, lacking = enforce_evidence_content(
+            claim.text, verdict, reason, evidence, passages
+        )
+        rejected += lacking
         start, end = _fix_claim_span(claim, answer)
         checked.append(
             Claim(

@@ -86,6 +86,7 @@ RESPONSE_FORMATS: dict[str, dict[str, Any] | None] = {
         "type": "json_schema",
         "json_schema": {"name": "claim_verdicts", "strict": True, "schema": REPLY_SCHEMA},
     },
+    "json_object_schema": {"type": "json_object", "schema": REPLY_SCHEMA},
     "json_object": {"type": "json_object"},
     "none": None,
 }

@@ -5,8 +5,9 @@ re-checks them and downgrades what is not there); on top of that, three cheap ch
 against a model that was talked into "mark everything supported" by text inside the data:
 
 - a ``supported``/``inferred`` claim must share at least ``min_quote_overlap`` of its content
-  words with its quote (a verbatim injection sentence quoted as "evidence" fails this), and a
-  ``supported`` claim's numbers must appear in its quote;
+  words with its quote (a verbatim injection sentence quoted as "evidence" fails this); its
+  numbers, dates and names must be in the evidence too, which scoring checks for every judge
+  (``groundwatch._evidence_check``);
 - a claim that is neither a span of the answer nor made of the answer's words is dropped (a model
   cannot pad the answer with true statements it did not make); duplicates are dropped;
 - every sentence of the answer must be covered by the claims listed; a sentence the model left out
@@ -31,6 +32,10 @@ from ..types import Claim, Evidence, Passage, Verdict
 from ._text import content_tokens, numbers, overlap
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)(?:```|$)", re.S)
+# Reasoning models (DeepSeek-R1, Qwen3, QwQ) think aloud before answering when the server does
+# not split the thoughts into a field of their own.
+_THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
+_THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.I)
 
 _VERDICT_ALIASES: dict[str, Verdict] = {
     "supported": "supported",
@@ -128,14 +133,24 @@ def _claim_items(value: Any) -> list[dict[str, Any]] | None:
     return items
 
 
-def parse_reply(text: str | None) -> list[dict[str, Any]] | None:
-    """The list of claim objects in a model reply, or None when the reply is unusable.
+def read_reply(text: str | None) -> tuple[list[dict[str, Any]] | None, bool]:
+    """The claim objects in a model reply, and whether reading them needed tolerance.
 
-    Accepts plain JSON, JSON in a Markdown fence, JSON followed by prose, a bare list of claims,
-    and JSON truncated mid-way (the complete claims are kept). Never evaluates anything.
+    Returns ``(items, tolerant)``: ``items`` is None when the reply is unusable; ``tolerant``
+    is False only for a reply that was exactly one JSON value of the expected shape (what
+    structured output guarantees), True when the parser had to look past something: a
+    ``<think>`` block, a Markdown fence, a preamble or trailing prose, a bare list, a repaired
+    cut. Never evaluates anything.
     """
     if not text or not text.strip():
-        return None
+        return None, False
+    try:
+        strict = _claim_items(json.loads(text))
+    except ValueError:
+        strict = None
+    if strict is not None:
+        return strict, False
+    text = _strip_thinking(text)
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     for candidate in candidates:
         value = _decode(candidate)
@@ -143,8 +158,27 @@ def parse_reply(text: str | None) -> list[dict[str, Any]] | None:
             continue
         items = _claim_items(value)
         if items is not None:
-            return items
-    return None
+            return items, True
+    return None, True
+
+
+def parse_reply(text: str | None) -> list[dict[str, Any]] | None:
+    """The list of claim objects in a model reply, or None when the reply is unusable.
+
+    Accepts plain JSON, JSON in a Markdown fence, JSON after a preamble or followed by prose,
+    JSON after a reasoning model's ``<think>...</think>`` block, a bare list of claims, and JSON
+    truncated mid-way (the complete claims are kept).
+    """
+    return read_reply(text)[0]
+
+
+def _strip_thinking(text: str) -> str:
+    """The reply without reasoning blocks; an unclosed block hides everything after it (the
+    model ran out of tokens while thinking, and JSON inside thoughts is a draft, not an answer).
+    """
+    text = _THINK.sub(" ", text)
+    m = _THINK_OPEN.search(text)
+    return text[: m.start()] if m else text
 
 
 def _str(item: dict[str, Any], *keys: str) -> str:
@@ -217,9 +251,6 @@ def to_claims(
     """Turn the model's claim objects into checked :class:`Claim` objects, in answer order."""
     out = Conversion(claims=[])
     answer_words = content_tokens(answer)
-    passage_numbers: set[str] = set()
-    for p in passages:
-        passage_numbers |= numbers(p.text)
     seen: set[tuple[int | None, str]] = set()
     for item in items:
         text = _str(item, "claim", "text", "statement").strip()
@@ -252,16 +283,10 @@ def to_claims(
             claim_words = content_tokens(text)
             quote_words = content_tokens(quote)
             share = overlap(claim_words, quote_words)
-            # A number the retrieved text never mentions cannot be "supported" (an inference
-            # may compute one). The whole passage text, not only the quote: models often quote
-            # just the part of a passage that carries the main point.
-            missing = numbers(text) - passage_numbers if verdict == "supported" else set()
-            if share < checks.min_quote_overlap or missing:
-                why = (
-                    f"numbers {sorted(missing)} are not in the passages"
-                    if missing
-                    else f"the quote shares {share:.0%} of the claim's words"
-                )
+            # Numbers, dates and names are checked for every judge in scoring
+            # (groundwatch._evidence_check); this catches a quote about something else.
+            if share < checks.min_quote_overlap:
+                why = f"the quote shares {share:.0%} of the claim's words"
                 reason = f"'{verdict}' rejected: {why}; {reason}".rstrip("; ")
                 verdict = "unsupported"
                 out.downgraded += 1

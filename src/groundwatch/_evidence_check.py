@@ -52,10 +52,13 @@ def _names(text: str) -> set[str]:
             if len(word) >= 2:
                 found.add(word)
         for m in _DOTTED_NAME.finditer(text):
-            for part in _NAME_DOTS.split(m.group(0)):
-                # The run before the dot may carry leading words ("设计者古斯塔夫"); keep
-                # its last two characters, the least likely to be such a word.
-                found.add(part[-2:] if len(part) > 2 else part)
+            parts = _NAME_DOTS.split(m.group(0))
+            # The run before the first dot may start with other words ("由古斯塔夫") and the
+            # run after the last may go on ("埃菲尔设计"): keep the two characters next to
+            # the dot there, whole parts in between.
+            found.add(parts[0][-2:])
+            found.update(parts[1:-1])
+            found.add(parts[-1][:2])
     return found
 
 

@@ -302,9 +302,15 @@ def real_model(args: argparse.Namespace) -> int:
     from groundwatch.judges._prompt import PROMPT_VERSION
 
     sets = [("attributionbench_dev", args.limit), ("faithbench_dev", args.faithbench_limit)]
-    rows = [
-        (name, r) for name, n in sets if n for r in balanced_sample(args.data / f"{name}.jsonl", n)
+    picked = [
+        [(name, r) for r in balanced_sample(args.data / f"{name}.jsonl", n)]
+        for name, n in sets
+        if n
     ]
+    # Interleaved in proportion, so a run stopped by --max-seconds still covers both sets.
+    order = [((k + 0.5) / len(p), item) for p in picked for k, item in enumerate(p)]
+    rows = [item for _, item in sorted(order, key=lambda pair: pair[0])]
+    total = len(rows)
     judge = gw.OpenAIJudge(
         args.model,
         base_url=args.base_url,
@@ -320,6 +326,9 @@ def real_model(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         for i, (name, r) in enumerate(rows, start=1):
+            if args.max_seconds and time.perf_counter() - started > args.max_seconds:
+                print(f"--max-seconds reached: stopping after {i - 1} of {total}", file=sys.stderr)
+                break
             before = dict(vars(judge.stats))
             t0 = time.perf_counter()
             ev = gw.evaluate(r["answer"], r["context"], r["question"] or None, judge=judge)
@@ -439,6 +448,9 @@ def main() -> int:
     parser.add_argument("--max-output-tokens", type=int, default=1024)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     parser.add_argument("--out", type=Path, default=None, help="per-row results (JSONL)")
+    parser.add_argument(
+        "--max-seconds", type=float, default=None, help="start no new answer after this long"
+    )
     parser.add_argument("--report", type=Path, default=None, help="print the tables of an --out")
     args = parser.parse_args()
     if args.report:

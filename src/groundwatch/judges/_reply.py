@@ -14,8 +14,9 @@ against a model that was talked into "mark everything supported" by text inside 
   is added as ``unsupported`` (a model cannot hide a claim by not listing it).
 
 Limits: these are lexical checks. A false claim that shares enough words with a real, related
-sentence of the passages, quoted as its evidence, still passes; only the model's judgement stands
-between such a claim and a ``supported`` verdict.
+sentence of the passages, quoted as its evidence, and differs from it in no number, date, unit or
+name, still passes; only the model's judgement stands between such a claim and a ``supported``
+verdict.
 """
 
 from __future__ import annotations

@@ -4,8 +4,11 @@ One request per answer. The model lists the answer's claims and gives each a ver
 verbatim quote from a numbered passage; groundwatch then checks every quote against its passage
 (:mod:`groundwatch.scoring`), so a verdict the passages do not back cannot count.
 
-Works with OpenAI, Azure OpenAI (v1 endpoint or a client you build), vLLM, Ollama, LM Studio
-and any other server that speaks ``POST /v1/chat/completions``.
+Works with OpenAI, Azure OpenAI (v1 endpoint or a client you build), vLLM, Ollama, LM Studio,
+LiteLLM, llama.cpp servers and any other server that speaks ``POST /v1/chat/completions``,
+without flags: the response format is negotiated from the server's answers (docs/llm-judge.md,
+"Format negotiation"). Needs the ``openai`` package (``pip install "groundwatch[openai]"``),
+imported only when a judge is built.
 """
 
 from __future__ import annotations
@@ -190,7 +193,9 @@ class OpenAIJudge:
             the sentences most relevant to the answer (env
             ``GROUNDWATCH_JUDGE_MAX_CONTEXT_TOKENS``).
         temperature: sent as is; ``None`` leaves it out (for models that refuse it).
-        max_output_tokens: sent as ``max_tokens`` when set.
+        max_output_tokens: sent as ``max_tokens`` when set. A reply cut at the limit
+            (``finish_reason="length"``) is asked again once with twice the budget (at least
+            ``DEFAULT_LENGTH_RETRY_TOKENS``), then is ``error_type="truncated"``.
         cache_size: answers remembered (LRU); a repeat costs no request. 0 turns it off.
         failure_threshold: consecutive failed requests (5xx, timeout, connection) that open the
             circuit breaker; while open the judge fails fast with ``error_type="circuit_open"``.

@@ -321,6 +321,7 @@ def real_model(args: argparse.Namespace) -> int:
         concurrency=1,
     )
     local = gw.LocalJudge()
+    replies = record_replies()
     out = args.out.open("w", encoding="utf-8") if args.out else None
     results: list[dict[str, Any]] = []
     started = time.perf_counter()
@@ -330,6 +331,7 @@ def real_model(args: argparse.Namespace) -> int:
                 print(f"--max-seconds reached: stopping after {i - 1} of {total}", file=sys.stderr)
                 break
             before = dict(vars(judge.stats))
+            replies.clear()
             t0 = time.perf_counter()
             ev = gw.evaluate(r["answer"], r["context"], r["question"] or None, judge=judge)
             seconds = time.perf_counter() - t0
@@ -353,6 +355,8 @@ def real_model(args: argparse.Namespace) -> int:
                 "evidence_rejected": ev.evidence_rejected,
                 "verdicts": [c.verdict for c in ev.claims],
                 "reasons": [c.reason[:160] for c in ev.claims],
+                "label_no_snap": label_without_snapping(replies, r),
+                "replies": list(replies),
             }
             results.append(row)
             if out:
@@ -377,6 +381,34 @@ def real_model(args: argparse.Namespace) -> int:
     )
     report(results)
     return 0
+
+
+def record_replies() -> list[str | None]:
+    """The raw content of every reply the judge reads, for the per-row record."""
+    from groundwatch.judges import openai as judge_module
+
+    seen: list[str | None] = []
+    original = judge_module.read_reply
+
+    def recording(text: str | None) -> Any:
+        seen.append(text)
+        return original(text)
+
+    judge_module.read_reply = recording  # type: ignore[assignment]
+    return seen
+
+
+def label_without_snapping(replies: list[str | None], row: dict[str, Any]) -> str | None:
+    """The label the same reply gets when quotes not found verbatim are not snapped to their
+    passage sentence (``Checks.min_snap_coverage=0``): the effect of snapping, reply for reply."""
+    from groundwatch.judges._reply import Checks, parse_reply, to_claims
+
+    items = parse_reply(replies[-1]) if replies else None
+    if items is None:
+        return None
+    passages = [gw.Passage(text=t) for t in row["context"]]
+    claims = to_claims(items, row["answer"], passages, Checks(min_snap_coverage=0.0)).claims
+    return gw.scoring.score(gw.Judgement(claims=claims), row["answer"], passages).label
 
 
 def report(results: list[dict[str, Any]]) -> None:
@@ -407,6 +439,17 @@ def report(results: list[dict[str, Any]]) -> None:
             f"| {balanced_accuracy(list(zip(loc, gold, strict=True))):.3f} | {errors} "
             f"| {sum(predicted_grounded(r['label']) for r in rs) / len(rs):.0%} "
             f"| {sum(loc) / len(rs):.0%} |"
+        )
+    with_replies = [r for r in results if r.get("label_no_snap")]
+    if with_replies:
+        gold = [r["gold"] == "faithful" for r in with_replies]
+        snap = [predicted_grounded(r["label"]) for r in with_replies]
+        no_snap = [predicted_grounded(r["label_no_snap"]) for r in with_replies]
+        ba_snap = balanced_accuracy(list(zip(snap, gold, strict=True)))
+        ba_no_snap = balanced_accuracy(list(zip(no_snap, gold, strict=True)))
+        print(
+            f"\nsame replies, {len(with_replies)} answers: BA {ba_snap:.3f} with quotes snapped "
+            f"to their passage sentence, {ba_no_snap:.3f} without"
         )
     n = len(results)
     print("\n| per answer | mean | median |")

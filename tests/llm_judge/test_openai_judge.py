@@ -751,3 +751,34 @@ def test_context_manager_closes(server: FakeOpenAIServer) -> None:
         thread = judge._loop._thread
         assert thread is not None and thread.is_alive()
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("quote", "snapped"),
+    [
+        # A copy with slips (a word changed, punctuation lost): the real sentence is used.
+        ("Gustave Eiffel's company designed and constructed the tower for the World's Fair", True),
+        # Found as is (case, spacing): nothing to snap.
+        ("gustave eiffel's company  designed and built the tower", False),
+        # Another statement, a number not in the sentence, a fragment: not snapped, rejected.
+        ("Gustave Eiffel's company designed the tower in Paris for the Expo.", False),
+        ("Gustave Eiffel's company designed and built the tower for the 1900 World's Fair", False),
+        ("Eiffel company built", False),  # a fragment of a longer sentence
+    ],
+)
+def test_quote_with_slips_snaps_to_the_real_sentence(
+    server: FakeOpenAIServer, make_judge: MakeJudge, quote: str, snapped: bool
+) -> None:
+    answer = "Gustave Eiffel's company built the tower."
+    server.push(
+        {"claims": [{"claim": answer, "verdict": "supported", "passage": 1, "quote": quote}]}
+    )
+    judge = make_judge()
+    ev = gw.evaluate(answer, PASSAGES, judge=judge)
+    assert judge.stats.quotes_snapped == int(snapped)
+    (e,) = ev.claims[0].evidence or [None]
+    if snapped:
+        assert e is not None and e.quote == PASSAGES[1][:-1] + "."
+        assert PASSAGES[e.passage][e.start : e.end] == e.quote
+    exact = "  designed" in quote
+    assert (ev.claims[0].verdict == "supported") == (snapped or exact), ev.claims[0].reason

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..claims import split_claims
+from ..claims import sentence_spans, split_claims
 from ..scoring import locate_quote
 from ..types import Claim, Evidence, Passage, Verdict
 from ._text import content_tokens, numbers, overlap
@@ -214,6 +214,10 @@ class Checks:
     min_quote_overlap: float = 0.25
     min_answer_overlap: float = 0.6
     min_sentence_coverage: float = 0.6
+    min_snap_coverage: float = 0.8
+    """A quote not found verbatim is replaced by the one passage sentence holding at least this
+    share of its content words and all its numbers (and half of whose words it has): small
+    models copy sentences with slips. 0 turns it off."""
     enabled: bool = True
 
 
@@ -225,13 +229,18 @@ class Conversion:
     downgraded: int = 0
     dropped: int = 0
     added: int = 0
+    snapped: int = 0
 
 
-def _locate(quote: str, number: int | None, passages: Sequence[Passage]) -> Evidence:
-    """Evidence for a quote with exact offsets where found; ``start=end=-1`` where not.
+def _locate(
+    quote: str, number: int | None, passages: Sequence[Passage], snap: float
+) -> tuple[Evidence, bool]:
+    """Evidence for a quote with exact offsets where found; ``start=end=-1`` where not; and
+    whether the quote was snapped to a passage sentence (see ``Checks.min_snap_coverage``).
 
     The named passage (1-based in the prompt) is tried first, then the others: models mix up
-    numbers more often than they invent text. Scoring verifies the result again.
+    numbers more often than they invent text. Scoring verifies the result again, and the
+    snapped sentence is real passage text, so every later check sees what the passage says.
     """
     index = number - 1 if number is not None and 1 <= number <= len(passages) else None
     order = ([index] if index is not None else []) + [i for i in range(len(passages)) if i != index]
@@ -239,8 +248,35 @@ def _locate(quote: str, number: int | None, passages: Sequence[Passage]) -> Evid
         found = locate_quote(passages[i].text, quote)
         if found is not None:
             s, e = found
-            return Evidence(passage=i, start=s, end=e, quote=passages[i].text[s:e])
-    return Evidence(passage=index if index is not None else 0, start=-1, end=-1, quote=quote)
+            return Evidence(passage=i, start=s, end=e, quote=passages[i].text[s:e]), False
+    snapped = _snap(quote, order, passages, snap) if snap > 0 else None
+    if snapped is not None:
+        return snapped, True
+    return Evidence(passage=index if index is not None else 0, start=-1, end=-1, quote=quote), False
+
+
+def _snap(
+    quote: str, order: Sequence[int], passages: Sequence[Passage], coverage: float
+) -> Evidence | None:
+    words = content_tokens(quote)
+    if len(words) < 3:
+        return None  # too short to tell a slip from another statement
+    figures = numbers(quote)
+    best: tuple[float, int, int, int] | None = None
+    for i in order:
+        text = passages[i].text
+        for s, e in sentence_spans(text):
+            sentence = text[s:e]
+            have = content_tokens(sentence)
+            share = overlap(words, have)
+            if share < coverage or overlap(have, words) < 0.5 or not figures <= numbers(sentence):
+                continue
+            if best is None or share > best[0]:
+                best = (share, i, s, e)
+    if best is None:
+        return None
+    _, i, s, e = best
+    return Evidence(passage=i, start=s, end=e, quote=passages[i].text[s:e])
 
 
 def to_claims(
@@ -279,7 +315,11 @@ def to_claims(
         evidence: list[Evidence] = []
         quote = _str(item, "quote", "evidence").strip()
         if verdict != "unsupported" and quote:
-            evidence.append(_locate(quote, _passage_number(item), passages))
+            snap = checks.min_snap_coverage if checks.enabled else 0.0
+            located, snapped = _locate(quote, _passage_number(item), passages, snap)
+            evidence.append(located)
+            out.snapped += snapped
+            quote = located.quote
         if checks.enabled and verdict in ("supported", "inferred") and evidence:
             claim_words = content_tokens(text)
             quote_words = content_tokens(quote)

@@ -144,6 +144,7 @@ class OpenAIJudgeStats:
     downgraded: int = 0
     dropped: int = 0
     added: int = 0
+    quotes_snapped: int = 0
     trimmed: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -470,6 +471,7 @@ class OpenAIJudge:
         self.stats.downgraded += conversion.downgraded
         self.stats.dropped += conversion.dropped
         self.stats.added += conversion.added
+        self.stats.quotes_snapped += conversion.snapped
         judgement = Judgement(claims=conversion.claims, model=self.model, usage=usage)
         if key:
             self._cache[key] = judgement.model_copy(deep=True)

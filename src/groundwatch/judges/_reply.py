@@ -13,6 +13,11 @@ against a model that was talked into "mark everything supported" by text inside 
 - every sentence of the answer must be covered by the claims listed; a sentence the model left out
   is added as ``unsupported`` (a model cannot hide a claim by not listing it).
 
+A quote not found verbatim but copied with slips (small models change a word or drop
+punctuation) is replaced by the passage sentence it was copied from, when that sentence holds
+``min_snap_coverage`` of its words and all its numbers; the evidence is then real passage text
+and goes through every check above and in scoring.
+
 Limits: these are lexical checks. A false claim that shares enough words with a real, related
 sentence of the passages, quoted as its evidence, and differs from it in no number, date, unit or
 name, still passes; only the model's judgement stands between such a claim and a ``supported``

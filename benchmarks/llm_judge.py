@@ -13,8 +13,18 @@ The "model" is deterministic (lexical alignment, tests/llm_judge/fake_openai.py)
 quality is not measured here; token counts use the judge's estimator (chars/4, CJK 1/char) on
 the server side, as a real tokenizer would count them within about +-30%.
 
+With ``--base-url`` it measures a real model behind a real OpenAI-compatible server instead
+(``real_model`` below): balanced accuracy of the label on a balanced sample of AttributionBench
+and FaithBench dev rows, the local judge's on the same rows beside it, requests and tokens per
+answer, seconds per answer, the share of replies that needed the tolerant parser or a retry,
+and the error types. Answers go one at a time (a small local server serves one request at a
+time anyway); progress goes to stderr, one line per answer, and every row's result to
+``--out`` (JSONL) as it finishes.
+
 Usage:
   PYTHONPATH=src python benchmarks/llm_judge.py [--data ../shared/data] [--limit 400]
+  PYTHONPATH=src python benchmarks/llm_judge.py --base-url http://127.0.0.1:8088/v1 \
+      --model qwen2.5-coder-1.5b-instruct --limit 60 --faithbench-limit 40 --out rows.jsonl
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import random
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -254,6 +265,214 @@ def cascade(rows: list[dict[str, Any]]) -> dict[str, Any]:
         }
 
 
+def balanced_sample(path: Path, n: int, seed: int = 11) -> list[dict[str, Any]]:
+    """``n`` rows, faithful and hallucinated alternating (as far as the set has them).
+
+    Each label's rows are shuffled once with ``seed`` and taken from the front, so a smaller
+    ``n`` gives a prefix of a larger one: a quick run is the start of the full run.
+    """
+    rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
+    pools = []
+    for label in ("faithful", "hallucinated"):
+        pool = [r for r in rows if r["label"] == label]
+        random.Random(f"{seed}-{label}").shuffle(pool)
+        pools.append(pool)
+    out: list[dict[str, Any]] = []
+    for pair in zip(*pools, strict=False):
+        out.extend(pair)
+    return out[:n]
+
+
+def predicted_grounded(label: str) -> bool:
+    """benchmarks/accuracy.py's mapping: grounded and no_claims count as grounded."""
+    return label in ("grounded", "no_claims")
+
+
+def balanced_accuracy(pairs: list[tuple[bool, bool]]) -> float:
+    """Mean recall of the two classes over ``(predicted grounded, gold grounded)`` pairs."""
+    pos = [p for p, g in pairs if g]
+    neg = [p for p, g in pairs if not g]
+    r_pos = sum(pos) / len(pos) if pos else 0.0
+    r_neg = sum(not p for p in neg) / len(neg) if neg else 0.0
+    return (r_pos + r_neg) / 2
+
+
+def real_model(args: argparse.Namespace) -> int:
+    """Accuracy, cost and reply quality of a real model through a real server."""
+    from groundwatch.judging.judges._prompt import PROMPT_VERSION
+
+    sets = [("attributionbench_dev", args.limit), ("faithbench_dev", args.faithbench_limit)]
+    picked = [
+        [(name, r) for r in balanced_sample(args.data / f"{name}.jsonl", n)]
+        for name, n in sets
+        if n
+    ]
+    # Interleaved in proportion, so a run stopped by --max-seconds still covers both sets.
+    order = [((k + 0.5) / len(p), item) for p in picked for k, item in enumerate(p)]
+    rows = [item for _, item in sorted(order, key=lambda pair: pair[0])]
+    total = len(rows)
+    judge = gw.OpenAIJudge(
+        args.model,
+        base_url=args.base_url,
+        api_key=args.api_key,
+        timeout_seconds=args.timeout,
+        max_output_tokens=args.max_output_tokens,
+        cache_size=0,
+        concurrency=1,
+    )
+    local = gw.LocalJudge()
+    replies = record_replies()
+    out = args.out.open("w", encoding="utf-8") if args.out else None
+    results: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    try:
+        for i, (name, r) in enumerate(rows, start=1):
+            if args.max_seconds and time.perf_counter() - started > args.max_seconds:
+                print(f"--max-seconds reached: stopping after {i - 1} of {total}", file=sys.stderr)
+                break
+            before = dict(vars(judge.stats))
+            replies.clear()
+            t0 = time.perf_counter()
+            ev = gw.evaluate(r["answer"], r["context"], r["question"] or None, judge=judge)
+            seconds = time.perf_counter() - t0
+            after = vars(judge.stats)
+            delta = {k: after[k] - before[k] for k in after}
+            lev = gw.evaluate(r["answer"], r["context"], r["question"] or None, judge=local)
+            row = {
+                "set": name,
+                "id": r["id"],
+                "gold": r["label"],
+                "label": ev.label,
+                "local_label": lev.label,
+                "error_type": ev.error_type,
+                "seconds": round(seconds, 2),
+                "requests": delta["requests"],
+                "input_tokens": delta["input_tokens"],
+                "output_tokens": delta["output_tokens"],
+                "tolerant": delta["tolerant_replies"],
+                "retried": delta["reply_retries"] + delta["length_retries"] + delta["retries"],
+                "format_fallbacks": delta["format_fallbacks"],
+                "evidence_rejected": ev.evidence_rejected,
+                "verdicts": [c.verdict for c in ev.claims],
+                "reasons": [c.reason[:160] for c in ev.claims],
+                "label_no_snap": label_without_snapping(replies, r),
+                "replies": list(replies),
+            }
+            results.append(row)
+            if out:
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                out.flush()
+            print(
+                f"[{i}/{len(rows)}] {name} gold={r['label']} llm={ev.label}"
+                f"{'/' + str(ev.error_type) if ev.error_type else ''} local={lev.label} "
+                f"{seconds:.1f}s req={delta['requests']} rejected={ev.evidence_rejected}",
+                file=sys.stderr,
+                flush=True,
+            )
+    finally:
+        judge.close()
+        if out:
+            out.close()
+    wall = time.perf_counter() - started
+    print(f"# LLM judge, real model: {args.model} at {args.base_url}")
+    print(
+        f"prompt {PROMPT_VERSION}; negotiated response_format: {judge.negotiated_format}; "
+        f"max_output_tokens {args.max_output_tokens}; {len(results)} answers in {wall:.0f} s\n"
+    )
+    report(results)
+    return 0
+
+
+def record_replies() -> list[str | None]:
+    """The raw content of every reply the judge reads, for the per-row record."""
+    from groundwatch.judging.judges import openai as judge_module
+
+    seen: list[str | None] = []
+    original = judge_module.read_reply
+
+    def recording(text: str | None) -> Any:
+        seen.append(text)
+        return original(text)
+
+    judge_module.read_reply = recording  # type: ignore[assignment]
+    return seen
+
+
+def label_without_snapping(replies: list[str | None], row: dict[str, Any]) -> str | None:
+    """The label the same reply gets when quotes not found verbatim are not snapped to their
+    passage sentence (``Checks.min_snap_coverage=0``): the effect of snapping, reply for reply."""
+    from groundwatch.judging.judges._reply import Checks, parse_reply, to_claims
+
+    items = parse_reply(replies[-1]) if replies else None
+    if items is None:
+        return None
+    passages = [gw.Passage(text=t) for t in row["context"]]
+    claims = to_claims(items, row["answer"], passages, Checks(min_snap_coverage=0.0)).claims
+    return gw.scoring.score(gw.Judgement(claims=claims), row["answer"], passages).label
+
+
+def report(results: list[dict[str, Any]]) -> None:
+    """The tables of :func:`real_model` from its per-row results (also from a saved --out)."""
+    print(
+        "| set | answers | BA LLM (errors as wrong) | BA LLM (answered) | BA local, same rows "
+        "| errors | LLM says grounded | local says grounded |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    names = [*sorted({r["set"] for r in results}), "all"]
+    for name in names:
+        rs = [r for r in results if name in ("all", r["set"])]
+        gold = [r["gold"] == "faithful" for r in rs]
+        llm = [
+            (not g) if r["label"] == "error" else predicted_grounded(r["label"])
+            for r, g in zip(rs, gold, strict=True)
+        ]
+        answered = [
+            (predicted_grounded(r["label"]), g)
+            for r, g in zip(rs, gold, strict=True)
+            if r["label"] != "error"
+        ]
+        loc = [predicted_grounded(r["local_label"]) for r in rs]
+        errors = sum(r["label"] == "error" for r in rs)
+        print(
+            f"| {name} | {len(rs)} | {balanced_accuracy(list(zip(llm, gold, strict=True))):.3f} "
+            f"| {balanced_accuracy(answered):.3f} "
+            f"| {balanced_accuracy(list(zip(loc, gold, strict=True))):.3f} | {errors} "
+            f"| {sum(predicted_grounded(r['label']) for r in rs) / len(rs):.0%} "
+            f"| {sum(loc) / len(rs):.0%} |"
+        )
+    with_replies = [r for r in results if r.get("label_no_snap")]
+    if with_replies:
+        gold = [r["gold"] == "faithful" for r in with_replies]
+        snap = [predicted_grounded(r["label"]) for r in with_replies]
+        no_snap = [predicted_grounded(r["label_no_snap"]) for r in with_replies]
+        ba_snap = balanced_accuracy(list(zip(snap, gold, strict=True)))
+        ba_no_snap = balanced_accuracy(list(zip(no_snap, gold, strict=True)))
+        print(
+            f"\nsame replies, {len(with_replies)} answers: BA {ba_snap:.3f} with quotes snapped "
+            f"to their passage sentence, {ba_no_snap:.3f} without"
+        )
+    n = len(results)
+    print("\n| per answer | mean | median |")
+    print("|---|---|---|")
+    for key in ("seconds", "requests", "input_tokens", "output_tokens"):
+        values = [r[key] for r in results]
+        print(f"| {key} | {statistics.mean(values):.1f} | {statistics.median(values):.1f} |")
+    tolerant = sum(r["tolerant"] > 0 for r in results)
+    retried = sum(r["retried"] > 0 for r in results)
+    print(
+        f"\nreplies needing the tolerant parser: {tolerant}/{n} = {tolerant / n:.0%}; answers "
+        f"with a retry (unusable or cut reply, transient error): {retried}/{n} = {retried / n:.0%}"
+    )
+    verdicts = Counter(v for r in results for v in r["verdicts"])
+    rejected = sum(r["evidence_rejected"] for r in results)
+    print(
+        f"claim verdicts: {dict(sorted(verdicts.items()))}; verdicts downgraded by evidence "
+        f"checks in scoring: {rejected}"
+    )
+    errors = Counter(r["error_type"] for r in results if r["error_type"])
+    print(f"error types: {dict(errors) or 'none'}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=default_data_dir())
@@ -263,7 +482,27 @@ def main() -> int:
     parser.add_argument(
         "--cascade-limit", type=int, default=None, help="answers for the cascade (default: all)"
     )
+    parser.add_argument("--base-url", help="a real OpenAI-compatible endpoint (real-model mode)")
+    parser.add_argument("--model", default="local-model", help="model name for --base-url")
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument(
+        "--faithbench-limit", type=int, default=None, help="FaithBench rows (default: --limit)"
+    )
+    parser.add_argument("--max-output-tokens", type=int, default=1024)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    parser.add_argument("--out", type=Path, default=None, help="per-row results (JSONL)")
+    parser.add_argument(
+        "--max-seconds", type=float, default=None, help="start no new answer after this long"
+    )
+    parser.add_argument("--report", type=Path, default=None, help="print the tables of an --out")
     args = parser.parse_args()
+    if args.report:
+        report([json.loads(line) for line in args.report.open(encoding="utf-8")])
+        return 0
+    if args.base_url:
+        if args.faithbench_limit is None:
+            args.faithbench_limit = args.limit
+        return real_model(args)
     path = args.data / "attributionbench_dev.jsonl"
     rows = load(path, args.limit)
     all_rows = load(path, args.cascade_limit)

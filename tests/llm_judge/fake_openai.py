@@ -37,6 +37,10 @@ class Reply:
     finish_reason: str = "stop"
     raw: bytes | None = None
     """Send these bytes as the body instead of a JSON completion."""
+    refusal: str | None = None
+    """OpenAI's ``message.refusal`` (structured outputs' way of declining)."""
+    body: dict[str, Any] | None = None
+    """The JSON error body to send with a non-200 ``status`` (default: OpenAI's shape)."""
 
 
 @dataclass
@@ -153,14 +157,163 @@ def honest_responder(request: Recorded) -> dict[str, Any]:
     return honest_model(parse_prompt(request.user))
 
 
+@dataclass(frozen=True)
+class ServerProfile:
+    """How one real OpenAI-compatible server treats ``response_format``, reproduced.
+
+    Each profile was read from the server's own request handling (see the comments in
+    :data:`PROFILES`): which ``type`` values it enforces, which it refuses and with what status
+    and body, which it accepts and ignores, and how its model writes when nothing constrains
+    it. ``refuse`` maps a ``response_format`` (as the judge's ladder names them) to the status
+    and JSON body of the refusal; types neither enforced nor refused are ignored.
+    """
+
+    name: str
+    enforces: frozenset[str]
+    refuse: Callable[[dict[str, Any]], tuple[int, dict[str, Any]] | None]
+    free_style: Callable[[str], str]
+    """How the model's JSON comes out when the format is not enforced."""
+
+
+def format_kind(rf: dict[str, Any] | None) -> str:
+    """The judge ladder's name for a request's ``response_format``."""
+    if rf is None:
+        return "none"
+    if rf.get("type") == "json_object":
+        return "json_object_schema" if "schema" in rf else "json_object"
+    return str(rf.get("type"))
+
+
+def _llama_cpp_refuse(rf: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    # llama_cpp/server/types.py: response_format is ChatCompletionRequestResponseFormat,
+    # type Literal["text", "json_object"] (an optional "schema" key becomes a grammar). The
+    # route class RouteErrorHandler (server/errors.py) turns every exception raised while
+    # handling the request, the request-validation error included, into HTTP 500
+    # {"error": {"message": str(exc), "type": "internal_server_error", ...}}.
+    if rf.get("type") in ("text", "json_object"):
+        return None
+    message = (
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+        f"'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': "
+        f"'{rf.get('type')}', 'ctx': {{'expected': \"'text' or 'json_object'\"}}}}\n"
+    )
+    return 500, {
+        "error": {
+            "message": message,
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+
+
+def _lm_studio_refuse(rf: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    # LM Studio's server (closed source; its bug tracker, issues 169/189/307, quotes the
+    # answer): json_schema is enforced, anything else is a 400 whose "error" is a bare string.
+    if rf.get("type") in ("json_schema", "text"):
+        return None
+    return 400, {"error": "'response_format.type' must be 'json_schema' or 'text'"}
+
+
+def _vllm_refuse(rf: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    # vllm/entrypoints/openai/protocol.py: ResponseFormat.type is Literal["text",
+    # "json_object", "json_schema", "structural_tag"]; extra keys are allowed (logged and
+    # ignored). A request-validation error is answered by validation_exception_handler with 400
+    # {"error": {"message", "type": "BadRequestError", "param", "code": 400}}.
+    if rf.get("type") in ("text", "json_object", "json_schema", "structural_tag"):
+        return None
+    return 400, {
+        "error": {
+            "message": f"1 validation error: response_format.type: input '{rf.get('type')}'",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    }
+
+
+def _litellm_refuse(rf: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    # LiteLLM (litellm/utils.py get_optional_params): a parameter the provider's config does not
+    # list raises UnsupportedParamsError (status 400) unless drop_params is set; the proxy sends
+    # it as {"error": {"message", "type": "None", "param": "None", "code": "400"}}.
+    return 400, {
+        "error": {
+            "message": (
+                "litellm.UnsupportedParamsError: ollama does not support parameters: "
+                "['response_format'], for model=llama3. To drop these, set "
+                "`litellm.drop_params=True` or for proxy:\n\n`litellm_settings:\n "
+                "drop_params: true`\n"
+            ),
+            "type": "None",
+            "param": "None",
+            "code": "400",
+        }
+    }
+
+
+def _never(rf: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    return None
+
+
+def _fenced(content: str) -> str:
+    return f"```json\n{content}\n```"
+
+
+def _preamble(content: str) -> str:
+    return f"Here is my analysis of the answer:\n\n{content}\n\nLet me know if you need more."
+
+
+def _thinking(content: str) -> str:
+    return (
+        '<think>\nThe user wants claim verdicts. A draft: {"claims": []}. No, check each '
+        f"sentence against the passages first.\n</think>\n\n{content}"
+    )
+
+
+PROFILES: dict[str, ServerProfile] = {
+    "llama-cpp-python": ServerProfile(
+        "llama-cpp-python",
+        frozenset({"json_object_schema", "json_object"}),
+        _llama_cpp_refuse,
+        _fenced,
+    ),
+    # ollama/openai/openai.go FromChatRequest: "json_object" -> format "json", "json_schema"
+    # -> the schema as format, any other type silently ignored; never an error.
+    "ollama": ServerProfile(
+        "ollama", frozenset({"json_schema", "json_object_schema", "json_object"}), _never, _fenced
+    ),
+    # Ollama before structured outputs (0.5): the OpenAI layer knew only "json_object" and
+    # dropped "json_schema" without a word; the model then answers in prose.
+    "ollama-legacy": ServerProfile(
+        "ollama-legacy", frozenset({"json_object_schema", "json_object"}), _never, _preamble
+    ),
+    "lm-studio": ServerProfile("lm-studio", frozenset({"json_schema"}), _lm_studio_refuse, _fenced),
+    "vllm": ServerProfile(
+        "vllm",
+        frozenset({"json_schema", "json_object_schema", "json_object"}),
+        _vllm_refuse,
+        _fenced,
+    ),
+    # A reasoning model (DeepSeek-R1, QwQ, Qwen3) behind a server that neither splits its
+    # thoughts into a field of their own (vLLM without --reasoning-parser) nor enforces the
+    # format: the thoughts stay in message.content, before the JSON.
+    "reasoning-unsplit": ServerProfile("reasoning-unsplit", frozenset(), _never, _thinking),
+    "litellm": ServerProfile("litellm", frozenset(), _litellm_refuse, _preamble),
+    # LiteLLM with drop_params: true drops response_format and forwards the rest.
+    "litellm-drop-params": ServerProfile("litellm-drop-params", frozenset(), _never, _fenced),
+}
+"""The servers the judge must work on without flags, by name."""
+
+
 class FakeOpenAIServer:
     """``with FakeOpenAIServer() as server: OpenAIJudge("m", base_url=server.url, ...)``.
 
     Replies come first from the queue filled by :meth:`push`, then from ``responder`` (default:
     :func:`honest_responder`). A responder may return a :class:`Reply`, a string (the message
     content) or a dict (serialised as the content). ``reject_formats`` lists ``response_format``
-    types answered with HTTP 400, like servers without structured output. ``latency`` is added to
-    every reply.
+    types answered with HTTP 400, like servers without structured output; ``profile`` (a
+    :class:`ServerProfile` or its name in :data:`PROFILES`) makes the server refuse, enforce and
+    ignore ``response_format`` as that real server does. ``latency`` is added to every reply.
     """
 
     def __init__(
@@ -169,10 +322,12 @@ class FakeOpenAIServer:
         *,
         latency: float = 0.0,
         reject_formats: set[str] | None = None,
+        profile: ServerProfile | str | None = None,
     ) -> None:
         self.responder: Responder = responder or honest_responder
         self.latency = latency
         self.reject_formats = set(reject_formats or ())
+        self.profile = PROFILES[profile] if isinstance(profile, str) else profile
         self.requests: list[Recorded] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -236,6 +391,8 @@ class FakeOpenAIServer:
             def _send(self, rec: Recorded, reply: Reply) -> None:
                 if reply.raw is not None:
                     payload = reply.raw
+                elif reply.status != 200 and reply.body is not None:
+                    payload = json.dumps(reply.body).encode()
                 elif reply.status != 200:
                     payload = json.dumps(
                         {"error": {"message": reply.error or "error", "type": "server_error"}}
@@ -254,7 +411,11 @@ class FakeOpenAIServer:
                             "choices": [
                                 {
                                     "index": 0,
-                                    "message": {"role": "assistant", "content": reply.content},
+                                    "message": {
+                                        "role": "assistant",
+                                        "content": reply.content,
+                                        **({"refusal": reply.refusal} if reply.refusal else {}),
+                                    },
                                     "finish_reason": reply.finish_reason,
                                 }
                             ],
@@ -308,11 +469,23 @@ class FakeOpenAIServer:
                 status=400,
                 error=f"response_format of type '{fmt}' is not supported by this server",
             )
+        rf = rec.body.get("response_format")
+        if self.profile is not None and rf is not None:
+            refused = self.profile.refuse(rf)
+            if refused is not None:
+                return Reply(status=refused[0], body=refused[1])
         with self._lock:
             scripted = self._script.popleft() if self._script else None
         if scripted is not None:
             return scripted
-        return _as_reply(self.responder(rec))
+        reply = _as_reply(self.responder(rec))
+        if (
+            self.profile is not None
+            and reply.content is not None
+            and format_kind(rf) not in self.profile.enforces
+        ):
+            reply = Reply(content=self.profile.free_style(reply.content))
+        return reply
 
 
 def _as_reply(value: Reply | str | dict[str, Any]) -> Reply:

@@ -90,15 +90,15 @@ def test_prompt_numbers_passages_fences_data_with_a_fresh_nonce(
 def test_inferred_counts_as_grounded_and_contradicted_is_kept(
     server: FakeOpenAIServer, make_judge: MakeJudge
 ) -> None:
-    answer = "The tower is over 300 metres tall. It was finished in 1890."
+    answer = "The tower was built for a fair. It was finished in 1890."
     server.push(
         {
             "claims": [
                 {
-                    "claim": "The tower is over 300 metres tall.",
-                    "passage": 1,
-                    "quote": "It is 330 metres tall.",
-                    "reason": "330 > 300",
+                    "claim": "The tower was built for a fair.",
+                    "passage": 2,
+                    "quote": "designed and built the tower for the World's Fair",
+                    "reason": "paraphrase",
                     "verdict": "inferred",
                 },
                 {
@@ -134,21 +134,63 @@ def test_tolerant_parser_accepts_common_reply_shapes(
     assert len(server.completions()) == 1
 
 
-def test_truncated_reply_keeps_the_complete_claims(
+def _cut_reply() -> str:
+    full = json.dumps(GOOD)
+    return full[: full.index('"It was completed') + 10]  # mid-way through the second claim
+
+
+@pytest.mark.parametrize("max_output_tokens", [None, 300])
+def test_reply_cut_at_its_token_limit_is_retried_once_with_a_larger_budget(
+    server: FakeOpenAIServer, make_judge: MakeJudge, max_output_tokens: int | None
+) -> None:
+    server.push(Reply(content=_cut_reply(), finish_reason="length"), GOOD)
+    judge = make_judge(max_output_tokens=max_output_tokens)
+    ev = gw.evaluate(ANSWER, PASSAGES, judge=judge)
+    assert ev.label == "grounded" and len(ev.claims) == 2
+    first, second = server.completions()
+    assert first.body.get("max_tokens") == max_output_tokens
+    assert second.body["max_tokens"] >= max(2 * (max_output_tokens or 0), 2048)
+    assert judge.stats.length_retries == 1 and judge.stats.retries == 0
+    assert judge.circuit_state == "closed"
+
+
+def test_reply_cut_twice_is_a_truncated_error(
     server: FakeOpenAIServer, make_judge: MakeJudge
 ) -> None:
-    full = json.dumps(GOOD)
-    cut = full[: full.index('"It was completed') + 10]  # mid-way through the second claim
-    server.push(Reply(content=cut, finish_reason="length"))
+    cut = Reply(content=_cut_reply(), finish_reason="length")
+    server.push(cut, cut, GOOD)
+    ev = gw.evaluate(ANSWER, PASSAGES, judge=make_judge())
+    assert ev.label == "error" and ev.error_type == "truncated"
+    assert "token limit" in (ev.error or "") and len(server.completions()) == 2
+
+
+def test_cut_json_the_server_called_complete_keeps_the_complete_claims(
+    server: FakeOpenAIServer, make_judge: MakeJudge
+) -> None:
+    # A stop sequence or a proxy can end a reply mid-way without finish_reason="length".
+    server.push(Reply(content=_cut_reply(), finish_reason="stop"))
     judge = make_judge()
     ev = gw.evaluate(ANSWER, PASSAGES, judge=judge)
-    assert len(server.completions()) == 1
+    assert len(server.completions()) == 1 and judge.stats.tolerant_replies == 1
     first = ev.claims[0]
     assert first.verdict == "supported" and first.text == "The Eiffel Tower is 330 metres tall."
     # The lost claim's sentence is not silently dropped: it comes back as unsupported.
     assert ev.claims[1].text == "It was completed in 1889."
     assert ev.claims[1].verdict == "unsupported"
     assert judge.stats.added == 1
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "refusal"),
+    [("stop", "I can't help with that request."), ("content_filter", None)],
+)
+def test_refusal_is_a_refused_error(
+    server: FakeOpenAIServer, make_judge: MakeJudge, finish_reason: str, refusal: str | None
+) -> None:
+    server.push(Reply(content=None, finish_reason=finish_reason, refusal=refusal))
+    ev = gw.evaluate(ANSWER, PASSAGES, judge=make_judge())
+    assert ev.label == "error" and ev.error_type == "refused"
+    assert len(server.completions()) == 1  # asking again gets the same refusal
 
 
 def test_malformed_reply_is_retried_once(server: FakeOpenAIServer, make_judge: MakeJudge) -> None:
@@ -176,7 +218,7 @@ def test_unusable_twice_is_an_error_evaluation_not_an_exception(
 ) -> None:
     server.push(bad, bad)
     ev = gw.evaluate(ANSWER, PASSAGES, judge=make_judge())
-    assert ev.label == "error" and ev.error_type == "unparseable_reply"
+    assert ev.label == "error" and ev.error_type == "bad_reply"
     assert ev.faithfulness is None and ev.groundedness is None
     assert ev.usage is not None and ev.usage.calls == 2
     assert len(server.completions()) == 2
@@ -229,9 +271,12 @@ def test_json_schema_refused_falls_back_to_json_mode_and_remembers(make_judge: M
         judge = make_judge(base_url=srv.url)
         assert gw.evaluate(ANSWER, PASSAGES, judge=judge).label == "grounded"
         assert [r.response_format for r in srv.completions()] == ["json_schema", "json_object"]
+        # JSON mode carries the reply schema (llama-cpp-python turns it into a grammar).
+        assert srv.completions()[1].body["response_format"]["schema"]["required"] == ["claims"]
         assert gw.evaluate(ANSWER + " ", PASSAGES, judge=judge).label == "grounded"
         assert [r.response_format for r in srv.completions()][2:] == ["json_object"]
-        assert judge.response_format_in_use == "json_object"
+        assert judge.response_format_in_use == "json_object_schema"
+        assert judge.negotiated_format == "json_object_schema"
         assert judge.stats.format_fallbacks == 1 and judge.stats.retries == 0
 
 
@@ -242,18 +287,20 @@ def test_no_structured_output_at_all_falls_back_to_plain_text(make_judge: MakeJu
         assert [r.response_format for r in srv.completions()] == [
             "json_schema",
             "json_object",
+            "json_object",
             None,
         ]
-        assert judge.response_format_in_use == "none"
+        assert judge.response_format_in_use == "none" == judge.negotiated_format
 
 
 def test_forced_format_refused_is_an_error(make_judge: MakeJudge) -> None:
     with FakeOpenAIServer(reject_formats={"json_schema"}) as srv:
-        ev = gw.evaluate(
-            ANSWER, PASSAGES, judge=make_judge(base_url=srv.url, response_format="json_schema")
-        )
-        assert ev.label == "error" and ev.error_type == "http_400"
-        assert len(srv.completions()) == 1
+        judge = make_judge(base_url=srv.url, response_format="json_schema", failure_threshold=1)
+        ev = gw.evaluate(ANSWER, PASSAGES, judge=judge)
+        assert ev.label == "error" and ev.error_type == "format_unsupported"
+        assert "response_format" in (ev.error or "")
+        assert len(srv.completions()) == 1  # not retried
+        assert judge.circuit_state == "closed"  # a refusal is not an endpoint failure
 
 
 def test_unrelated_400_does_not_step_down_format(
@@ -354,7 +401,7 @@ def test_connection_refused_is_an_error_evaluation(make_judge: MakeJudge) -> Non
     url = srv.url
     srv.stop()
     ev = gw.evaluate(ANSWER, PASSAGES, judge=make_judge(base_url=url, max_attempts=2))
-    assert ev.label == "error" and ev.error_type == "connection_error"
+    assert ev.label == "error" and ev.error_type == "connection"
 
 
 def test_garbage_http_body_is_an_error_evaluation(
@@ -364,7 +411,7 @@ def test_garbage_http_body_is_an_error_evaluation(
     judge = make_judge(max_attempts=1, failure_threshold=1, recovery_seconds=0.0)
     assert gw.evaluate(ANSWER, PASSAGES, judge=judge).error_type == "http_500"  # breaker opens
     ev = gw.evaluate(ANSWER, PASSAGES, judge=judge)  # the probe gets garbage
-    assert ev.label == "error" and ev.error_type == "invalid_response"
+    assert ev.label == "error" and ev.error_type == "bad_reply"
     assert len(server.completions()) == 2  # not retried
     assert judge.stats.evaluations == 2 and judge.stats.errors == 2
     assert gw.evaluate(ANSWER, PASSAGES, judge=judge).label == "grounded"  # breaker not stuck
@@ -613,15 +660,18 @@ def test_own_requests_run_with_instrumentation_suppressed(server: FakeOpenAIServ
     [
         # A number nowhere in the passages cannot be supported, however similar the quote.
         ("It is 400 metres tall.", "It is 330 metres tall.", "supported", False),
-        # A partial quote is fine when the claim's numbers are elsewhere in the passages.
+        # A partial quote is fine when the claim's numbers are elsewhere in its passage.
         (
             "It is 330 metres tall and was completed in 1889.",
             "It is 330 metres tall.",
             "supported",
             True,
         ),
-        # An inference may compute a number.
-        ("It is over 300 metres tall.", "It is 330 metres tall.", "inferred", True),
+        # An inference keeps the claim's numbers too (the local judge's rule): a computed
+        # number is not in the evidence.
+        ("It is over 300 metres tall.", "It is 330 metres tall.", "inferred", False),
+        # A name the quote's passage does not mention.
+        ("It was designed by Leonardo da Vinci.", "It is 330 metres tall.", "supported", False),
         # A quote that has nothing to do with the claim.
         ("It was painted gold.", "It is 330 metres tall.", "supported", False),
     ],
@@ -644,7 +694,8 @@ def test_claim_must_be_backed_by_its_quote(
     judge = make_judge()
     ev = gw.evaluate(claim, PASSAGES, judge=judge)
     assert ev.claims[0].verdict == (verdict if kept else "unsupported")
-    assert judge.stats.downgraded == int(not kept)
+    # Word overlap is the judge's own check; numbers and names are scoring's, for every judge.
+    assert judge.stats.downgraded + ev.evidence_rejected == int(not kept)
     assert ev.claims[0].evidence  # the (real) quote is kept for the record either way
 
 
@@ -688,7 +739,8 @@ async def test_close_during_a_request_ends_it_as_an_error(
     await judge.aclose()
     ev = await asyncio.wait_for(pending, 2)
     assert time.monotonic() - started < 2
-    assert ev.label == "error" and ev.error_type == "closed"
+    assert ev.label == "error" and ev.error_type == "internal"
+    assert "closed" in (ev.error or "")
     # Usable again afterwards (a new loop and client).
     assert (await gw.aevaluate(ANSWER, PASSAGES, judge=judge)).label == "grounded"
 
@@ -699,3 +751,34 @@ def test_context_manager_closes(server: FakeOpenAIServer) -> None:
         thread = judge._loop._thread
         assert thread is not None and thread.is_alive()
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("quote", "snapped"),
+    [
+        # A copy with slips (a word changed, punctuation lost): the real sentence is used.
+        ("Gustave Eiffel's company designed and constructed the tower for the World's Fair", True),
+        # Found as is (case, spacing): nothing to snap.
+        ("gustave eiffel's company  designed and built the tower", False),
+        # Another statement, a number not in the sentence, a fragment: not snapped, rejected.
+        ("Gustave Eiffel's company designed the tower in Paris for the Expo.", False),
+        ("Gustave Eiffel's company designed and built the tower for the 1900 World's Fair", False),
+        ("Eiffel company built", False),  # a fragment of a longer sentence
+    ],
+)
+def test_quote_with_slips_snaps_to_the_real_sentence(
+    server: FakeOpenAIServer, make_judge: MakeJudge, quote: str, snapped: bool
+) -> None:
+    answer = "Gustave Eiffel's company built the tower."
+    server.push(
+        {"claims": [{"claim": answer, "verdict": "supported", "passage": 1, "quote": quote}]}
+    )
+    judge = make_judge()
+    ev = gw.evaluate(answer, PASSAGES, judge=judge)
+    assert judge.stats.quotes_snapped == int(snapped)
+    (e,) = ev.claims[0].evidence or [None]
+    if snapped:
+        assert e is not None and e.quote == PASSAGES[1][:-1] + "."
+        assert PASSAGES[e.passage][e.start : e.end] == e.quote
+    exact = "  designed" in quote
+    assert (ev.claims[0].verdict == "supported") == (snapped or exact), ev.claims[0].reason

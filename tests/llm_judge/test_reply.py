@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from groundwatch.judging.judges._reply import parse_reply
+from groundwatch.judging.judges._reply import parse_reply, read_reply
 
 ITEMS = [
     {"claim": 'A "quoted" {brace} claim', "passage": 1, "quote": "x", "verdict": "supported"},
@@ -50,3 +50,30 @@ def test_unusable(text: str) -> None:
 def test_never_evaluates_code() -> None:
     assert parse_reply("__import__('os').system('echo hi')") is None
     assert parse_reply('{"claims": [{"claim": __import__("os")}]}') is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<think>\nThe answer says X. Draft: {"claims": []}\n</think>\n\n' + FULL,
+        "<think>Let me see [1] and {2}.</think>```json\n" + FULL + "\n```",
+        "<thinking>checking</thinking>" + FULL,
+        "<reasoning>ok</reasoning>\n" + FULL,
+    ],
+)
+def test_reasoning_blocks_before_the_json_are_skipped(text: str) -> None:
+    assert read_reply(text) == (ITEMS, True)
+
+
+def test_an_unclosed_reasoning_block_is_not_an_answer() -> None:
+    # Cut while thinking: the JSON inside the thoughts is a draft.
+    assert parse_reply('<think>Maybe {"claims": [{"claim": "x", "verdict": "supported"}]}') is None
+
+
+def test_exact_json_is_not_counted_as_tolerant_but_everything_else_is() -> None:
+    assert read_reply(FULL) == (ITEMS, False)
+    assert read_reply("  " + FULL + "\n") == (ITEMS, False)
+    assert read_reply("```json\n" + FULL + "\n```") == (ITEMS, True)
+    assert read_reply(FULL[:-20])[1] is True
+    assert read_reply("no json here") == (None, True)
+    assert read_reply(None) == (None, False)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..types import Claim, Evaluation, Evidence, Judgement, Label, Passage
+from .evidence_check import enforce_evidence_content
 
 DEFAULT_MIN_FAITHFULNESS = 1.0
 """Any contradicted claim makes an answer hallucinated."""
@@ -160,6 +161,10 @@ def check_claims(
             rejected += 1
             reason = f"evidence for '{verdict}' not found in the passages; {reason}".rstrip("; ")
             verdict = "unsupported"
+        verdict, reason, lacking = enforce_evidence_content(
+            claim.text, verdict, reason, evidence, passages
+        )
+        rejected += lacking
         start, end = _fix_claim_span(claim, answer)
         checked.append(
             Claim(

@@ -125,5 +125,31 @@ ERROR_FORK: Final = "fork"
 ERROR_INVALID_INPUT: Final = "invalid_input"
 ERROR_SAMPLER: Final = "sampler_error"
 ERROR_INTERNAL: Final = "internal"
+
+# --- error.type of a failed evaluation (Evaluation.error_type; docs/llm-judge.md "Errors") ------
+# Every failure a judge or the runtime reports ends with one of these; HTTP statuses without a
+# name of their own are "http_<status>" (ERROR_HTTP_PREFIX + the code, e.g. "http_401").
+ERROR_HTTP_PREFIX: Final = "http_"
+ERROR_CONNECTION: Final = "connection"
+ERROR_RATE_LIMITED: Final = "rate_limited"
+ERROR_CIRCUIT_OPEN: Final = "circuit_open"
+ERROR_FORMAT_UNSUPPORTED: Final = "format_unsupported"
+ERROR_BAD_REPLY: Final = "bad_reply"
+ERROR_TRUNCATED: Final = "truncated"
+ERROR_REFUSED: Final = "refused"
 ERROR_TRANSPORT: Final = "transport"
 """A record the producer could not send to the queue (``groundwatch.evaluations.dropped``)."""
+ERROR_TYPES: Final = (
+    ERROR_TIMEOUT,
+    ERROR_CONNECTION,
+    ERROR_RATE_LIMITED,
+    ERROR_CIRCUIT_OPEN,
+    ERROR_FORMAT_UNSUPPORTED,
+    ERROR_BAD_REPLY,
+    ERROR_TRUNCATED,
+    ERROR_REFUSED,
+    ERROR_INVALID_INPUT,
+    ERROR_TRANSPORT,
+    ERROR_INTERNAL,
+)
+"""The named error types; with ``http_<status>`` they are the whole documented list."""

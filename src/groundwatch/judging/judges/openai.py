@@ -4,8 +4,11 @@ One request per answer. The model lists the answer's claims and gives each a ver
 verbatim quote from a numbered passage; groundwatch then checks every quote against its passage
 (:mod:`groundwatch.judging.scoring`), so a verdict the passages do not back cannot count.
 
-Works with OpenAI, Azure OpenAI (v1 endpoint or a client you build), vLLM, Ollama, LM Studio
-and any other server that speaks ``POST /v1/chat/completions``.
+Works with OpenAI, Azure OpenAI (v1 endpoint or a client you build), vLLM, Ollama, LM Studio,
+LiteLLM, llama.cpp servers and any other server that speaks ``POST /v1/chat/completions``,
+without flags: the response format is negotiated from the server's answers (docs/llm-judge.md,
+"Format negotiation"). Needs the ``openai`` package (``pip install "groundwatch[openai]"``),
+imported only when a judge is built.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import os
 import random
 import re
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -26,10 +30,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import context as otel_context
 
+from ...telemetry import semconv as sc
 from ...types import Judgement, Passage, Usage
 from ._loop import LoopThread
 from ._prompt import PROMPT_VERSION, RESPONSE_FORMATS, build_prompt
-from ._reply import Checks, parse_reply, to_claims
+from ._reply import Checks, read_reply, to_claims
 from ._resilience import CircuitBreaker, backoff_seconds, retry_after_seconds
 
 if TYPE_CHECKING:
@@ -56,10 +61,41 @@ DEFAULT_RECOVERY_SECONDS = 30.0
 ENV_MAX_CONTEXT_TOKENS = "GROUNDWATCH_JUDGE_MAX_CONTEXT_TOKENS"
 ENV_CONCURRENCY = "GROUNDWATCH_JUDGE_CONCURRENCY"
 
+DEFAULT_LENGTH_RETRY_TOKENS = 2048
+"""Output budget of the one retry after a reply cut at its token limit, when the first
+request set none (the server's own limit cut it): at least this, or twice what came back."""
+
+INSTALL_HINT = 'OpenAIJudge needs the openai package: pip install "groundwatch[openai]"'
+
 ResponseFormat = Literal["auto", "json_schema", "json_object", "none"]
 
-_FORMAT_ORDER = ("json_schema", "json_object", "none")
-_FORMAT_HINT = re.compile(r"response_format|json|schema|format|structured|guided", re.I)
+_FORMAT_ORDER = ("json_schema", "json_object_schema", "json_object", "none")
+"""What ``auto`` tries, best first. ``json_object_schema`` is JSON mode with the reply schema
+attached (``{"type": "json_object", "schema": ...}``), which llama-cpp-python's server turns
+into a grammar for exactly that schema while it refuses ``json_schema``; servers that refuse the
+extra key get plain JSON mode next."""
+_FORCED = {
+    "json_schema": ("json_schema",),
+    "json_object": ("json_object_schema", "json_object"),
+    "none": ("none",),
+}
+# An error body naming one of these answers "which response_format do you accept", whatever
+# the status code: llama-cpp-python's server answers json_schema with a 500 carrying its
+# request-validation error (loc body.response_format.type), LM Studio json_object with a 400
+# "'response_format.type' must be 'json_schema' or 'text'", LiteLLM a provider without
+# structured output with a 400 UnsupportedParamsError naming ['response_format'], vLLM an
+# unknown type with a 400, FastAPI servers with a 422.
+_FORMAT_HINT = re.compile(
+    r"response_format|response format|json_schema|json_object|schema|structured output"
+    r"|guided|grammar",
+    re.I,
+)
+_FORMAT_STATUSES = frozenset({400, 415, 422, 500, 501})
+
+# The format each endpoint accepted, by (base URL without secrets, model): a second judge for
+# the same server does not probe again. Shared by the judges of this process.
+_NEGOTIATED: dict[tuple[str, str], str] = {}
+_NEGOTIATED_LOCK = threading.Lock()
 _SECRET_PATTERNS = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|Bearer\s+\S+|api[-_]key[\"'=:\s]+\S+)", re.I)
 _REDACTED = "[REDACTED]"
 
@@ -87,22 +123,28 @@ def _safe_url(url: str | None) -> str | None:
 class OpenAIJudgeStats:
     """Counters of what the judge did, for benchmarks and debugging (metrics go via the runtime).
 
-    ``requests`` counts every HTTP request; ``retries``, ``reply_retries`` and
-    ``format_fallbacks`` are the extra ones, so ``requests - retries - reply_retries -
-    format_fallbacks`` is one per evaluation that reached the endpoint.
+    ``requests`` counts every HTTP request; ``retries``, ``reply_retries``, ``length_retries``
+    and ``format_fallbacks`` are the extra ones, so ``requests - retries - reply_retries -
+    length_retries - format_fallbacks`` is one per evaluation that reached the endpoint.
+    ``replies`` counts replies read (HTTP 200 with content), ``tolerant_replies`` those that
+    were not exactly the JSON asked for (fenced, with prose or a ``<think>`` block, repaired).
     """
 
     evaluations: int = 0
     requests: int = 0
     retries: int = 0
     reply_retries: int = 0
+    length_retries: int = 0
     format_fallbacks: int = 0
+    replies: int = 0
+    tolerant_replies: int = 0
     cache_hits: int = 0
     circuit_rejections: int = 0
     errors: int = 0
     downgraded: int = 0
     dropped: int = 0
     added: int = 0
+    quotes_snapped: int = 0
     trimmed: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -140,13 +182,21 @@ class OpenAIJudge:
         timeout_seconds: deadline per request.
         max_attempts: tries per request on 429, 5xx, timeouts and connection errors; waits
             follow ``Retry-After`` when given, else jittered exponential backoff.
-        response_format: ``"auto"`` tries JSON-schema structured output, then JSON mode, then
-            plain text (parsed tolerantly), remembering what the server accepted; or force one.
+        response_format: ``"auto"`` (no flag needed for any server) tries JSON-schema
+            structured output, then JSON mode with the schema attached, then plain JSON mode,
+            then no ``response_format`` (the reply parsed tolerantly). An error answer whose
+            body names the response format, whatever its status (llama-cpp-python answers
+            500), moves to the next at once, without a retry and without counting towards the
+            circuit breaker; what the server accepted is remembered per base URL and model
+            (:attr:`negotiated_format`). Or force ``"json_schema"``, ``"json_object"`` or
+            ``"none"``; a forced format the server refuses is ``format_unsupported``.
         max_context_tokens: estimated-token budget for the passages; over it they are cut to
             the sentences most relevant to the answer (env
             ``GROUNDWATCH_JUDGE_MAX_CONTEXT_TOKENS``).
         temperature: sent as is; ``None`` leaves it out (for models that refuse it).
-        max_output_tokens: sent as ``max_tokens`` when set.
+        max_output_tokens: sent as ``max_tokens`` when set. A reply cut at the limit
+            (``finish_reason="length"``) is asked again once with twice the budget (at least
+            ``DEFAULT_LENGTH_RETRY_TOKENS``), then is ``error_type="truncated"``.
         cache_size: answers remembered (LRU); a repeat costs no request. 0 turns it off.
         failure_threshold: consecutive failed requests (5xx, timeout, connection) that open the
             circuit breaker; while open the judge fails fast with ``error_type="circuit_open"``.
@@ -187,10 +237,14 @@ class OpenAIJudge:
         default_query: Mapping[str, object] | None = None,
         extra_body: Mapping[str, object] | None = None,
     ) -> None:
+        try:
+            import openai  # noqa: F401  (the judge's one optional dependency)
+        except ImportError as exc:
+            raise ImportError(INSTALL_HINT) from exc
         if not model:
             raise ValueError("model is required")
-        if response_format not in ("auto", *_FORMAT_ORDER):
-            raise ValueError(f"response_format must be auto or one of {_FORMAT_ORDER}")
+        if response_format != "auto" and response_format not in _FORCED:
+            raise ValueError(f"response_format must be auto or one of {tuple(_FORCED)}")
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         self.model = model
@@ -230,8 +284,15 @@ class OpenAIJudge:
         self._default_headers = dict(default_headers or {})
         self._default_query = dict(default_query or {})
         self._extra_body = dict(extra_body or {})
-        self._formats = _FORMAT_ORDER if response_format == "auto" else (response_format,)
+        self._formats = _FORMAT_ORDER if response_format == "auto" else _FORCED[response_format]
         self._format_index = 0
+        self._endpoint = (_safe_url(self.base_url) or "", model)
+        self._negotiated: str | None = None
+        if response_format == "auto":
+            with _NEGOTIATED_LOCK:
+                known = _NEGOTIATED.get(self._endpoint)
+            if known is not None:
+                self._format_index = _FORMAT_ORDER.index(known)
         self._breaker = CircuitBreaker(failure_threshold, recovery_seconds)
         self._cache: OrderedDict[str, Judgement] = OrderedDict()
         self._loop = LoopThread(f"groundwatch-judge-{name}")
@@ -267,6 +328,14 @@ class OpenAIJudge:
         return self._formats[self._format_index]
 
     @property
+    def negotiated_format(self) -> str | None:
+        """The ``response_format`` the endpoint accepted (``json_schema``,
+        ``json_object_schema``, ``json_object`` or ``none``), once a request went through;
+        ``None`` before. With ``"auto"`` it is learnt
+        from the server's answers and remembered for the same base URL and model."""
+        return self._negotiated
+
+    @property
     def circuit_state(self) -> str:
         """``closed``, ``open`` or ``half_open``."""
         return self._breaker.state
@@ -286,20 +355,20 @@ class OpenAIJudge:
             return Judgement(
                 model=self.model,
                 error="the judge was closed during the request",
-                error_type="closed",
+                error_type=sc.ERROR_INTERNAL,
             )
         except Exception as exc:  # our own bug or a dead loop: report it, do not raise
             _logger.debug("openai judge failed unexpectedly", exc_info=True)
             return Judgement(
                 model=self.model,
-                error=self._redact(f"{type(exc).__name__}: {exc}")[:300],
-                error_type=type(exc).__name__,
+                error=self._redact(f"internal error: {type(exc).__name__}: {exc}")[:300],
+                error_type=sc.ERROR_INTERNAL,
             )
 
     def close(self) -> None:
         """Close the HTTP client and stop the judge's event loop thread.
 
-        Evaluations still in flight end as ``error`` (``error_type="closed"``). Using the judge
+        Evaluations still in flight end as ``error`` (``error_type="internal"``). Using the judge
         afterwards starts a new loop and client.
         """
         self._closing += 1
@@ -377,6 +446,12 @@ class OpenAIJudge:
     async def _judge_unsuppressed(
         self, answer: str, passages: list[Passage], question: str | None
     ) -> Judgement:
+        if not isinstance(answer, str) or not all(isinstance(p, Passage) for p in passages):
+            return Judgement(
+                model=self.model,
+                error="the answer must be a string and the contexts Passage objects",
+                error_type=sc.ERROR_INVALID_INPUT,
+            )
         key = self._cache_key(answer, passages, question) if self.cache_size > 0 else ""
         cached = self._cache.get(key) if key else None
         if cached is not None:
@@ -384,38 +459,19 @@ class OpenAIJudge:
             self.stats.cache_hits += 1
             return cached.model_copy(update={"usage": Usage()}, deep=True)
         usage = Usage()
-        items = None
-        prompt = None
         try:
-            for reply_try in range(2):
-                # A fresh marker code per request, retries included.
-                prompt = build_prompt(
-                    answer, passages, question, max_context_tokens=self.max_context_tokens
-                )
-                content = await self._complete(prompt.messages, usage)
-                items = parse_reply(content)
-                if items is not None:
-                    break
-                if reply_try == 0:
-                    self.stats.reply_retries += 1
-                    _logger.debug("unusable reply from %s, retrying once", self.model)
+            items, trimmed = await self._ask(answer, passages, question, usage)
         except _CallFailed as failure:
             return Judgement(
                 model=self.model, usage=usage, error=failure.reason, error_type=failure.error_type
             )
-        if items is None or prompt is None:
-            return Judgement(
-                model=self.model,
-                usage=usage,
-                error="the model's reply was not usable JSON claim verdicts (twice)",
-                error_type="unparseable_reply",
-            )
-        if prompt.trimmed:
+        if trimmed:
             self.stats.trimmed += 1
         conversion = to_claims(items, answer, passages, self._checks)
         self.stats.downgraded += conversion.downgraded
         self.stats.dropped += conversion.dropped
         self.stats.added += conversion.added
+        self.stats.quotes_snapped += conversion.snapped
         judgement = Judgement(claims=conversion.claims, model=self.model, usage=usage)
         if key:
             self._cache[key] = judgement.model_copy(deep=True)
@@ -423,7 +479,53 @@ class OpenAIJudge:
                 self._cache.popitem(last=False)
         return judgement
 
-    def _request_kwargs(self, messages: list[dict[str, str]], fmt: str) -> dict[str, Any]:
+    async def _ask(
+        self, answer: str, passages: list[Passage], question: str | None, usage: Usage
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """The claim objects of one answer: one request, plus at most one retry for an
+        unusable reply and one, with a larger output budget, for a reply cut at its limit."""
+        budget = self.max_output_tokens
+        reply_retried = length_retried = False
+        while True:
+            # A fresh marker code per request, retries included.
+            prompt = build_prompt(
+                answer, passages, question, max_context_tokens=self.max_context_tokens
+            )
+            reply = await self._complete(prompt.messages, usage, budget)
+            if reply.refusal or reply.finish_reason == "content_filter":
+                why = reply.refusal or "the reply was stopped by the endpoint's content filter"
+                raise _CallFailed(self._redact(f"the model refused: {why}")[:300], sc.ERROR_REFUSED)
+            if reply.finish_reason == "length":
+                if not length_retried:
+                    length_retried = True
+                    self.stats.length_retries += 1
+                    budget = max(
+                        2 * (budget or reply.completion_tokens), DEFAULT_LENGTH_RETRY_TOKENS
+                    )
+                    _logger.debug("reply cut at its token limit; retrying with %d", budget)
+                    continue
+                raise _CallFailed(
+                    f"the reply was cut at its token limit twice (last max_tokens={budget})",
+                    sc.ERROR_TRUNCATED,
+                )
+            items, tolerant = read_reply(reply.content)
+            if reply.content is not None:
+                self.stats.replies += 1
+                self.stats.tolerant_replies += tolerant
+            if items is not None:
+                return items, bool(prompt.trimmed)
+            if reply_retried:
+                raise _CallFailed(
+                    "the model's reply was not usable JSON claim verdicts (twice)",
+                    sc.ERROR_BAD_REPLY,
+                )
+            reply_retried = True
+            self.stats.reply_retries += 1
+            _logger.debug("unusable reply from %s, retrying once", self.model)
+
+    def _request_kwargs(
+        self, messages: list[dict[str, str]], fmt: str, max_tokens: int | None
+    ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -434,13 +536,15 @@ class OpenAIJudge:
             kwargs["response_format"] = response_format
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
-        if self.max_output_tokens is not None:
-            kwargs["max_tokens"] = self.max_output_tokens
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
         if self._extra_body:
             kwargs["extra_body"] = self._extra_body
         return kwargs
 
-    async def _complete(self, messages: list[dict[str, str]], usage: Usage) -> str | None:
+    async def _complete(
+        self, messages: list[dict[str, str]], usage: Usage, max_tokens: int | None
+    ) -> _Reply:
         """One logical request: retried on transient errors, format stepped down on refusal."""
         import openai
 
@@ -454,7 +558,7 @@ class OpenAIJudge:
                 raise _CallFailed(
                     f"endpoint circuit open after repeated failures; next probe in "
                     f"{self._breaker.retry_in():.1f}s",
-                    "circuit_open",
+                    sc.ERROR_CIRCUIT_OPEN,
                 )
             format_index = self._format_index
             fmt = self._formats[format_index]
@@ -466,32 +570,45 @@ class OpenAIJudge:
                 started = time.monotonic()
                 try:
                     response = await asyncio.wait_for(
-                        client.chat.completions.create(**self._request_kwargs(messages, fmt)),
+                        client.chat.completions.create(
+                            **self._request_kwargs(messages, fmt, max_tokens)
+                        ),
                         self.timeout_seconds,
                     )
                 except (asyncio.TimeoutError, openai.APITimeoutError):
-                    failure = _CallFailed(f"no reply within {self.timeout_seconds:g}s", "timeout")
+                    failure = _CallFailed(
+                        f"no reply within {self.timeout_seconds:g}s", sc.ERROR_TIMEOUT
+                    )
                     self._breaker.record_failure()
                 except openai.APIConnectionError as exc:
                     failure = _CallFailed(
-                        self._redact(f"connection failed: {exc}")[:300], "connection_error"
+                        self._redact(f"connection failed: {exc}")[:300], sc.ERROR_CONNECTION
                     )
                     self._breaker.record_failure()
                 except openai.APIStatusError as exc:
                     status = exc.status_code
                     message = self._redact(f"HTTP {status}: {exc.message}")[:300]
-                    if status in (400, 422) and format_index + 1 < len(self._formats):
+                    if status in _FORMAT_STATUSES and fmt != "none" and _names_format(exc):
+                        # The server told us what it accepts: not a fault, not a retry.
                         self._breaker.release()
-                        if _FORMAT_HINT.search(str(exc.message)):
+                        if format_index + 1 < len(self._formats):
                             self._step_down_format(format_index, message)
                             continue
+                        raise _CallFailed(
+                            f"the endpoint does not accept response_format={fmt} ({message}); "
+                            f'use response_format="auto"',
+                            sc.ERROR_FORMAT_UNSUPPORTED,
+                        ) from None
                     if status == 429 or status >= 500 or status == 408:
                         if status != 429:
                             self._breaker.record_failure()
                         else:
                             self._breaker.release()
                         failure = _CallFailed(
-                            message, "rate_limited" if status == 429 else f"http_{status}"
+                            message,
+                            sc.ERROR_RATE_LIMITED
+                            if status == 429
+                            else f"{sc.ERROR_HTTP_PREFIX}{status}",
                         )
                         delay = retry_after_seconds(exc.response.headers)
                         if delay is not None and delay > self.max_retry_after_seconds:
@@ -502,29 +619,22 @@ class OpenAIJudge:
                             ) from None
                     else:
                         self._breaker.release()
-                        raise _CallFailed(message, f"http_{status}") from None
+                        raise _CallFailed(message, f"{sc.ERROR_HTTP_PREFIX}{status}") from None
                 except Exception as exc:
                     # The endpoint answered with something the client could not read (HTML
                     # from a proxy, a malformed body): not transient, not worth a retry.
                     self._breaker.release()
                     raise _CallFailed(
                         self._redact(f"unreadable response: {type(exc).__name__}: {exc}")[:300],
-                        "invalid_response",
+                        sc.ERROR_BAD_REPLY,
                     ) from None
                 except BaseException:
                     self._breaker.release()  # cancelled: a probe must not stay pending forever
                     raise
                 else:
                     self._breaker.record_success()
-                    if response.usage is not None:
-                        usage.input_tokens += response.usage.prompt_tokens or 0
-                        usage.output_tokens += response.usage.completion_tokens or 0
-                        self.stats.input_tokens += response.usage.prompt_tokens or 0
-                        self.stats.output_tokens += response.usage.completion_tokens or 0
-                    if not response.choices:
-                        return None
-                    content: str | None = response.choices[0].message.content
-                    return content
+                    self._accepted(fmt)
+                    return self._read_response(response, usage)
                 finally:
                     _logger.debug(
                         "judge request to %s took %.3fs", self.model, time.monotonic() - started
@@ -542,16 +652,75 @@ class OpenAIJudge:
             _logger.debug("%s; retry %d in %.2fs", failure.reason, attempt, delay)
             await asyncio.sleep(delay)
 
+    def _read_response(self, response: Any, usage: Usage) -> _Reply:
+        """The parts of a completion the judge uses, read defensively: OpenAI-compatible servers
+        differ in what they fill in, and an odd field must end as ``bad_reply``, never as an
+        ``AttributeError``."""
+        u = getattr(response, "usage", None)
+        prompt_tokens = _int(getattr(u, "prompt_tokens", 0))
+        completion_tokens = _int(getattr(u, "completion_tokens", 0))
+        usage.input_tokens += prompt_tokens
+        usage.output_tokens += completion_tokens
+        self.stats.input_tokens += prompt_tokens
+        self.stats.output_tokens += completion_tokens
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            return _Reply(None, None, None, completion_tokens)
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        content = getattr(message, "content", None)
+        refusal = getattr(message, "refusal", None)
+        finish = getattr(choice, "finish_reason", None)
+        return _Reply(
+            content if isinstance(content, str) else None,
+            finish if isinstance(finish, str) else None,
+            refusal if isinstance(refusal, str) and refusal.strip() else None,
+            completion_tokens,
+        )
+
+    def _accepted(self, fmt: str) -> None:
+        if self._negotiated == fmt:
+            return
+        self._negotiated = fmt
+        if self.response_format != "auto":
+            return
+        with _NEGOTIATED_LOCK:
+            known = _NEGOTIATED.get(self._endpoint)
+            _NEGOTIATED[self._endpoint] = fmt
+        if known != fmt:
+            _logger.info(
+                "judge endpoint %s (model %s) accepts response_format=%s",
+                self._endpoint[0] or "default",
+                self.model,
+                fmt,
+            )
+
     def _step_down_format(self, used_index: int, message: str) -> None:
         # Several requests in flight may be refused at once; step down once, not per request.
+        self.stats.format_fallbacks += 1
         if self._format_index == used_index:
             self._format_index += 1
-            self.stats.format_fallbacks += 1
-            _logger.info(
-                "endpoint refused response_format %s (%s); using %s from now on",
+            _logger.debug(
+                "endpoint refused response_format %s (%s); trying %s",
                 self._formats[used_index],
                 message,
                 self._formats[self._format_index],
             )
-        else:
-            self.stats.format_fallbacks += 1
+
+
+@dataclass(frozen=True)
+class _Reply:
+    content: str | None
+    finish_reason: str | None
+    refusal: str | None
+    completion_tokens: int
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _names_format(exc: Any) -> bool:
+    """Whether an error response is about ``response_format`` (see ``_FORMAT_HINT``)."""
+    text = f"{getattr(exc, 'message', '')} {getattr(exc, 'body', '')}"
+    return _FORMAT_HINT.search(text) is not None

@@ -7,8 +7,8 @@ Eiffel"). So a ``supported`` or ``inferred`` verdict must keep every number, dat
 entity of the claim in its evidence: each must be found in a quoted span or in the passage that
 span comes from, by the rules the local judge uses (:mod:`groundwatch.judging.numbers` for
 quantities, the capitalised-word names of :func:`groundwatch.judging.lexical.units`). Otherwise
-the verdict becomes ``unsupported`` with the reason "evidence does not contain ...", and scoring counts it in
-``evidence_rejected``.
+the verdict becomes ``unsupported`` with the reason "evidence does not contain ...", and
+scoring counts it in ``evidence_rejected``.
 
 Chinese has no capital letters, so two written signs of a name count there as well: Latin-script
 words inside Chinese text (``Apple``, ``iPhone``) and the parts of a transliterated name joined by

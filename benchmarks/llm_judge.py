@@ -51,6 +51,7 @@ from accuracy import default_data_dir  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
 from groundwatch.judging.judges._text import estimate_tokens  # noqa: E402
+from groundwatch.judging.judges.cascade import DEFAULT_MIN_CONFIDENCE  # noqa: E402
 from tests.llm_judge.fake_openai import (  # noqa: E402
     FakeOpenAIServer,
     Recorded,
@@ -249,7 +250,7 @@ def cascade(rows: list[dict[str, Any]]) -> dict[str, Any]:
             c.confidence for j in firsts if isinstance(j, gw.Judgement) for c in j.claims
         ]
         sweep = {}
-        for t in (0.5, 0.6, 0.7, 0.8, 0.9):
+        for t in (0.5, 0.6, DEFAULT_MIN_CONFIDENCE, 0.7, 0.8, 0.9):
             probe = gw.CascadeJudge(first=local, then=llm, min_confidence=t)
             sweep[t] = sum(probe.should_escalate(j) for j in firsts if isinstance(j, gw.Judgement))
         return {
@@ -550,8 +551,8 @@ def main() -> int:
     c = cascade(all_rows)
     print(
         f"escalated {c['escalated']} of {c['answers']} answers = {c['rate']:.1%} "
-        f"(min_confidence 0.7; LLM requests {c['requests']}; errors {c['errors']}; "
-        f"{c['wall']:.1f} s)"
+        f"(min_confidence {DEFAULT_MIN_CONFIDENCE}; LLM requests {c['requests']}; "
+        f"errors {c['errors']}; {c['wall']:.1f} s)"
     )
     print(
         f"local judge claims: {c['claims']}, without a confidence: {c['unknown_confidence']} "

@@ -141,6 +141,8 @@ def _rule_of(f: ClaimFeatures) -> str | None:
         return "name"
     if f.negation_unbacked:
         return "negated"
+    if f.evidence_lacks:
+        return "evidence"
     return None
 
 

@@ -107,9 +107,15 @@ def test_contradiction_makes_an_answer_hallucinated_at_default_policy() -> None:
 def test_no_claims_and_error_have_no_scores() -> None:
     ev = score(Judgement(), ANSWER, PASSAGES)
     assert (ev.label, ev.faithfulness, ev.groundedness) == ("no_claims", None, None)
-    ev = score(Judgement(error="boom", error_type="Timeout"), ANSWER, PASSAGES)
+    ev = score(Judgement(error="boom", error_type="timeout"), ANSWER, PASSAGES)
     assert (ev.label, ev.faithfulness, ev.groundedness) == ("error", None, None)
-    assert ev.error_type == "Timeout"
+    assert ev.error_type == "timeout"
+    # A cause off the documented list is "internal", and stays readable in the message.
+    ev = score(Judgement(error="boom", error_type="worker_process_lost"), ANSWER, PASSAGES)
+    assert (ev.error_type, ev.error) == ("internal", "worker_process_lost: boom")
+    assert score(Judgement(error="x", error_type="http_503"), ANSWER, PASSAGES).error_type == (
+        "http_503"
+    )
 
 
 def test_table_of_contents_is_insufficient_context() -> None:
@@ -145,7 +151,8 @@ def test_raising_and_wrong_type_judges_give_error_evaluations() -> None:
     assert ev.label == "error" and ev.judge == "raising"
     assert "model exploded" in (ev.error or "")
     ev = gw.evaluate("Paris is in France.", ["x"], judge=_FixedJudge("not a judgement"))  # type: ignore[arg-type]
-    assert ev.label == "error" and ev.error_type == "invalid_judgement"
+    assert ev.label == "error" and ev.error_type == "internal"
+    assert "not a Judgement" in (ev.error or "")
 
 
 @pytest.mark.parametrize(

@@ -41,3 +41,13 @@ def make_judge(server: FakeOpenAIServer) -> Iterator[Callable[..., OpenAIJudge]]
     yield make
     for judge in made:
         judge.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_negotiation_memory() -> None:
+    """Each test meets its server afresh: what a judge learnt about an endpoint is kept per
+    base URL for the process, and a later test's server may get the same free port."""
+    from groundwatch.judging.judges import openai as judge_module
+
+    with judge_module._NEGOTIATED_LOCK:
+        judge_module._NEGOTIATED.clear()

@@ -178,23 +178,23 @@ def test_failed_evaluation_is_an_error_span_and_error_events(capgw: GroundwatchT
     monitor = capgw.monitor(judge=RaisingJudge())
     monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
     [(_, evaluation)] = capgw.results()
-    assert evaluation.label == "error" and evaluation.error_type == "RuntimeError"
+    assert evaluation.label == "error" and evaluation.error_type == "internal"
     [span] = capgw.spans()
     assert span.status.status_code is StatusCode.ERROR
     attrs = _attrs(span)
-    assert attrs[sc.ERROR_TYPE] == "RuntimeError"
+    assert attrs[sc.ERROR_TYPE] == "internal"
     assert sc.GROUNDWATCH_FAITHFULNESS not in attrs and sc.GROUNDWATCH_CLAIMS_SUPPORTED not in attrs
     for event in capgw.events():
         ev_attrs = dict(event.log_record.attributes or {})
-        assert ev_attrs[sc.ERROR_TYPE] == "RuntimeError"
+        assert ev_attrs[sc.ERROR_TYPE] == "internal"
         assert sc.GEN_AI_EVALUATION_SCORE_VALUE not in ev_attrs
         # The judge's message ("judge exploded") could quote content: not without capture.
         assert "exploded" not in ev_attrs[sc.GEN_AI_EVALUATION_EXPLANATION]
     assert capgw.metric_points(sc.METRIC_EVALUATIONS) == [
-        ({sc.GROUNDWATCH_LABEL: "error", sc.ERROR_TYPE: "RuntimeError"}, 1)
+        ({sc.GROUNDWATCH_LABEL: "error", sc.ERROR_TYPE: "internal"}, 1)
     ]
     [(attrs, _)] = capgw.metric_points(sc.METRIC_JUDGE_DURATION)
-    assert attrs == {sc.GROUNDWATCH_JUDGE: "raising", sc.ERROR_TYPE: "RuntimeError"}
+    assert attrs == {sc.GROUNDWATCH_JUDGE: "raising", sc.ERROR_TYPE: "internal"}
 
 
 def test_content_only_with_capture_after_redact_truncated(capgw: GroundwatchTelemetry) -> None:

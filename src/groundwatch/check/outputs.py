@@ -164,7 +164,7 @@ class JUnitWriter:
         if ev.label == "error":
             self.errors += 1
             body = (
-                f"      <error type={xml_attr(ev.error_type or 'judge_error')} "
+                f"      <error type={xml_attr(ev.error_type or 'internal')} "
                 f"message={xml_attr(f'judge failed: {ev.error or ev.explanation}')}/>\n"
             )
         elif ev.label == "no_claims":

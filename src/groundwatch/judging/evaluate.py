@@ -40,8 +40,10 @@ def judgement_from_error(exc: BaseException) -> Judgement:
     ``internal`` for a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
     ``KeyboardInterrupt``), which the runtime catches so that it cannot end its worker."""
     if isinstance(exc, Exception):
+        # The exception's class stays in the message; its type is one of the documented ones.
         return Judgement(
-            error=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__qualname__
+            error=f"{type(exc).__name__}: {exc}"[:500],
+            error_type=scoring.documented_error_type(type(exc).__qualname__),
         )
     return Judgement(
         error=f"the judge raised {type(exc).__name__}"[:500], error_type=ERROR_INTERNAL

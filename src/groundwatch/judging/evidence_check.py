@@ -70,6 +70,17 @@ def _has_name(name: str, stems: set[str], text: str) -> bool:
     return name in stems or re.search(r"(?<![a-z0-9])" + re.escape(name), text, re.I) is not None
 
 
+def names_absent(claim: str, text: str) -> list[str]:
+    """The names of ``claim`` (by the rules of :func:`missing_content`) that ``text`` lacks,
+    as written in the claim: the local judge calls such a claim unsupported, so that its own
+    verdicts pass this check."""
+    names = _names(claim)
+    if not names:
+        return []
+    stems = set(context_units(text)[0])
+    return [_name_as_written(claim, n) for n in sorted(names) if not _has_name(n, stems, text)]
+
+
 def missing_content(
     claim: str, evidence: Sequence[Evidence], passages: Sequence[Passage]
 ) -> list[str]:
@@ -78,13 +89,18 @@ def missing_content(
     Each item must be found in a quote or in the passage the quote comes from. Returns the
     missing items as written in the claim (empty when the evidence carries them all).
     """
+    texts = [e.quote for e in evidence]
+    shown = sorted({e.passage for e in evidence})
+    texts += [passages[i].text for i in shown if 0 <= i < len(passages)]
+    return missing_from(claim, texts)
+
+
+def missing_from(claim: str, texts: Sequence[str]) -> list[str]:
+    """What of the claim's numbers, dates, units and names none of ``texts`` contains."""
     quantities = extract_quantities(claim)
     names = _names(claim)
     if not quantities and not names:
         return []
-    texts = [e.quote for e in evidence]
-    shown = sorted({e.passage for e in evidence})
-    texts += [passages[i].text for i in shown if 0 <= i < len(passages)]
     missing: list[str] = []
     if quantities:
         index = QuantityIndex((q, 0) for t in texts for q in extract_quantities(t))

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..telemetry import semconv as sc
 from ..types import Claim, Evaluation, Evidence, Judgement, Label, Passage
 from .evidence_check import enforce_evidence_content
 
@@ -215,6 +216,31 @@ def context_is_substantive(passages: Sequence[Passage]) -> bool:
     return any(_is_prose_line(line) for p in passages for line in p.text.splitlines())
 
 
+# --- error types --------------------------------------------------------------------------------
+
+# Causes named by the runtime or by exception classes that have a documented type of their own.
+_ERROR_ALIASES = {
+    "judge_unresponsive": sc.ERROR_TIMEOUT,
+    "TimeoutError": sc.ERROR_TIMEOUT,
+    "ConnectionError": sc.ERROR_CONNECTION,
+    "ConnectionRefusedError": sc.ERROR_CONNECTION,
+    "ConnectionResetError": sc.ERROR_CONNECTION,
+}
+
+
+def documented_error_type(error_type: str | None) -> str:
+    """The documented error type (``semconv.ERROR_TYPES`` or ``http_<status>``) for a failure:
+    a known cause maps to its type, anything else (an exception class name, a runtime fault
+    such as a lost worker process) is ``internal``. Every judge's failure passes through here,
+    so ``Evaluation.error_type`` and the ``error.type`` attributes take one list of values."""
+    if error_type in sc.ERROR_TYPES:
+        return error_type
+    http = sc.ERROR_HTTP_PREFIX
+    if error_type and error_type.startswith(http) and error_type[len(http) :].isdigit():
+        return error_type
+    return _ERROR_ALIASES.get(error_type or "", sc.ERROR_INTERNAL)
+
+
 # --- scores and label ---------------------------------------------------------------------------
 
 
@@ -236,11 +262,15 @@ def score(
         truncated=truncated,
     )
     if judgement.error is not None:
+        error_type = documented_error_type(judgement.error_type)
+        error = judgement.error
+        if judgement.error_type and judgement.error_type != error_type:
+            error = f"{judgement.error_type}: {error}"  # the specific cause stays readable
         return common.model_copy(
             update={
-                "explanation": f"judge failed: {judgement.error}",
-                "error": judgement.error,
-                "error_type": judgement.error_type or "judge_error",
+                "explanation": f"judge failed: {error}",
+                "error": error,
+                "error_type": error_type,
             }
         )
     claims, rejected = check_claims(judgement.claims, answer, passages)

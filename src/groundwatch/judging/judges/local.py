@@ -36,6 +36,7 @@ from ...types import Claim, Evidence, Judgement, Passage, Verdict
 from .. import zh
 from ..claims import ClaimSpan, sentence_spans, split_claims
 from ..contrast import cause_effect_reversed, direction_reversed
+from ..evidence_check import missing_from, names_absent
 from ..lexical import context_units, pairs, units
 from ..numbers import Quantity, QuantityIndex, extract_quantities
 from ._calibration import Calibration, default_calibration
@@ -294,6 +295,9 @@ class ClaimFeatures:
     """The claim is written in Chinese (or another CJK script)."""
     question_share: float = 0.0
     """Share of the claim's distinct units that the question contains (echoes)."""
+    evidence_lacks: list[str] = field(default_factory=list)
+    """Numbers and names of the claim that its evidence (the best sentence and the neighbours
+    it takes, with their passage) lacks: scoring would reject its support, so the judge does."""
     closest: str = ""
     """Where the best sentence is and how it begins, for reasons ("passage 2: 'The tower…'")."""
 
@@ -440,6 +444,8 @@ class LocalJudge:
             f.pair_context = len(claim_pairs & index.all_pairs) / len(claim_pairs)
         novel = [n for n in dict.fromkeys(names) if n not in index.all_units and n not in q_units]
         if f.cjk:
+            known = index.joined + "\n" + question
+            novel += [n for n in names_absent(claim.span.text, known) if n not in novel]
             novel += zh.novel_terms(claim.span.text, index.joined, question)
         f.novel_terms = novel
         f.novel_names = len(novel)
@@ -496,6 +502,11 @@ class LocalJudge:
                 f.negation_flip = f.cover_sentence >= 0.6 and _negation_differs(
                     claim, evidence, weights
                 )
+            if claim.quantities or claim.names or f.cjk:
+                sids = _cover_set(f, index, claim)
+                texts = [index.text_of(i) for i in sids]
+                texts += [index.texts[p] for p in sorted({sentences[i].passage for i in sids})]
+                f.evidence_lacks = missing_from(claim.span.text, texts)
             if f.cover_sentence >= 0.6:
                 text = claim.span.text
                 f.direction_flip = direction_reversed(text, _aligned_clause(evidence, weights))
@@ -526,6 +537,8 @@ class LocalJudge:
                 cal.precision_of("negated", f),
                 "none",
             )
+        if f.evidence_lacks:
+            return "unsupported", _lacks_reason(f), cal.precision_of("evidence", f), "none"
         p = cal.probability(f)
         support = f.sentence_score
         if f.best is not None and p >= self.min_probability:
@@ -583,6 +596,8 @@ class LocalJudge:
             return "unsupported", _numbers_reason(f), 0.6 + 0.3 * min(1.0, share), "none"
         if f.novel_names:
             return "unsupported", _names_reason(f), 0.55 + 0.1 * min(f.novel_names, 3), "none"
+        if f.evidence_lacks:
+            return "unsupported", _lacks_reason(f), 0.6, "none"
         if f.best is not None and support >= self.support_threshold:
             return (
                 "supported",
@@ -746,6 +761,11 @@ def _numbers_reason(f: ClaimFeatures) -> str:
 
 def _names_reason(f: ClaimFeatures) -> str:
     return "names the context never mentions: " + ", ".join(repr(t) for t in f.novel_terms[:3])
+
+
+def _lacks_reason(f: ClaimFeatures) -> str:
+    shown = ", ".join(repr(m) for m in f.evidence_lacks[:3])
+    return f"its closest evidence ({f.closest}) does not contain {shown}"
 
 
 def _aligned_reason(f: ClaimFeatures) -> str:

@@ -16,7 +16,9 @@ Printed in one run, for each dev set in ``../shared/data``:
 * selective judging: BA against coverage, the share of answers decided locally when the judge
   abstains on answers whose least confident claim is below a threshold (what ``CascadeJudge``
   escalates);
-* the hand-written Chinese paraphrase-vs-hallucination set of the tests.
+* the hand-written Chinese paraphrase-vs-hallucination set of the tests;
+* with ``--ceiling``, what learned combiners of every signal reach on AttributionBench (k-fold,
+  never shipped; FaithBench is not fitted on, even for this).
 
 Label mapping: ``grounded`` and ``no_claims`` count as "grounded"; ``hallucinated`` and
 ``insufficient_context`` as "not grounded". Dev rows are "faithful" or "hallucinated".
@@ -44,7 +46,11 @@ sys.path.insert(0, str(ROOT))
 from calibrate_local import FIT_SETS, Row, default_data_dir, fit, load_rows, measure  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
-from groundwatch.judging.judges._calibration import Calibration, default_calibration  # noqa: E402
+from groundwatch.judging.judges._calibration import (  # noqa: E402
+    Calibration,
+    default_calibration,
+    feature_vector,
+)
 from groundwatch.judging.judges.local import LocalJudge  # noqa: E402
 from groundwatch.judging.lexical import content_words  # noqa: E402
 from groundwatch.judging.scoring import DEFAULT_MIN_GROUNDEDNESS  # noqa: E402
@@ -209,6 +215,45 @@ def overlap_kfold(rows: list[dict[str, Any]], k: int, seed: int = 0) -> list[boo
     return preds
 
 
+def ceiling(rows: list[Row], k: int, repeats: int) -> dict[str, float]:
+    """What a learned combination of every signal the judge computes reaches on one set:
+    answer-level features (min and mean over the claims of the model's inputs and the rule
+    flags), a class-balanced logistic regression and gradient boosting, k-fold. Not shipped:
+    it bounds what a better decision over these signals could gain."""
+    import numpy as np
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    def vector(f: Any) -> list[float]:
+        flags = [f.conflict is not None, f.negation_flip, f.direction_flip, f.causal_flip]
+        return [*feature_vector(f), *(float(x) for x in flags), float(bool(f.evidence_lacks))]
+
+    width = len(vector(rows[0].features[0])) if rows and rows[0].features else 1
+    xs = []
+    for r in rows:
+        claims = np.array([vector(f) for f in r.features]) if r.features else np.ones((1, width))
+        xs.append([*claims.min(0), *claims.mean(0)])
+    x, y = np.array(xs), np.array([r.faithful for r in rows])
+    models: dict[str, Callable[[], Any]] = {
+        "logistic": lambda: LogisticRegression(max_iter=5000, class_weight="balanced"),
+        "gradient boosting": lambda: HistGradientBoostingClassifier(
+            max_iter=200, learning_rate=0.05, class_weight="balanced"
+        ),
+    }
+    out = {}
+    for name, make in models.items():
+        scores = []
+        for seed in range(repeats):
+            fold = np.array(folds_of(len(rows), k, seed))
+            pred = np.zeros(len(y), dtype=bool)
+            for part in range(k):
+                model = make().fit(x[fold != part], y[fold != part])
+                pred[fold == part] = model.predict(x[fold == part])
+            scores.append(rates(pred.tolist(), y.tolist())[0])
+        out[name] = sum(scores) / len(scores)
+    return out
+
+
 def chinese_set() -> tuple[float, int]:
     from tests.core.zh_cases import CASES, PASSAGES
 
@@ -226,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="rows per set (quick runs)")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3, help="k-fold shuffles to average")
+    parser.add_argument(
+        "--ceiling", action="store_true", help="also fit learned combiners per set (not shipped)"
+    )
     args = parser.parse_args(argv)
     raw: dict[str, list[dict[str, Any]]] = {}
     rows_by_set: dict[str, list[Row]] = {}
@@ -329,6 +377,18 @@ def main(argv: list[str] | None = None) -> int:
             ba = rates([j.grounded for j in kept], [j.row.faithful for j in kept])[0] if kept else 0
             cells.append(f"coverage {len(kept) / len(js):>4.0%} BA {ba:.3f}")
         print(f"  {t:>9.2f}" + "".join(f"  {c:>24}" for c in cells))
+    if args.ceiling:
+        print()
+        print(
+            "learned ceiling over every signal the judge computes, per set, k-fold (not shipped):"
+        )
+        for name in ("attributionbench_dev", "faithbench_dev"):
+            if name in rows_by_set:
+                cells = "  ".join(
+                    f"{m} {ba:.3f}"
+                    for m, ba in ceiling(rows_by_set[name], args.folds, args.repeats).items()
+                )
+                print(f"  {name:<22} {cells}")
     return 0
 
 

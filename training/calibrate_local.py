@@ -46,7 +46,7 @@ from groundwatch.judging.judges._calibration import (  # noqa: E402
     feature_vector,
     script_of,
 )
-from groundwatch.judging.judges.local import ClaimFeatures, LocalJudge  # noqa: E402
+from groundwatch.judging.judges.local import ClaimFeatures, LocalJudge, rule_of  # noqa: E402
 from groundwatch.judging.scoring import context_is_substantive  # noqa: E402
 
 FIT_SETS = ("attributionbench_dev", "uhgeval_zh_dev")
@@ -124,28 +124,6 @@ def measure(dataset: str, rows: Sequence[dict[str, Any]]) -> list[Row]:
     return out
 
 
-def _rule_of(f: ClaimFeatures) -> str | None:
-    """The rule that decides this claim, in the judge's order, or None (the model decides)."""
-    if f.best is not None:
-        if f.conflict is not None:
-            return "conflict"
-        if f.negation_flip:
-            return "negation"
-        if f.direction_flip:
-            return "direction"
-        if f.causal_flip:
-            return "causal"
-    if f.numbers_unmatched:
-        return "number"
-    if f.novel_names:
-        return "name"
-    if f.negation_unbacked:
-        return "negated"
-    if f.evidence_lacks:
-        return "evidence"
-    return None
-
-
 def fit(rows: Sequence[Row]) -> Calibration:
     """Fit one logistic model per script and measure the contradiction rules on ``rows``."""
     from sklearn.linear_model import LogisticRegression
@@ -162,7 +140,7 @@ def fit(rows: Sequence[Row]) -> Calibration:
             xs.append(feature_vector(f))
             ys.append(int(label))
             groups.append((row.dataset, label))
-            rule = _rule_of(f)
+            rule = rule_of(f)
             if rule is not None:
                 # Every rule's verdict says "not backed": it is right when the label agrees.
                 for key in (rule, f"{rule}:{script_of(f)}"):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ...types import Claim, Evidence, Judgement, Passage, Verdict
@@ -520,84 +520,28 @@ class LocalJudge:
         value), ``"best"`` (the aligned sentence), ``"cover"`` (the aligned sentence and the
         neighbours that add to it) or ``"none"``. Every reason names what decided it.
         """
-        contradiction = self._contradiction(f)
-        if contradiction is not None:
-            return contradiction
-        if self.calibration is None:
-            return self._decide_by_thresholds(f)
         cal = self.calibration
-        if f.numbers_unmatched:
-            return "unsupported", _numbers_reason(f), cal.precision_of("number", f), "none"
-        if f.novel_names:
-            return "unsupported", _names_reason(f), cal.precision_of("name", f), "none"
-        if f.negation_unbacked:
-            return (
-                "unsupported",
-                "the claim says something is not so; no sentence near its evidence negates",
-                cal.precision_of("negated", f),
-                "none",
-            )
-        if f.evidence_lacks:
-            return "unsupported", _lacks_reason(f), cal.precision_of("evidence", f), "none"
+        rule = rule_of(f, calibrated=cal is not None)
+        if rule is not None:
+            verdict, reason, backing = _RULE_VERDICTS[rule](f)
+            if cal is not None:
+                return verdict, reason, cal.precision_of(rule, f), backing
+            return verdict, reason, _uncalibrated_confidence(rule, f), backing
+        if cal is None:
+            return self._decide_by_thresholds(f)
         p = cal.probability(f)
-        support = f.sentence_score
         if f.best is not None and p >= self.min_probability:
-            if support >= self.support_threshold:
+            if f.sentence_score >= self.support_threshold:
                 return "supported", _aligned_reason(f), p, "cover"
             return "inferred", _covered_reason(f), p, "cover"
         if f.n_units == 0 and f.numbers and f.best is not None:
             return "supported", "its numbers are stated in the context", max(p, 0.6), "best"
         return "unsupported", _weak_reason(f), 1.0 - p, "none"
 
-    def _contradiction(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str] | None:
-        """A contradiction found by one of the rules, with its measured precision."""
-        if f.best is None:
-            return None
-        if f.conflict is not None:
-            rule, reason, backing = (
-                "conflict",
-                "the evidence states a different number or unit",
-                "conflict",
-            )
-        elif f.negation_flip:
-            rule, reason, backing = (
-                "negation",
-                "the evidence says the opposite (negation differs)",
-                "best",
-            )
-        elif f.direction_flip:
-            rule, reason, backing = (
-                "direction",
-                "the evidence says it went the other way (up against down)",
-                "best",
-            )
-        elif f.causal_flip:
-            rule, reason, backing = (
-                "causal",
-                "the evidence states the cause and the effect the other way round",
-                "best",
-            )
-        else:
-            return None
-        if self.calibration is not None:
-            confidence = self.calibration.precision_of(rule, f)
-        elif rule == "conflict":
-            confidence = 0.6 + 0.4 * min(1.0, f.cover_window)
-        else:
-            confidence = 0.4 + 0.4 * f.cover_sentence
-        return "contradicted", reason, confidence, backing
-
     def _decide_by_thresholds(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str]:
         """The uncalibrated rule: alignment thresholds, confidence from the margin."""
         support = f.sentence_score
         infer = f.score
-        if f.numbers_unmatched:
-            share = f.numbers_unmatched / max(f.numbers, 1)
-            return "unsupported", _numbers_reason(f), 0.6 + 0.3 * min(1.0, share), "none"
-        if f.novel_names:
-            return "unsupported", _names_reason(f), 0.55 + 0.1 * min(f.novel_names, 3), "none"
-        if f.evidence_lacks:
-            return "unsupported", _lacks_reason(f), 0.6, "none"
         if f.best is not None and support >= self.support_threshold:
             return (
                 "supported",
@@ -753,6 +697,77 @@ def _share(weights: dict[str, float], have: frozenset[str]) -> float:
     if total <= 0:
         return 0.0
     return sum(w for u, w in weights.items() if u in have) / total
+
+
+def rule_of(f: ClaimFeatures, *, calibrated: bool = True) -> str | None:
+    """The rule that decides a claim, in the judge's order (one of ``_calibration.RULES``), or
+    None when the coverage measurements decide. The unbacked-negation rule belongs to the
+    calibrated judge only."""
+    if f.best is not None:
+        if f.conflict is not None:
+            return "conflict"
+        if f.negation_flip:
+            return "negation"
+        if f.direction_flip:
+            return "direction"
+        if f.causal_flip:
+            return "causal"
+    if f.numbers_unmatched:
+        return "number"
+    if f.novel_names:
+        return "name"
+    if f.negation_unbacked and calibrated:
+        return "negated"
+    if f.evidence_lacks:
+        return "evidence"
+    return None
+
+
+def _uncalibrated_confidence(rule: str, f: ClaimFeatures) -> float:
+    """A rule's confidence without a calibration: how clearly its evidence shows it."""
+    if rule == "conflict":
+        return 0.6 + 0.4 * min(1.0, f.cover_window)
+    if rule in ("negation", "direction", "causal"):
+        return 0.4 + 0.4 * f.cover_sentence
+    if rule == "number":
+        return 0.6 + 0.3 * min(1.0, f.numbers_unmatched / max(f.numbers, 1))
+    if rule == "name":
+        return 0.55 + 0.1 * min(f.novel_names, 3)
+    return 0.6
+
+
+_RuleVerdict = Callable[[ClaimFeatures], tuple[Verdict, str, str]]
+_RULE_VERDICTS: dict[str, _RuleVerdict] = {
+    "conflict": lambda f: (
+        "contradicted",
+        "the evidence states a different number or unit",
+        "conflict",
+    ),
+    "negation": lambda f: (
+        "contradicted",
+        "the evidence says the opposite (negation differs)",
+        "best",
+    ),
+    "direction": lambda f: (
+        "contradicted",
+        "the evidence says it went the other way (up against down)",
+        "best",
+    ),
+    "causal": lambda f: (
+        "contradicted",
+        "the evidence states the cause and the effect the other way round",
+        "best",
+    ),
+    "number": lambda f: ("unsupported", _numbers_reason(f), "none"),
+    "name": lambda f: ("unsupported", _names_reason(f), "none"),
+    "negated": lambda f: (
+        "unsupported",
+        "the claim says something is not so; no sentence near its evidence negates",
+        "none",
+    ),
+    "evidence": lambda f: ("unsupported", _lacks_reason(f), "none"),
+}
+"""Each rule's verdict, reason and backing evidence."""
 
 
 def _numbers_reason(f: ClaimFeatures) -> str:

@@ -10,11 +10,10 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from .._inputs import prepare
-from ..telemetry.semconv import ERROR_INTERNAL
 from ..types import Evaluation, Judgement, Passage
 from . import scoring
 from .judges import Judge, LocalJudge
-from .judges._base import call_judge
+from .judges._base import call_judge, judgement_from_error
 
 _logger = logging.getLogger(__name__)
 
@@ -33,21 +32,6 @@ def default_judge() -> Judge:
 
 def judge_name(judge: Any) -> str:
     return str(getattr(judge, "name", None) or type(judge).__name__)
-
-
-def judgement_from_error(exc: BaseException) -> Judgement:
-    """What a judge that raised ``exc`` gave: an error named after the exception, or
-    ``internal`` for a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
-    ``KeyboardInterrupt``), which the runtime catches so that it cannot end its worker."""
-    if isinstance(exc, Exception):
-        # The exception's class stays in the message; its type is one of the documented ones.
-        return Judgement(
-            error=f"{type(exc).__name__}: {exc}"[:500],
-            error_type=scoring.documented_error_type(type(exc).__qualname__),
-        )
-    return Judgement(
-        error=f"the judge raised {type(exc).__name__}"[:500], error_type=ERROR_INTERNAL
-    )
 
 
 def _run_coroutine_blocking(awaitable: Awaitable[Judgement]) -> Judgement:

@@ -25,7 +25,8 @@ from typing import Any
 
 from .. import _guard
 from ..judging import scoring
-from ..judging.evaluate import judge_name, judgement_from_error
+from ..judging.evaluate import judge_name
+from ..judging.judges._base import judgement_from_error
 from .runner import Prepared, Result, scored, timeout_evaluation
 from .thread import ThreadRunner
 

@@ -26,7 +26,8 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .._inputs import prepare
 from ..judging import scoring
-from ..judging.evaluate import judgement_from_error, score_judgement
+from ..judging.evaluate import score_judgement
+from ..judging.judges._base import judgement_from_error
 from ..telemetry import semconv as sc
 from ..types import Evaluation, Judgement, Passage, RagRecord
 

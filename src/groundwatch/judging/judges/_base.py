@@ -7,7 +7,9 @@ import inspect
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ...telemetry.semconv import ERROR_INTERNAL
 from ...types import Judgement, Passage
+from ..scoring import documented_error_type
 
 
 @runtime_checkable
@@ -42,3 +44,18 @@ async def call_judge(
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+def judgement_from_error(exc: BaseException) -> Judgement:
+    """What a judge that raised ``exc`` gave: an error named after the exception, or
+    ``internal`` for a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
+    ``KeyboardInterrupt``), which the runtime catches so that it cannot end its worker."""
+    if isinstance(exc, Exception):
+        # The exception's class stays in the message; its type is one of the documented ones.
+        return Judgement(
+            error=f"{type(exc).__name__}: {exc}"[:500],
+            error_type=documented_error_type(type(exc).__qualname__),
+        )
+    return Judgement(
+        error=f"the judge raised {type(exc).__name__}"[:500], error_type=ERROR_INTERNAL
+    )

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Collection, Sequence
 
 from ...types import Judgement, Passage, Usage, Verdict
-from ._base import Judge, call_judge
+from ._base import Judge, call_judge, judgement_from_error
 
 _logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ async def _checked(
         return judgement
     except Exception as exc:
         _logger.debug("cascade %s judge failed", role, exc_info=True)
-        return Judgement(error=f"{type(exc).__name__}: {exc}"[:300], error_type="judge_error")
+        return judgement_from_error(exc)
 
 
 def _sum(a: Usage | None, b: Usage | None) -> Usage | None:

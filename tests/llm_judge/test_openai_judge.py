@@ -782,3 +782,18 @@ def test_quote_with_slips_snaps_to_the_real_sentence(
         assert PASSAGES[e.passage][e.start : e.end] == e.quote
     exact = "  designed" in quote
     assert (ev.claims[0].verdict == "supported") == (snapped or exact), ev.claims[0].reason
+
+
+def test_judge_settings_from_env_through_the_shared_reader(
+    server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("GROUNDWATCH_JUDGE_CONCURRENCY", "3")
+    monkeypatch.setenv("GROUNDWATCH_JUDGE_MAX_CONTEXT_TOKENS", "lots")
+    with caplog.at_level(logging.WARNING, logger="groundwatch"):
+        judge = OpenAIJudge("m", base_url=server.url, api_key=TEST_KEY)
+    try:
+        assert judge.concurrency == 3
+        assert judge.max_context_tokens == 3000  # the default, and the bad value is said
+        assert any("GROUNDWATCH_JUDGE_MAX_CONTEXT_TOKENS" in r.getMessage() for r in caplog.records)
+    finally:
+        judge.close()

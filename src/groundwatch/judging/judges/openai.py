@@ -30,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import context as otel_context
 
+from ... import _config
 from ...telemetry import semconv as sc
 from ...types import Judgement, Passage, Usage
 from ._loop import LoopThread
@@ -57,9 +58,6 @@ DEFAULT_MAX_CONTEXT_TOKENS = 3000
 DEFAULT_CACHE_SIZE = 1024
 DEFAULT_FAILURE_THRESHOLD = 5
 DEFAULT_RECOVERY_SECONDS = 30.0
-
-ENV_MAX_CONTEXT_TOKENS = "GROUNDWATCH_JUDGE_MAX_CONTEXT_TOKENS"
-ENV_CONCURRENCY = "GROUNDWATCH_JUDGE_CONCURRENCY"
 
 DEFAULT_LENGTH_RETRY_TOKENS = 2048
 """Output budget of the one retry after a reply cut at its token limit, when the first
@@ -98,14 +96,6 @@ _NEGOTIATED: dict[tuple[str, str], str] = {}
 _NEGOTIATED_LOCK = threading.Lock()
 _SECRET_PATTERNS = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|Bearer\s+\S+|api[-_]key[\"'=:\s]+\S+)", re.I)
 _REDACTED = "[REDACTED]"
-
-
-def _env_int(name: str, default: int) -> int:
-    try:
-        value = int(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value > 0 else default
 
 
 def _safe_url(url: str | None) -> str | None:
@@ -267,12 +257,14 @@ class OpenAIJudge:
             if isinstance(k, str) and len(k) >= 4 and k != "not-needed"
         )
         self._given_client = client
-        self.concurrency = concurrency or _env_int(ENV_CONCURRENCY, DEFAULT_CONCURRENCY)
+        self.concurrency = concurrency or _config.env_int(
+            _config.JUDGE_CONCURRENCY, DEFAULT_CONCURRENCY
+        )
         self.timeout_seconds = timeout_seconds
         self.max_attempts = max_attempts
         self.response_format: ResponseFormat = response_format
-        self.max_context_tokens = max_context_tokens or _env_int(
-            ENV_MAX_CONTEXT_TOKENS, DEFAULT_MAX_CONTEXT_TOKENS
+        self.max_context_tokens = max_context_tokens or _config.env_int(
+            _config.JUDGE_MAX_CONTEXT_TOKENS, DEFAULT_MAX_CONTEXT_TOKENS
         )
         self.temperature = temperature
         self.max_output_tokens = max_output_tokens

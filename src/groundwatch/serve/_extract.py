@@ -65,6 +65,10 @@ SOURCE_OPENINFERENCE = "openinference"
 SOURCE_OPENLLMETRY = "openllmetry"
 
 _QUESTION_KEYS = ("question", "query", "input", "query_str", "user_input", "prompt")
+RETRIEVE_OPERATIONS = frozenset({"vector_db_retrieve", "retrieve", "retrieval"})
+"""``gen_ai.operation.name`` of retrieval spans (OpenLLMetry's LangChain retrievers)."""
+LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
+"""``gen_ai.operation.name`` of model calls (the GenAI conventions' inference operations)."""
 
 
 class Skips:
@@ -129,7 +133,7 @@ def _question_in(value: Any, depth: int = 0) -> str | None:
                 if found:
                     return found
         for key in ("inputs", "kwargs"):
-            if isinstance(value.get(key), dict):
+            if key in value:
                 found = _question_in(value[key], depth + 1)
                 if found:
                     return found
@@ -370,6 +374,10 @@ def is_retriever(span: SpanData) -> bool:
     attrs = span.attributes
     if attrs.get(OI_KIND) == OI_RETRIEVER:
         return True
+    if attrs.get(OI_KIND) is not None:
+        return False
+    if attrs.get(GENAI_OPERATION) in RETRIEVE_OPERATIONS:
+        return True
     if any(name == DB_RESULT_EVENT for name, _ in span.events):
         return True
     return attrs.get(TL_KIND) == "task" and "retriever" in span.name.lower()
@@ -381,11 +389,10 @@ def is_llm(span: SpanData) -> bool:
         return True
     if attrs.get(OI_KIND) is not None:
         return False
-    return (
-        LLM_REQUEST_TYPE in attrs
-        or GENAI_OPERATION in attrs
-        or (GENAI_SYSTEM in attrs and TL_KIND not in attrs)
-    )
+    if attrs.get(GENAI_OPERATION) in LLM_OPERATIONS or LLM_REQUEST_TYPE in attrs:
+        return True
+    # Older instrumentations set only the system on their model spans.
+    return GENAI_SYSTEM in attrs and TL_KIND not in attrs and GENAI_OPERATION not in attrs
 
 
 def _first(

@@ -148,9 +148,14 @@ def add_parser(subparsers: Any) -> None:
         help="sample rate of one route instead of --sample-rate (repeatable)",
     )
     g = p.add_argument_group("scoring")
-    g.add_argument("--judge", choices=("local", "semantic", "openai", "cascade"), default="local")
+    g.add_argument(
+        "--judge",
+        choices=("local", "semantic", "openai", "cascade"),
+        default="local",
+        help="the judge (as for `groundwatch check`; openai and cascade need --model)",
+    )
     g.add_argument("--model", help="the LLM judge's model name")
-    g.add_argument("--base-url", help="OpenAI-compatible endpoint")
+    g.add_argument("--base-url", help="the LLM judge's OpenAI-compatible endpoint")
     g.add_argument(
         "--api-key-env",
         default="OPENAI_API_KEY",

@@ -46,14 +46,35 @@ def app_provider(endpoint: str, *, service: str = "rag-app", gzip: bool = False)
 
 
 @contextmanager
-def langchain_instrumented(provider: TracerProvider) -> Iterator[None]:
-    from openinference.instrumentation.langchain import LangChainInstrumentor
+def pristine_callback_manager() -> Iterator[None]:
+    """Put LangChain's ``BaseCallbackManager.__init__`` back afterwards: an instrumentor's
+    uninstrument cannot remove a wrapper that another one stacked above it, and a leftover
+    would send the next test's spans to this test's (stopped) receiver."""
+    from langchain_core.callbacks import BaseCallbackManager
 
-    LangChainInstrumentor().instrument(tracer_provider=provider)
+    original = BaseCallbackManager.__init__
     try:
         yield
     finally:
-        LangChainInstrumentor().uninstrument()
+        BaseCallbackManager.__init__ = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def langchain_instrumented(
+    provider: TracerProvider, *, openllmetry: bool = False
+) -> Iterator[None]:
+    """OpenInference's LangChain instrumentor (OpenLLMetry's with ``openllmetry``)."""
+    if openllmetry:
+        from opentelemetry.instrumentation.langchain import LangchainInstrumentor as Instrumentor
+    else:
+        from openinference.instrumentation.langchain import LangChainInstrumentor as Instrumentor
+
+    with pristine_callback_manager():
+        Instrumentor().instrument(tracer_provider=provider)
+        try:
+            yield
+        finally:
+            Instrumentor().uninstrument()
 
 
 @contextmanager

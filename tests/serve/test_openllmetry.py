@@ -15,7 +15,7 @@ from groundwatch.testing import GroundwatchTelemetry
 
 from ..langchain.chains import ANSWER, build
 from .conftest import RunningReceiver
-from .pipelines import app_provider
+from .pipelines import app_provider, langchain_instrumented
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -23,17 +23,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_openllmetry_lcel_chain_scored_in_its_trace(
     capgw: GroundwatchTelemetry, make_receiver: Callable[..., RunningReceiver]
 ) -> None:
-    from opentelemetry.instrumentation.langchain import LangchainInstrumentor
-
     receiver = make_receiver(sampler=gw.RatioSampler(1.0))
     app = app_provider(receiver.url)
     case = build("lcel")
     question = "What is the refund policy?"
-    LangchainInstrumentor().instrument(tracer_provider=app.provider)
-    try:
+    with langchain_instrumented(app.provider, openllmetry=True):
         assert case.chain.invoke(question) == ANSWER
-    finally:
-        LangchainInstrumentor().uninstrument()
     deadline = time.monotonic() + 20
     while not capgw.spans() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -8,12 +8,12 @@ orphan timeout.
 
 Every received span is counted once on arrival (``accepted`` or ``late`` here; ``rejected``
 and ``own`` before it gets here); stored spans lost later to a cap are counted again as
-``evicted``, and an evicted trace in ``groundwatch.serve.traces{evicted}``. Only spans that
-carry something the extractors read, and the root, are stored; the others keep the trace
-alive. Caps: ``max_traces`` pending traces (the trace
-quiet the longest is evicted first), ``max_spans`` stored spans per trace (its oldest are
-evicted first; the root is held apart and never evicted). Spans arriving for a trace
-assembled recently (the ids of the last ``max_traces`` are kept) are counted ``late``.
+``evicted``, and an evicted trace in ``groundwatch.serve.traces{evicted}``. Only the root,
+the retriever spans and the LLM spans are stored (what extraction reads); the others keep
+the trace alive. Caps: ``max_traces`` pending traces (the trace quiet the longest is evicted
+first), ``max_spans`` stored spans per trace (its oldest are evicted first; the root is held
+apart and never evicted). Spans arriving for a trace assembled recently (the ids of the last
+``max_traces`` are kept) are counted ``late``.
 
 Runs on the server's event loop only: no locks, except around the counters, which the
 metrics reader reads from its own thread.
@@ -26,6 +26,7 @@ import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 
+from ._extract import is_llm, is_retriever
 from ._otlp import SpanData
 
 ACCEPTED = "accepted"
@@ -137,6 +138,8 @@ class TraceAssembler:
                 continue
             if not span.attributes and not span.events:
                 continue
+            if not (is_retriever(span) or is_llm(span)):
+                continue  # a chain step between them: nothing extraction reads
             if len(trace.spans) == self.max_spans:
                 evicted += 1
             trace.spans.append(span)

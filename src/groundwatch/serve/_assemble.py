@@ -40,12 +40,13 @@ TRACE_EVICTED = "evicted"
 
 
 class _Pending:
-    __slots__ = ("last", "orphan_after", "root", "spans", "top")
+    __slots__ = ("last", "root", "route", "spans", "top")
 
     def __init__(self, max_spans: int, now: float) -> None:
         self.spans: deque[SpanData] = deque(maxlen=max_spans)
         self.root: SpanData | None = None
         self.top: SpanData | None = None
+        self.route: str | None = None
         self.last = now
 
 
@@ -133,6 +134,8 @@ class TraceAssembler:
                 trace.last = now
                 pending.move_to_end(trace_id)
             accepted += 1
+            if span.route is not None and trace.route is None:
+                trace.route = span.route  # whichever span carries it, stored or not
             if not span.parent_id:
                 trace.root = span
                 continue
@@ -154,12 +157,15 @@ class TraceAssembler:
         if len(self._done) > self.max_traces:
             self._done.popitem(last=False)
         spans = list(trace.spans)
+        top = trace.root if trace.root is not None else trace.top
+        if top is None:
+            self.counts.add_traces(TRACE_NO_INTERACTION)
+            return None
+        if top.route is None:
+            top.route = trace.route
         if trace.root is not None:
-            return trace.root, [trace.root, *spans]
-        if trace.top is not None:
-            return trace.top, spans
-        self.counts.add_traces(TRACE_NO_INTERACTION)
-        return None
+            return top, [top, *spans]
+        return top, spans
 
     def due(self) -> list[FinishedTrace]:
         """The traces complete now, removed from the pending set."""

@@ -228,3 +228,38 @@ def test_no_documents_or_no_answer_is_no_interaction() -> None:
     empty = retriever(1, 3, 1, "")
     assert interactions(root, [root, empty, llm(1, 2, 1, "a")], per_pair=False, skips=Skips()) == []
     assert interactions(root, [root, retriever(1, 3, 1, "d")], per_pair=False, skips=Skips()) == []
+
+
+def test_pending_spans_keep_only_what_extraction_reads() -> None:
+    clock = Clock()
+    a = assembler(clock)
+    model = llm(1, 3, 1, "The answer.")
+    model.attributes.update(
+        {
+            "input.value": '{"messages": ["...the whole prompt..."]}',
+            "output.value": '{"generations": ["...the whole response..."]}',
+            "llm.input_messages.0.message.role": "system",
+            "llm.input_messages.0.message.content": "Context: the documents, again",
+            "llm.input_messages.1.message.role": "user",
+            "llm.input_messages.1.message.content": "The question?",
+        }
+    )
+    store = retriever(1, 2, 1, "doc")
+    store.attributes.update(
+        {"gen_ai.task.output": "a copy", "traceloop.entity.output": '{"documents": []}'}
+    )
+    chain_step = span(1, 4, 1, **{"openinference.span.kind": "CHAIN", "input.value": "x"})
+    a.add([span(1, 1, **{"input.value": "The question?"}), store, model, chain_step])
+    clock.now += 11
+    ((root, spans),) = a.due()
+    assert [s.span_id for s in spans] == [root.span_id, store.span_id, model.span_id]
+    assert sorted(model.attributes) == [
+        "llm.input_messages.1.message.content",
+        "llm.input_messages.1.message.role",
+        "llm.output_messages.0.message.content",
+        "openinference.span.kind",
+    ]
+    assert "gen_ai.task.output" not in store.attributes
+    assert "retrieval.documents.0.document.content" in store.attributes
+    (found,) = interactions(root, spans, per_pair=False, skips=Skips())
+    assert (found.question, found.answer) == ("The question?", "The answer.")

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, OrderedDict, deque
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 
-from ._extract import is_llm, is_retriever
+from ._extract import is_llm, is_retriever, prune
 from ._otlp import SpanData
 
 ACCEPTED = "accepted"
@@ -42,8 +42,10 @@ TRACE_EVICTED = "evicted"
 class _Pending:
     __slots__ = ("last", "root", "route", "spans", "top")
 
-    def __init__(self, max_spans: int, now: float) -> None:
-        self.spans: deque[SpanData] = deque(maxlen=max_spans)
+    def __init__(self, now: float) -> None:
+        # A list, not a deque(maxlen): an empty deque costs 600 bytes, a pending trace holds
+        # two or three spans, and eviction (at the cap) is rare.
+        self.spans: list[SpanData] = []
         self.root: SpanData | None = None
         self.top: SpanData | None = None
         self.route: str | None = None
@@ -125,7 +127,7 @@ class TraceAssembler:
                 if trace_id in self._done:
                     late += 1
                     continue
-                trace = pending[trace_id] = _Pending(self.max_spans, now)
+                trace = pending[trace_id] = _Pending(now)
                 if len(pending) > self.max_traces:
                     _, old = pending.popitem(last=False)
                     evicted += len(old.spans) + (old.root is not None)
@@ -137,13 +139,16 @@ class TraceAssembler:
             if span.route is not None and trace.route is None:
                 trace.route = span.route  # whichever span carries it, stored or not
             if not span.parent_id:
+                prune(span, root=True)
                 trace.root = span
                 continue
             if not span.attributes and not span.events:
                 continue
             if not (is_retriever(span) or is_llm(span)):
                 continue  # a chain step between them: nothing extraction reads
+            prune(span, root=False)
             if len(trace.spans) == self.max_spans:
+                del trace.spans[0]
                 evicted += 1
             trace.spans.append(span)
             if trace.top is None or span.start_ns < trace.top.start_ns:
@@ -156,7 +161,7 @@ class TraceAssembler:
         self._done[trace_id] = None
         if len(self._done) > self.max_traces:
             self._done.popitem(last=False)
-        spans = list(trace.spans)
+        spans = trace.spans
         top = trace.root if trace.root is not None else trace.top
         if top is None:
             self.counts.add_traces(TRACE_NO_INTERACTION)

@@ -395,6 +395,42 @@ def is_llm(span: SpanData) -> bool:
     return GENAI_SYSTEM in attrs and TL_KIND not in attrs and GENAI_OPERATION not in attrs
 
 
+_ROLE_KEYS = frozenset({OI_KIND, GENAI_OPERATION, TL_KIND, LLM_REQUEST_TYPE, GENAI_SYSTEM})
+_ROOT_KEYS = frozenset({INPUT_VALUE, INPUT_MIME, OUTPUT_VALUE, OUTPUT_MIME, TL_INPUT})
+_RETRIEVER_KEYS = _ROOT_KEYS | {TL_OUTPUT}
+_LLM_KEYS = frozenset({OUTPUT_VALUE, OUTPUT_MIME, GENAI_INPUT_MESSAGES, GENAI_OUTPUT_MESSAGES})
+_USER_MESSAGE = re.compile(r"(llm\.input_messages|gen_ai\.prompt)\.(\d+)\.")
+
+
+def prune(span: SpanData, *, root: bool) -> None:
+    """Drop the attributes extraction will not read for this span's role, before the span
+    waits in a pending trace: an LLM span's prompt repeats the retrieved documents (kept
+    once, on the retriever span), and OpenLLMetry writes each input and output twice
+    (``traceloop.entity.*`` and ``gen_ai.task.*``)."""
+    attrs = span.attributes
+    keep = set(_ROLE_KEYS)
+    if root:
+        keep |= _ROOT_KEYS
+    if is_retriever(span):
+        keep |= _RETRIEVER_KEYS
+        keep.update(k for k in attrs if k.startswith("retrieval.documents."))
+    if is_llm(span):
+        keep |= _LLM_KEYS
+        answers = [k for k in attrs if k.startswith(("llm.output_messages.", "gen_ai.completion."))]
+        keep.update(answers)
+        if answers and not root:
+            # The answer is in the output messages; output.value (the framework's whole
+            # response object as JSON) is only the fallback.
+            keep -= {OUTPUT_VALUE, OUTPUT_MIME}
+        # Of the prompt, only the user messages: the question may be needed from them.
+        for key, value in attrs.items():
+            m = _USER_MESSAGE.match(key)
+            if m is not None and key.endswith(".role") and value == "user":
+                prefix = m.group(0)
+                keep.update(k for k in attrs if k.startswith(prefix))
+    span.attributes = {k: v for k, v in attrs.items() if k in keep}
+
+
 def _first(
     readers: Sequence[tuple[str, Callable[[SpanData], Iterator[str]]]],
     spans: Sequence[SpanData],

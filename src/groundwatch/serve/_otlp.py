@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import zlib
 from collections.abc import Iterable
 from typing import Any
@@ -205,7 +206,8 @@ def _kept(attributes: Iterable[Any], extra: str | None) -> dict[str, Any]:
     for kv in attributes:
         key = kv.key
         if key.startswith(KEPT_PREFIXES) or key == extra:
-            kept[key] = any_value(kv.value)
+            # Interned: every span repeats the same few keys; pending traces share one copy.
+            kept[sys.intern(key)] = any_value(kv.value)
     return kept
 
 

@@ -5,8 +5,8 @@ the in-memory telemetry of ``capgw``, where the evaluation spans land."""
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -97,5 +97,14 @@ def make_receiver(
         receiver.stop()
 
 
-def in_ci() -> bool:
-    return bool(os.environ.get("CI"))
+def wait_for_evaluations(capgw: GroundwatchTelemetry, n: int, timeout: float = 30) -> list[Any]:  # noqa: F811
+    """The evaluation spans once ``n`` arrived (serve completes a trace after its quiet
+    period, then the monitor scores it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        capgw.flush()
+        spans = capgw.spans()
+        if len(spans) >= n:
+            return list(spans)
+        time.sleep(0.05)
+    raise AssertionError(f"{len(capgw.spans())} evaluation spans, expected {n}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -75,6 +76,19 @@ def langchain_instrumented(
             yield
         finally:
             Instrumentor().uninstrument()
+
+
+def llamaindex_engine() -> Any:
+    """A real LlamaIndex query engine: vector index, bag-of-words embedding, extractive LLM."""
+    from llama_index.core import Document, VectorStoreIndex
+
+    from ..llamaindex._fakes import BagOfWordsEmbedding, ContextAnswerLLM
+    from ..llamaindex.conftest import FACTS
+
+    index = VectorStoreIndex.from_documents(
+        [Document(text=t, id_=k) for k, t in FACTS.items()], embed_model=BagOfWordsEmbedding()
+    )
+    return index.as_query_engine(llm=ContextAnswerLLM(), similarity_top_k=2)
 
 
 @contextmanager

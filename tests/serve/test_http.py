@@ -17,7 +17,7 @@ from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 from groundwatch.types import Judgement
 
-from .conftest import RunningReceiver
+from .conftest import RunningReceiver, wait_for_evaluations
 from .otlp import (
     ANSWER,
     DOCS,
@@ -41,15 +41,6 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
             return value
         time.sleep(0.02)
     raise AssertionError("timed out")
-
-
-def evaluations(capgw: GroundwatchTelemetry, n: int) -> list[Any]:
-    def ready() -> list[Any] | None:
-        capgw.flush()
-        spans = capgw.spans()
-        return spans if len(spans) >= n else None
-
-    return list(wait_for(ready))
 
 
 def assert_up(receiver: RunningReceiver) -> None:
@@ -86,7 +77,7 @@ def test_each_encoding_is_scored_under_the_root(
     assert reply.status == 200
     assert reply.headers["Content-Type"].startswith(content_type.split(";")[0])
     assert not reply.response().HasField("partial_success")
-    (span,) = evaluations(capgw, 1)
+    (span,) = wait_for_evaluations(capgw, 1)
     root = next(s for s in spans if s.parent is None)
     assert span.context.trace_id == root.context.trace_id
     assert span.parent.span_id == root.context.span_id
@@ -161,7 +152,7 @@ def test_invalid_spans_are_rejected_in_partial_success(
     assert partial.rejected_spans == 1
     assert "trace_id" in partial.error_message
     # The valid spans of the same request are scored.
-    assert len(evaluations(capgw, 1)) == 1
+    assert len(wait_for_evaluations(capgw, 1)) == 1
     health = json.loads(get(receiver.url, "/health").body)
     assert health["spans"] == {"accepted": 3, "rejected": 1}
 
@@ -186,7 +177,7 @@ def test_odd_attributes_are_counted_skips_and_the_rest_is_kept(
         openinference_trace(provider, extra_retriever=odd)
         body = protobuf(exported.get_finished_spans())
     assert post(receiver.url, body).status == 200
-    evaluations(capgw, 1)
+    wait_for_evaluations(capgw, 1)
     ((record, evaluation),) = capgw.results()
     assert [p.text for p in record.contexts] == DOCS
     assert evaluation.label == "grounded"
@@ -238,7 +229,7 @@ def test_loop_protection_our_evaluation_span_sent_back_is_not_ingested(
     with recorded() as (provider, exported):
         openinference_trace(provider)
         assert post(receiver.url, protobuf(exported.get_finished_spans())).status == 200
-    (ours,) = evaluations(capgw, 1)
+    (ours,) = wait_for_evaluations(capgw, 1)
     # A Collector fanning traces out to serve and a backend sends our span back to us.
     assert post(receiver.url, protobuf([ours])).status == 200
     time.sleep(0.5)

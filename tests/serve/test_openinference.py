@@ -4,7 +4,6 @@ gives for the same inputs."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,22 +14,16 @@ from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
 from ..langchain.chains import ANSWER, build
-from .conftest import RunningReceiver
-from .pipelines import App, app_provider, langchain_instrumented, llamaindex_instrumented
+from .conftest import RunningReceiver, wait_for_evaluations
+from .pipelines import (
+    App,
+    app_provider,
+    langchain_instrumented,
+    llamaindex_engine,
+    llamaindex_instrumented,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-def wait_for_evaluations(capgw: GroundwatchTelemetry, n: int) -> list[Any]:
-    """The evaluation spans once ``n`` arrived (serve completes traces after its quiet period)."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        capgw.flush()
-        spans = capgw.spans()
-        if len(spans) >= n:
-            return spans
-        time.sleep(0.05)
-    raise AssertionError(f"{len(capgw.spans())} evaluation spans, expected {n}")
 
 
 def assert_evaluation_of(
@@ -74,17 +67,9 @@ def test_langchain_lcel_chain_scored_in_its_trace(
 def test_llamaindex_query_engine_scored_in_its_trace(
     capgw: GroundwatchTelemetry, make_receiver: Callable[..., RunningReceiver]
 ) -> None:
-    from llama_index.core import Document, VectorStoreIndex
-
-    from ..llamaindex._fakes import BagOfWordsEmbedding, ContextAnswerLLM
-    from ..llamaindex.conftest import FACTS
-
     receiver = make_receiver(sampler=gw.RatioSampler(1.0))
     app = app_provider(receiver.url)
-    index = VectorStoreIndex.from_documents(
-        [Document(text=t, id_=k) for k, t in FACTS.items()], embed_model=BagOfWordsEmbedding()
-    )
-    engine = index.as_query_engine(llm=ContextAnswerLLM(), similarity_top_k=2)
+    engine = llamaindex_engine()
     question = "How tall is the Eiffel Tower?"
     with llamaindex_instrumented(app.provider):
         response = engine.query(question)

@@ -4,7 +4,6 @@ span's output messages and its workflow's input make the interaction."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -14,7 +13,7 @@ from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
 from ..langchain.chains import ANSWER, build
-from .conftest import RunningReceiver
+from .conftest import RunningReceiver, wait_for_evaluations
 from .pipelines import app_provider, langchain_instrumented
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -29,11 +28,7 @@ def test_openllmetry_lcel_chain_scored_in_its_trace(
     question = "What is the refund policy?"
     with langchain_instrumented(app.provider, openllmetry=True):
         assert case.chain.invoke(question) == ANSWER
-    deadline = time.monotonic() + 20
-    while not capgw.spans() and time.monotonic() < deadline:
-        time.sleep(0.05)
-        capgw.flush()
-    (span,) = capgw.spans()
+    (span,) = wait_for_evaluations(capgw, 1)
     root = app.root()
     assert span.context.trace_id == root.context.trace_id
     assert span.parent is not None and span.parent.span_id == root.context.span_id

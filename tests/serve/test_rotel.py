@@ -19,8 +19,13 @@ from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
 from ..langchain.chains import ANSWER, build
-from .conftest import RunningReceiver
-from .pipelines import app_provider, langchain_instrumented, llamaindex_instrumented
+from .conftest import RunningReceiver, wait_for_evaluations
+from .pipelines import (
+    app_provider,
+    langchain_instrumented,
+    llamaindex_engine,
+    llamaindex_instrumented,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -90,16 +95,6 @@ def rotel(tmp_path: Path) -> Iterator[Callable[[str], str]]:
             proc.wait()
 
 
-def evaluation_spans(capgw: GroundwatchTelemetry, n: int) -> list[object]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        capgw.flush()
-        if len(capgw.spans()) >= n:
-            return list(capgw.spans())
-        time.sleep(0.1)
-    raise AssertionError(f"{len(capgw.spans())} evaluation spans, expected {n}")
-
-
 def test_langchain_chain_through_rotel(
     capgw: GroundwatchTelemetry,
     make_receiver: Callable[..., RunningReceiver],
@@ -120,7 +115,7 @@ def test_langchain_chain_through_rotel(
     question = "What is the refund policy?"
     with langchain_instrumented(app.provider):
         assert case.chain.invoke(question) == ANSWER
-    (span,) = evaluation_spans(capgw, 1)
+    (span,) = wait_for_evaluations(capgw, 1)
     root = app.root()
     assert span.context.trace_id == root.context.trace_id  # type: ignore[attr-defined]
     assert span.parent.span_id == root.context.span_id  # type: ignore[attr-defined]
@@ -144,22 +139,14 @@ def test_llamaindex_query_engine_through_rotel(
     make_receiver: Callable[..., RunningReceiver],
     rotel: Callable[[str], str],
 ) -> None:
-    from llama_index.core import Document, VectorStoreIndex
-
-    from ..llamaindex._fakes import BagOfWordsEmbedding, ContextAnswerLLM
-    from ..llamaindex.conftest import FACTS
-
     receiver = make_receiver(sampler=gw.RatioSampler(1.0))
     collector = rotel(receiver.url)
     app = app_provider(collector, gzip=True)
-    index = VectorStoreIndex.from_documents(
-        [Document(text=t, id_=k) for k, t in FACTS.items()], embed_model=BagOfWordsEmbedding()
-    )
-    engine = index.as_query_engine(llm=ContextAnswerLLM(), similarity_top_k=2)
+    engine = llamaindex_engine()
     question = "How high is Mount Fuji?"
     with llamaindex_instrumented(app.provider):
         answer = str(engine.query(question))
-    (span,) = evaluation_spans(capgw, 1)
+    (span,) = wait_for_evaluations(capgw, 1)
     root = app.root()
     assert span.context.trace_id == root.context.trace_id  # type: ignore[attr-defined]
     assert span.parent.span_id == root.context.span_id  # type: ignore[attr-defined]

@@ -27,6 +27,13 @@ _logger = logging.getLogger("groundwatch")
 _REQUIRED = ("aiohttp", "opentelemetry.proto")
 
 
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # the parent package is missing
+        return False
+
+
 def _rate(raw: str) -> float:
     value = float(raw)
     if not 0.0 <= value <= 1.0:
@@ -282,13 +289,10 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    missing = [m for m in _REQUIRED if importlib.util.find_spec(m.split(".")[0]) is None]
-    if not missing and importlib.util.find_spec("opentelemetry.proto") is None:
-        missing = ["opentelemetry-proto"]
-    if missing:
+    if not all(_importable(m) for m in _REQUIRED):
         print(f"groundwatch serve: {INSTALL_HINT}", file=sys.stderr)
         return 2
-    if args.redis and importlib.util.find_spec("redis") is None:
+    if args.redis and not _importable("redis"):
         print('groundwatch serve: --redis needs pip install "groundwatch[redis]"', file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")

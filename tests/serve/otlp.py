@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from google.protobuf import json_format
+from google.rpc.status_pb2 import Status
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.resources import Resource
@@ -27,6 +28,15 @@ class Reply:
         self.status = status
         self.headers = headers
         self.body = body
+
+    def rpc_status(self) -> Status:
+        """The ``google.rpc.Status`` of an error answer, in the answer's encoding."""
+        message = Status()
+        if self.headers.get("Content-Type", "").startswith(JSON):
+            json_format.Parse(self.body, message)
+        else:
+            message.ParseFromString(self.body)
+        return message
 
     def response(self) -> ExportTraceServiceResponse:
         message = ExportTraceServiceResponse()

@@ -96,8 +96,14 @@ def test_truncated_protobuf_is_400_and_serve_stays_up(
     for broken in (body[: len(body) // 2], body[:-3], b"\xff" * 40):
         reply = post(receiver.url, broken)
         assert reply.status == 400, broken
-        assert b"protobuf" in reply.body
-    assert post(receiver.url, b"{not json", JSON).status == 400
+        # OTLP: a 4xx body is a google.rpc.Status in the request's encoding.
+        status = reply.rpc_status()
+        assert status.code == 3  # INVALID_ARGUMENT
+        assert "undecodable protobuf" in status.message
+    reply = post(receiver.url, b"{not json", JSON)
+    assert reply.status == 400
+    assert reply.headers["Content-Type"].startswith(JSON)
+    assert "undecodable JSON" in reply.rpc_status().message
     assert post(receiver.url, b"[1, 2]", JSON).status == 400
     assert post(receiver.url, b'{"resourceSpans": [{"scopeSpans": 3}]}', JSON).status == 400
     assert post(receiver.url, gzip.compress(body)[:-8], encoding="gzip").status == 400
@@ -113,7 +119,7 @@ def test_wrong_content_type_is_415(
     receiver = make_receiver()
     reply = post(receiver.url, b"\x0a\x00", content_type)
     assert reply.status == 415
-    assert b"application/x-protobuf" in reply.body
+    assert "application/x-protobuf" in reply.rpc_status().message
     assert_up(receiver)
 
 
@@ -127,7 +133,7 @@ def test_huge_bodies_are_413_compressed_or_not(
     assert len(bomb) < 64 * 1024
     reply = post(receiver.url, bomb, encoding="gzip")
     assert reply.status == 413
-    assert b"decompressed" in reply.body
+    assert "decompressed body exceeds" in reply.rpc_status().message
     assert_up(receiver)
     assert json.loads(get(receiver.url, "/health").body)["requests"]["413"] == 2
 
@@ -215,6 +221,7 @@ def test_backpressure_is_429_with_retry_after_then_recovers(
     assert 429 in statuses, statuses
     refused = next(r for r in replies if r.status == 429)
     assert int(refused.headers["Retry-After"]) >= 1
+    assert refused.rpc_status().code == 8  # RESOURCE_EXHAUSTED
     judge.release.set()
     wait_for(lambda: receiver.service.monitor.stats.queue_size() == 0)
     with recorded() as (provider, exported):

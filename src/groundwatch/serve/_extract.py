@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..types import Passage
@@ -71,14 +72,25 @@ LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "comp
 """``gen_ai.operation.name`` of model calls (the GenAI conventions' inference operations)."""
 
 
-class Skips:
-    """Counted skips by extractor (``groundwatch.serve.skipped{groundwatch.component}``)."""
+class Tally:
+    """Counts by key, added to on the event loop and read by the metrics reader's thread
+    (``groundwatch.serve.skipped`` by extractor, ``groundwatch.serve.requests`` by status)."""
 
     def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._counts: Counter[Any] = Counter()
 
-    def add(self, where: str) -> None:
-        self.counts[where] += 1
+    def add(self, key: Any) -> None:
+        with self._lock:
+            self._counts[key] += 1
+
+    def snapshot(self) -> dict[Any, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+Skips = Tally
+"""Counted skips by extractor."""
 
 
 def _guarded(where: str, items: Iterator[T], skips: Skips) -> Iterator[T]:
@@ -100,7 +112,6 @@ class Interaction:
     answer: str
     source: str
     llm: SpanData | None = None
-    attributes: dict[str, Any] = field(default_factory=dict)
 
 
 # --- small readers -----------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def build_app(service: TraceService) -> web.Application:
     async def traces(request: web.Request) -> web.StreamResponse:
         body = await _read_capped(request, service.max_body_bytes)
         if body is None:
-            service.requests[413] += 1
+            service.requests.add(413)
             return web.Response(status=413, text=f"body exceeds {service.max_body_bytes} bytes\n")
         reply = service.export(
             body,

@@ -22,6 +22,7 @@ from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
+from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -179,6 +180,20 @@ def response_body(content_type: str, rejected: int, message: str) -> bytes:
     if content_type == JSON:
         return str(json_format.MessageToJson(response, indent=None)).encode()
     return bytes(response.SerializeToString())
+
+
+# The gRPC code a Status carries for each HTTP error serve answers with.
+_GRPC_CODES = {400: 3, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
+
+
+def status_body(content_type: str, http_status: int, message: str) -> bytes:
+    """The body of an error answer: a ``google.rpc.Status`` in the request's encoding (OTLP:
+    "the response body for all HTTP 4xx and HTTP 5xx responses MUST be a ... Status message"),
+    protobuf when the request's encoding is unknown."""
+    status = Status(code=_GRPC_CODES.get(http_status, 2), message=message)
+    if content_type == JSON:
+        return str(json_format.MessageToJson(status, indent=None)).encode()
+    return bytes(status.SerializeToString())
 
 
 def any_value(value: AnyValue) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,7 @@ from ..runtime.monitor import Monitor
 from ..telemetry import semconv as sc
 from . import _otlp
 from ._assemble import OWN, REJECTED, TRACE_INTERACTION, TRACE_NO_INTERACTION, TraceAssembler
-from ._extract import Interaction, Skips, interactions
+from ._extract import Interaction, Tally, interactions
 
 _logger = logging.getLogger(__name__)
 
@@ -74,8 +73,8 @@ class TraceService:
         self.max_body_bytes = max_body_bytes
         self.max_queue_size = max_queue_size
         self.route_attribute = route_attribute
-        self.skips = Skips()
-        self.requests: Counter[int] = Counter()
+        self.skips = Tally()
+        self.requests = Tally()
         self.stopping = False
         self.retry_after_s = max(1, math.ceil(assembler.quiet_s))
         self._register_instruments(meter_provider or get_meter_provider())
@@ -84,37 +83,51 @@ class TraceService:
 
     def export(self, body: bytes, content_type: str, content_encoding: str) -> Reply:
         """Answer one ``POST /v1/traces``. Never raises: our own failure is a 500."""
+        media = _otlp.CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
         try:
-            reply = self._export(body, content_type, content_encoding)
+            reply = self._export(body, media, content_type, content_encoding)
         except Exception as exc:
             _guard.internal_error("serve export", exc)
-            reply = Reply(500, b"internal error\n")
-        self.requests[reply.status] += 1
+            reply = self.error(500, "internal error", media)
+        self.requests.add(reply.status)
         return reply
 
-    def _export(self, body: bytes, content_type: str, content_encoding: str) -> Reply:
+    def error(
+        self, status: int, message: str, media: str | None, retry_after: str | None = None
+    ) -> Reply:
+        """An OTLP error answer: a ``google.rpc.Status`` in the request's encoding."""
+        media = media or _otlp.PROTOBUF
+        headers = (("Retry-After", retry_after),) if retry_after else ()
+        return Reply(status, _otlp.status_body(media, status, message), media, headers)
+
+    def too_large(self, content_type: str) -> Reply:
+        """The 413 answer (the HTTP layer stops reading a body at the cap)."""
         media = _otlp.CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
+        self.requests.add(413)
+        return self.error(413, f"body exceeds {self.max_body_bytes} bytes", media)
+
+    def _export(
+        self, body: bytes, media: str | None, content_type: str, content_encoding: str
+    ) -> Reply:
         if media is None:
-            return Reply(
+            return self.error(
                 415,
-                f"unsupported Content-Type {content_type!r}: "
-                f"use {_otlp.PROTOBUF} or {_otlp.JSON}\n".encode(),
+                f"unsupported Content-Type {content_type!r}: use {_otlp.PROTOBUF} or {_otlp.JSON}",
+                None,
             )
         if self.stopping:
-            return Reply(503, b"shutting down\n", headers=(("Retry-After", "1"),))
+            return self.error(503, "shutting down", media, retry_after="1")
         if self.monitor.stats.queue_size() >= BACKPRESSURE_FILL * self.max_queue_size:
-            return Reply(
-                429,
-                b"scoring is behind; retry later\n",
-                headers=(("Retry-After", str(self.retry_after_s)),),
+            return self.error(
+                429, "scoring is behind; retry later", media, retry_after=str(self.retry_after_s)
             )
         if len(body) > self.max_body_bytes:
-            return Reply(413, f"body exceeds {self.max_body_bytes} bytes\n".encode())
+            return self.error(413, f"body exceeds {self.max_body_bytes} bytes", media)
         try:
             raw = _otlp.decompress(body, content_encoding, self.max_body_bytes)
             request = _otlp.parse_request(raw, media)
         except _otlp.BodyError as exc:
-            return Reply(exc.status, f"{exc}\n".encode())
+            return self.error(exc.status, str(exc), media)
         decoded = _otlp.spans_of(request, self.route_attribute)
         counts = self.assembler.counts
         counts.add_spans(OWN, decoded.own)
@@ -189,8 +202,8 @@ class TraceService:
             "queue_size": self.monitor.stats.queue_size(),
             "spans": spans,
             "traces": traces,
-            "skipped": dict(self.skips.counts),
-            "requests": {str(k): v for k, v in self.requests.items()},
+            "skipped": self.skips.snapshot(),
+            "requests": {str(k): v for k, v in self.requests.snapshot().items()},
         }
 
     def _register_instruments(self, provider: MeterProvider) -> None:
@@ -211,13 +224,13 @@ class TraceService:
         def skipped(_: CallbackOptions) -> list[Observation]:
             return [
                 Observation(n, {sc.GROUNDWATCH_COMPONENT: k})
-                for k, n in list(self.skips.counts.items())
+                for k, n in self.skips.snapshot().items()
             ]
 
         def requests(_: CallbackOptions) -> list[Observation]:
             return [
                 Observation(n, {sc.HTTP_RESPONSE_STATUS_CODE: k})
-                for k, n in list(self.requests.items())
+                for k, n in self.requests.snapshot().items()
             ]
 
         def pending(_: CallbackOptions) -> list[Observation]:

@@ -127,7 +127,10 @@ def test_huge_bodies_are_413_compressed_or_not(
     make_receiver: Callable[..., RunningReceiver],
 ) -> None:
     receiver = make_receiver(max_body_bytes=64 * 1024)
-    assert post(receiver.url, b"\x00" * (64 * 1024 + 1)).status == 413
+    reply = post(receiver.url, b"\x00" * (64 * 1024 + 1))
+    assert reply.status == 413
+    assert reply.rpc_status().code == 8  # RESOURCE_EXHAUSTED
+    assert "body exceeds 65536 bytes" in reply.rpc_status().message
     # A gzip bomb: 50 KB on the wire inflating to 50 MB is cut at the cap.
     bomb = gzip.compress(b"\x00" * (50 * 1024 * 1024), compresslevel=9)
     assert len(bomb) < 64 * 1024

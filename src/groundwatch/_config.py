@@ -25,6 +25,20 @@ one warning and falls back to the default; it never raises.
 | ``GROUNDWATCH_JUDGE_CONCURRENCY`` | ``16`` | requests in flight per LLM judge |
 | ``GROUNDWATCH_JUDGE_MAX_CONTEXT_TOKENS`` | ``3000`` | LLM judge: passages cut beyond it |
 
+``groundwatch serve`` (docs/serve.md) reads its own variables, each the default of a flag:
+
+| variable | default | meaning |
+|---|---|---|
+| ``GROUNDWATCH_SERVE_HOST`` | ``0.0.0.0`` | address the OTLP/HTTP receiver listens on |
+| ``GROUNDWATCH_SERVE_PORT`` | ``4318`` | its port (OTLP/HTTP's standard port) |
+| ``GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS`` | ``10000`` | quiet time that completes a trace |
+| ``GROUNDWATCH_SERVE_ORPHAN_TIMEOUT_MILLIS`` | ``60000`` | same, for a trace with no root |
+| ``GROUNDWATCH_SERVE_MAX_PENDING_TRACES`` | ``10000`` | traces held; the oldest evicted |
+| ``GROUNDWATCH_SERVE_MAX_SPANS_PER_TRACE`` | ``512`` | spans kept per trace; oldest evicted |
+| ``GROUNDWATCH_SERVE_MAX_BODY_BYTES`` | ``8388608`` | request body cap (413 past it) |
+| ``GROUNDWATCH_SERVE_INTERACTIONS`` | ``trace`` | ``trace`` or ``pair`` (retriever + LLM) |
+| ``GROUNDWATCH_SERVE_ROUTE_ATTRIBUTE`` | unset | span attribute naming the route |
+
 The input caps are read once, when ``groundwatch`` is imported (they size every record).
 ``GROUNDWATCH_RAISE_INTERNAL_ERRORS`` is a development switch (below).
 """
@@ -98,6 +112,29 @@ Raise them knowingly, to score very long answers."""
 JUDGE_CONCURRENCY = "GROUNDWATCH_JUDGE_CONCURRENCY"
 JUDGE_MAX_CONTEXT_TOKENS = "GROUNDWATCH_JUDGE_MAX_CONTEXT_TOKENS"
 """Defaults of :class:`~groundwatch.OpenAIJudge` (its arguments win); the judge reads them."""
+
+SERVE_HOST = "GROUNDWATCH_SERVE_HOST"
+DEFAULT_SERVE_HOST = "0.0.0.0"
+SERVE_PORT = "GROUNDWATCH_SERVE_PORT"
+DEFAULT_SERVE_PORT = 4318
+SERVE_QUIET_PERIOD_MILLIS = "GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS"
+DEFAULT_SERVE_QUIET_PERIOD_MILLIS = 10_000
+"""Exporters batch (the SDK's BatchSpanProcessor waits up to 5 s, a Collector's batch processor
+about as long), so a trace's spans can arrive seconds apart: 10 s covers both hops."""
+SERVE_ORPHAN_TIMEOUT_MILLIS = "GROUNDWATCH_SERVE_ORPHAN_TIMEOUT_MILLIS"
+DEFAULT_SERVE_ORPHAN_TIMEOUT_MILLIS = 60_000
+SERVE_MAX_PENDING_TRACES = "GROUNDWATCH_SERVE_MAX_PENDING_TRACES"
+DEFAULT_SERVE_MAX_PENDING_TRACES = 10_000
+SERVE_MAX_SPANS_PER_TRACE = "GROUNDWATCH_SERVE_MAX_SPANS_PER_TRACE"
+DEFAULT_SERVE_MAX_SPANS_PER_TRACE = 512
+SERVE_MAX_BODY_BYTES = "GROUNDWATCH_SERVE_MAX_BODY_BYTES"
+DEFAULT_SERVE_MAX_BODY_BYTES = 8 * 1024 * 1024
+"""The OpenTelemetry Collector's exporters send batches of at most a few MB; 8 MiB leaves room
+and bounds what one request can make us hold (a gzip bomb is cut at the same size)."""
+SERVE_INTERACTIONS = "GROUNDWATCH_SERVE_INTERACTIONS"
+SERVE_INTERACTION_MODES = ("trace", "pair")
+DEFAULT_SERVE_INTERACTIONS = "trace"
+SERVE_ROUTE_ATTRIBUTE = "GROUNDWATCH_SERVE_ROUTE_ATTRIBUTE"
 
 RAISE_INTERNAL_ERRORS = "GROUNDWATCH_RAISE_INTERNAL_ERRORS"
 """Development switch: re-raise groundwatch's own bugs instead of logging them (our test suite
@@ -199,6 +236,11 @@ def from_env() -> RuntimeConfig:
         executor=env_choice(EXECUTOR, DEFAULT_EXECUTOR, EXECUTORS),
         disabled=env_bool(DISABLED, False) or env_bool(OTEL_SDK_DISABLED, False),
     )
+
+
+def env_str(name: str, default: str | None) -> str | None:
+    raw = os.environ.get(name)
+    return raw.strip() if raw is not None and raw.strip() else default
 
 
 def raise_internal_errors() -> bool:

@@ -1,4 +1,5 @@
-"""The ``groundwatch`` command line: ``check`` (offline gate) and ``demo`` (the main job).
+"""The ``groundwatch`` command line: ``check`` (offline gate), ``demo``, ``worker`` (a scoring
+process of a Redis pool) and ``serve`` (scores traces received over OTLP).
 
 Each subcommand lives in its own private module and registers itself through ``add_parser``;
 this module only wires them together.
@@ -18,6 +19,7 @@ _SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("check", "groundwatch.check.cli"),
     ("demo", "groundwatch.demo.cli"),
     ("worker", "groundwatch.queue.cli"),
+    ("serve", "groundwatch.serve.cli"),
 )
 
 

@@ -153,3 +153,28 @@ ERROR_TYPES: Final = (
     ERROR_INTERNAL,
 )
 """The named error types; with ``http_<status>`` they are the whole documented list."""
+
+# --- groundwatch serve (docs/serve.md) -----------------------------------------------------------
+METRIC_SERVE_SPANS: Final = "groundwatch.serve.spans"
+"""Spans received over OTLP, by ``groundwatch.serve.outcome``, each counted once on arrival:
+``accepted`` (taken for assembly), ``rejected`` (invalid, reported in the response's partial
+success), ``own`` (our evaluation spans coming back: loop protection), ``late`` (for a trace
+already assembled); and ``evicted``: accepted spans lost later to a cap (the per-trace span cap,
+or with an evicted trace)."""
+METRIC_SERVE_TRACES: Final = "groundwatch.serve.traces"
+"""Traces leaving assembly, by ``groundwatch.serve.outcome``: ``interaction`` (at least one
+interaction handed to the monitor), ``no_interaction`` (nothing to score in it), ``evicted``
+(over the pending-traces cap)."""
+METRIC_SERVE_PENDING: Final = "groundwatch.serve.pending_traces"
+METRIC_SERVE_REQUESTS: Final = "groundwatch.serve.requests"
+"""OTLP export requests, by ``http.response.status_code``."""
+METRIC_SERVE_SKIPPED: Final = "groundwatch.serve.skipped"
+"""Attributes or events an extractor could not read (a counted skip, the rest of the span is
+kept), by ``groundwatch.component`` (the extractor)."""
+GROUNDWATCH_SERVE_OUTCOME: Final = "groundwatch.serve.outcome"
+HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
+GROUNDWATCH_SERVE_SOURCE: Final = "groundwatch.serve.source"
+"""On the evaluation span: the conventions the interaction was read from (``openinference``,
+``openllmetry``)."""
+GROUNDWATCH_SERVE_LLM_SPAN_ID: Final = "groundwatch.serve.llm_span_id"
+"""On the evaluation span: the LLM span whose answer was scored (16 hex digits)."""

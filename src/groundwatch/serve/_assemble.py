@@ -1,0 +1,201 @@
+"""Spans in, finished traces out: bounded memory, nothing dropped uncounted.
+
+A trace is complete when its root span (no parent) has arrived, which OTLP only sends once
+it has ended, and no span of the trace arrived for the quiet period (its children may be
+batched later by another exporter or Collector). A trace whose root never arrives (it lives
+in a service that exports elsewhere) is assembled under its earliest stored span after the
+orphan timeout.
+
+Every received span is counted once on arrival (``accepted`` or ``late`` here; ``rejected``
+and ``own`` before it gets here); stored spans lost later to a cap are counted again as
+``evicted``, and an evicted trace in ``groundwatch.serve.traces{evicted}``. Only the root,
+the retriever spans and the LLM spans are stored (what extraction reads); the others keep
+the trace alive. Caps: ``max_traces`` pending traces (the trace quiet the longest is evicted
+first), ``max_spans`` stored spans per trace (its oldest are evicted first; the root is held
+apart and never evicted). Spans arriving for a trace assembled recently (the ids of the last
+``max_traces`` are kept) are counted ``late``.
+
+Runs on the server's event loop only: no locks, except around the counters, which the
+metrics reader reads from its own thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable
+
+from ._extract import is_llm, is_retriever, prune
+from ._otlp import SpanData
+
+ACCEPTED = "accepted"
+REJECTED = "rejected"
+OWN = "own"
+LATE = "late"
+EVICTED = "evicted"
+TRACE_INTERACTION = "interaction"
+TRACE_NO_INTERACTION = "no_interaction"
+TRACE_EVICTED = "evicted"
+
+
+class _Pending:
+    __slots__ = ("last", "root", "route", "spans", "top")
+
+    def __init__(self, now: float) -> None:
+        # A list, not a deque(maxlen): an empty deque costs 600 bytes, a pending trace holds
+        # two or three spans, and eviction (at the cap) is rare.
+        self.spans: list[SpanData] = []
+        self.root: SpanData | None = None
+        self.top: SpanData | None = None
+        self.route: str | None = None
+        self.last = now
+
+
+class Counts:
+    """Span and trace outcomes (``groundwatch.serve.spans`` / ``.traces``), thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.spans: Counter[str] = Counter()
+        self.traces: Counter[str] = Counter()
+
+    def add_spans(self, outcome: str, n: int = 1) -> None:
+        if n:
+            with self.lock:
+                self.spans[outcome] += n
+
+    def add_traces(self, outcome: str, n: int = 1) -> None:
+        if n:
+            with self.lock:
+                self.traces[outcome] += n
+
+    def snapshot(self) -> tuple[dict[str, int], dict[str, int]]:
+        with self.lock:
+            return dict(self.spans), dict(self.traces)
+
+
+FinishedTrace = tuple[SpanData, list[SpanData]]
+"""The span the interaction hangs under (the root, or the earliest stored span of an orphan),
+and the trace's stored spans (the root included)."""
+
+
+class TraceAssembler:
+    """Groups received spans by trace until each trace is complete.
+
+    Args:
+        quiet_s: seconds without a new span, after the root arrived, that complete a trace.
+        orphan_s: seconds without a new span that complete a trace with no root.
+        max_traces: pending traces held; past it the trace quiet the longest is evicted.
+        max_spans: stored spans per trace; past it the trace's oldest span is evicted.
+        counts: where outcomes are counted.
+        clock: monotonic seconds (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        *,
+        quiet_s: float,
+        orphan_s: float,
+        max_traces: int,
+        max_spans: int,
+        counts: Counts | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.quiet_s = quiet_s
+        self.orphan_s = max(orphan_s, quiet_s)
+        self.max_traces = max_traces
+        self.max_spans = max_spans
+        self.counts = counts if counts is not None else Counts()
+        self.clock = clock
+        # Ordered by last activity: the front is the trace quiet the longest.
+        self._pending: OrderedDict[bytes, _Pending] = OrderedDict()
+        self._done: OrderedDict[bytes, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, spans: Iterable[SpanData]) -> None:
+        """Take one request's spans (counted ``accepted``, ``late`` or ``evicted``)."""
+        now = self.clock()
+        pending = self._pending
+        accepted = late = evicted = 0
+        for span in spans:
+            trace_id = span.trace_id
+            trace = pending.get(trace_id)
+            if trace is None:
+                if trace_id in self._done:
+                    late += 1
+                    continue
+                trace = pending[trace_id] = _Pending(now)
+                if len(pending) > self.max_traces:
+                    _, old = pending.popitem(last=False)
+                    evicted += len(old.spans) + (old.root is not None)
+                    self.counts.add_traces(TRACE_EVICTED)
+            else:
+                trace.last = now
+                pending.move_to_end(trace_id)
+            accepted += 1
+            if span.route is not None and trace.route is None:
+                trace.route = span.route  # whichever span carries it, stored or not
+            if not span.parent_id:
+                prune(span, root=True)
+                trace.root = span
+                continue
+            if not span.attributes and not span.events:
+                continue
+            if not (is_retriever(span) or is_llm(span)):
+                continue  # a chain step between them: nothing extraction reads
+            prune(span, root=False)
+            if len(trace.spans) == self.max_spans:
+                del trace.spans[0]
+                evicted += 1
+            trace.spans.append(span)
+            if trace.top is None or span.start_ns < trace.top.start_ns:
+                trace.top = span
+        self.counts.add_spans(ACCEPTED, accepted)
+        self.counts.add_spans(EVICTED, evicted)
+        self.counts.add_spans(LATE, late)
+
+    def _finish(self, trace_id: bytes, trace: _Pending) -> FinishedTrace | None:
+        self._done[trace_id] = None
+        if len(self._done) > self.max_traces:
+            self._done.popitem(last=False)
+        spans = trace.spans
+        top = trace.root if trace.root is not None else trace.top
+        if top is None:
+            self.counts.add_traces(TRACE_NO_INTERACTION)
+            return None
+        if top.route is None:
+            top.route = trace.route
+        if trace.root is not None:
+            return top, [top, *spans]
+        return top, spans
+
+    def due(self) -> list[FinishedTrace]:
+        """The traces complete now, removed from the pending set."""
+        now = self.clock()
+        quiet_before = now - self.quiet_s
+        orphan_before = now - self.orphan_s
+        finished: list[FinishedTrace] = []
+        ready: list[bytes] = []
+        for trace_id, trace in self._pending.items():
+            if trace.last > quiet_before:
+                break  # everything after it arrived later still
+            if trace.root is not None or trace.last <= orphan_before:
+                ready.append(trace_id)
+        for trace_id in ready:
+            done = self._finish(trace_id, self._pending.pop(trace_id))
+            if done is not None:
+                finished.append(done)
+        return finished
+
+    def drain(self) -> list[FinishedTrace]:
+        """Every pending trace, complete or not (at shutdown: score what can be scored)."""
+        finished: list[FinishedTrace] = []
+        while self._pending:
+            trace_id, trace = self._pending.popitem(last=False)
+            done = self._finish(trace_id, trace)
+            if done is not None:
+                finished.append(done)
+        return finished

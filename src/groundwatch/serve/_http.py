@@ -1,0 +1,117 @@
+"""The OTLP/HTTP endpoint on aiohttp: ``POST /v1/traces`` and ``GET /health``.
+
+aiohttp rather than an ASGI framework plus a server: one well-kept package that is both the
+HTTP server and (for the tests) the client, runs inside an event loop we own
+(``AppRunner``/``TCPSite``, no server process model to fit into), and lets the body be read
+raw (``auto_decompress=False``), so the size cap and gzip decoding stay ours and a gzip bomb
+is cut at the cap instead of being inflated by the framework.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+
+from aiohttp import web
+
+from ._service import TraceService
+
+_logger = logging.getLogger(__name__)
+
+TRACES_PATH = "/v1/traces"
+HEALTH_PATH = "/health"
+
+
+async def _read_capped(request: web.Request, limit: int) -> bytes | None:
+    """The raw body, or ``None`` once it passes ``limit`` bytes (read no further)."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def build_app(service: TraceService) -> web.Application:
+    """The aiohttp application serving ``service``."""
+
+    async def traces(request: web.Request) -> web.StreamResponse:
+        content_type = request.headers.get("Content-Type", "")
+        body = await _read_capped(request, service.max_body_bytes)
+        if body is None:
+            reply = service.too_large(content_type)
+        else:
+            reply = service.export(body, content_type, request.headers.get("Content-Encoding", ""))
+        response = web.Response(status=reply.status, body=reply.body)
+        response.content_type = reply.content_type
+        for name, value in reply.headers:
+            response.headers[name] = value
+        return response
+
+    async def health(request: web.Request) -> web.StreamResponse:
+        state = service.health()
+        return web.Response(
+            status=503 if service.stopping else 200,
+            text=json.dumps(state),
+            content_type="application/json",
+        )
+
+    # client_max_size: aiohttp's own cap for request.read(); ours reads the stream itself.
+    app = web.Application(client_max_size=service.max_body_bytes + 1)
+    app.router.add_post(TRACES_PATH, traces)
+    app.router.add_get(HEALTH_PATH, health)
+    return app
+
+
+class Receiver:
+    """The HTTP server and the completion loop of one :class:`TraceService`.
+
+    Args:
+        service: what requests go to.
+        host, port: where to listen (port 0 picks a free one: see :attr:`port`).
+        poll_s: how often finished traces are looked for.
+    """
+
+    def __init__(self, service: TraceService, host: str, port: int, poll_s: float) -> None:
+        self.service = service
+        self.host = host
+        self.port = port
+        self.poll_s = poll_s
+        self._runner: web.AppRunner | None = None
+        self._poller: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(
+            build_app(self.service), auto_decompress=False, access_log=None
+        )
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        self.port = int(self._runner.addresses[0][1])  # the real one, with port 0
+        self._poller = asyncio.create_task(self._poll(), name="groundwatch-serve-poll")
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_s)
+            try:
+                self.service.complete_due()
+            except Exception as exc:  # pragma: no cover - complete_due guards itself
+                _logger.warning("serve: completing traces failed: %r", exc)
+
+    async def stop(self, timeout_millis: int) -> bool:
+        """Answer 503 from now on, stop listening, record what is pending, shut the monitor
+        down (it scores within the deadline and counts the rest as dropped)."""
+        self.service.stopping = True
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self.service.drain()
+        return await asyncio.to_thread(self.service.monitor.shutdown, timeout_millis)

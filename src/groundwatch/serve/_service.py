@@ -1,0 +1,256 @@
+"""The receiver's logic, apart from HTTP: requests in, interactions to the monitor out.
+
+:class:`TraceService` decodes an OTLP request, hands its spans to the assembler, and turns
+each finished trace into ``Monitor.record`` calls with the trace's root span as the span
+context, so the evaluation span is a child of the root (same trace id) and the monitor's
+sampler decides on the trace id exactly as it does in the app (``RatioSampler``). Scoring and
+emitting are the monitor's: in-process, or through a Redis queue to ``groundwatch worker``s.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from .. import _guard
+from ..runtime.monitor import Monitor
+from ..telemetry import semconv as sc
+from . import _otlp
+from ._assemble import OWN, REJECTED, TRACE_INTERACTION, TRACE_NO_INTERACTION, TraceAssembler
+from ._extract import Interaction, Tally, interactions
+
+_logger = logging.getLogger(__name__)
+
+BACKPRESSURE_FILL = 0.9
+"""Share of the monitor's queue in use past which exports are answered 429: the scorer is
+behind, and a Collector's retry (with backoff) slows the intake instead of losing records."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An HTTP answer: status, body, content type and extra headers."""
+
+    status: int
+    body: bytes
+    content_type: str = "text/plain"
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+class TraceService:
+    """Receive OTLP traces, assemble them, record their interactions into ``monitor``.
+
+    Args:
+        monitor: where interactions go (its sampler, judge or queue, and telemetry decide
+            the rest).
+        assembler: holds spans until their trace is complete.
+        per_pair: one interaction per retriever + LLM pair instead of one per trace.
+        max_body_bytes: cap on a request body, compressed and decompressed.
+        max_queue_size: the monitor's queue capacity (for the backpressure threshold).
+        route_attribute: the span or resource attribute that names the route; the root's
+            ``service.name`` otherwise.
+        meter_provider: for serve's own instruments (the global one by default).
+    """
+
+    def __init__(
+        self,
+        monitor: Monitor,
+        assembler: TraceAssembler,
+        *,
+        per_pair: bool = False,
+        max_body_bytes: int,
+        max_queue_size: int,
+        route_attribute: str | None = None,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        self.monitor = monitor
+        self.assembler = assembler
+        self.per_pair = per_pair
+        self.max_body_bytes = max_body_bytes
+        self.max_queue_size = max_queue_size
+        self.route_attribute = route_attribute
+        self.skips = Tally()
+        self.requests = Tally()
+        self.stopping = False
+        self.retry_after_s = max(1, math.ceil(assembler.quiet_s))
+        self._register_instruments(meter_provider or get_meter_provider())
+
+    # --- receiving ---------------------------------------------------------------------------
+
+    def export(self, body: bytes, content_type: str, content_encoding: str) -> Reply:
+        """Answer one ``POST /v1/traces``. Never raises: our own failure is a 500."""
+        media = _otlp.CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
+        try:
+            reply = self._export(body, media, content_type, content_encoding)
+        except Exception as exc:
+            _guard.internal_error("serve export", exc)
+            reply = self.error(500, "internal error", media)
+        self.requests.add(reply.status)
+        return reply
+
+    def error(
+        self, status: int, message: str, media: str | None, retry_after: str | None = None
+    ) -> Reply:
+        """An OTLP error answer: a ``google.rpc.Status`` in the request's encoding."""
+        media = media or _otlp.PROTOBUF
+        headers = (("Retry-After", retry_after),) if retry_after else ()
+        return Reply(status, _otlp.status_body(media, status, message), media, headers)
+
+    def too_large(self, content_type: str) -> Reply:
+        """The 413 answer (the HTTP layer stops reading a body at the cap)."""
+        media = _otlp.CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
+        self.requests.add(413)
+        return self.error(413, f"body exceeds {self.max_body_bytes} bytes", media)
+
+    def _export(
+        self, body: bytes, media: str | None, content_type: str, content_encoding: str
+    ) -> Reply:
+        if media is None:
+            return self.error(
+                415,
+                f"unsupported Content-Type {content_type!r}: use {_otlp.PROTOBUF} or {_otlp.JSON}",
+                None,
+            )
+        if self.stopping:
+            return self.error(503, "shutting down", media, retry_after="1")
+        if self.monitor.stats.queue_size() >= BACKPRESSURE_FILL * self.max_queue_size:
+            return self.error(
+                429, "scoring is behind; retry later", media, retry_after=str(self.retry_after_s)
+            )
+        if len(body) > self.max_body_bytes:
+            return self.error(413, f"body exceeds {self.max_body_bytes} bytes", media)
+        try:
+            raw = _otlp.decompress(body, content_encoding, self.max_body_bytes)
+            request = _otlp.parse_request(raw, media)
+        except _otlp.BodyError as exc:
+            return self.error(exc.status, str(exc), media)
+        decoded = _otlp.spans_of(request, self.route_attribute)
+        counts = self.assembler.counts
+        counts.add_spans(OWN, decoded.own)
+        counts.add_spans(REJECTED, decoded.rejected)
+        self.assembler.add(decoded.spans)
+        return Reply(
+            200,
+            _otlp.response_body(media, decoded.rejected, decoded.rejected_reason),
+            media,
+        )
+
+    # --- completing ----------------------------------------------------------------------------
+
+    def complete_due(self) -> int:
+        """Record the interactions of every trace complete now; returns how many."""
+        return self._record_all(self.assembler.due())
+
+    def drain(self) -> int:
+        """Record what every pending trace holds, complete or not (at shutdown)."""
+        return self._record_all(self.assembler.drain())
+
+    def _record_all(self, finished: list[Any]) -> int:
+        recorded = 0
+        for root, spans in finished:
+            try:
+                found = interactions(root, spans, per_pair=self.per_pair, skips=self.skips)
+            except Exception as exc:  # extractors are guarded; this is our own bug
+                _guard.internal_error("serve extract", exc)
+                found = []
+            outcome = TRACE_INTERACTION if found else TRACE_NO_INTERACTION
+            self.assembler.counts.add_traces(outcome)
+            for interaction in found:
+                self._record(interaction, spans)
+                recorded += 1
+        return recorded
+
+    def _route(self, interaction: Interaction, spans: list[Any]) -> str | None:
+        for span in (interaction.root, *spans):
+            if span.route is not None:
+                return str(span.route)
+        return interaction.root.service
+
+    def _record(self, interaction: Interaction, spans: list[Any]) -> None:
+        root = interaction.root
+        parent = SpanContext(
+            trace_id=int.from_bytes(root.trace_id, "big"),
+            span_id=int.from_bytes(root.span_id, "big"),
+            is_remote=True,
+            # Exporters only send sampled spans: the evaluation belongs in the same kept trace.
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        )
+        attributes: dict[str, Any] = {sc.GROUNDWATCH_SERVE_SOURCE: interaction.source}
+        if interaction.llm is not None:
+            attributes[sc.GROUNDWATCH_SERVE_LLM_SPAN_ID] = interaction.llm.span_id.hex()
+        self.monitor.record(
+            question=interaction.question,
+            contexts=interaction.passages,
+            answer=interaction.answer,
+            span_context=parent,
+            route=self._route(interaction, spans),
+            attributes=attributes,
+        )
+
+    # --- health and metrics --------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """What ``GET /health`` reports."""
+        spans, traces = self.assembler.counts.snapshot()
+        return {
+            "status": "stopping" if self.stopping else "ok",
+            "pending_traces": len(self.assembler),
+            "queue_size": self.monitor.stats.queue_size(),
+            "spans": spans,
+            "traces": traces,
+            "skipped": self.skips.snapshot(),
+            "requests": {str(k): v for k, v in self.requests.snapshot().items()},
+        }
+
+    def _register_instruments(self, provider: MeterProvider) -> None:
+        meter = provider.get_meter(sc.INSTRUMENTATION_NAME)
+        counts = self.assembler.counts
+
+        def outcomes(by_outcome: dict[str, int]) -> list[Observation]:
+            return [
+                Observation(n, {sc.GROUNDWATCH_SERVE_OUTCOME: k}) for k, n in by_outcome.items()
+            ]
+
+        def spans(_: CallbackOptions) -> list[Observation]:
+            return outcomes(counts.snapshot()[0])
+
+        def traces(_: CallbackOptions) -> list[Observation]:
+            return outcomes(counts.snapshot()[1])
+
+        def skipped(_: CallbackOptions) -> list[Observation]:
+            return [
+                Observation(n, {sc.GROUNDWATCH_COMPONENT: k})
+                for k, n in self.skips.snapshot().items()
+            ]
+
+        def requests(_: CallbackOptions) -> list[Observation]:
+            return [
+                Observation(n, {sc.HTTP_RESPONSE_STATUS_CODE: k})
+                for k, n in self.requests.snapshot().items()
+            ]
+
+        def pending(_: CallbackOptions) -> list[Observation]:
+            return [Observation(len(self.assembler))]
+
+        meter.create_observable_counter(
+            sc.METRIC_SERVE_SPANS, [spans], unit="{span}", description="Spans received over OTLP"
+        )
+        meter.create_observable_counter(
+            sc.METRIC_SERVE_TRACES, [traces], unit="{trace}", description="Traces assembled"
+        )
+        meter.create_observable_counter(
+            sc.METRIC_SERVE_SKIPPED,
+            [skipped],
+            unit="{attribute}",
+            description="Attributes an extractor could not read",
+        )
+        meter.create_observable_counter(
+            sc.METRIC_SERVE_REQUESTS, [requests], unit="{request}", description="OTLP exports"
+        )
+        meter.create_observable_gauge(
+            sc.METRIC_SERVE_PENDING, [pending], unit="{trace}", description="Traces assembling"
+        )

@@ -1,0 +1,308 @@
+"""``groundwatch serve``: an OTLP/HTTP receiver that scores the RAG traces it is sent.
+
+Every option's default comes from a ``GROUNDWATCH_*`` variable (``groundwatch._config``), a
+flag overrides it. Telemetry (the evaluation spans, events and metrics, and serve's own
+counters) goes out through the global OpenTelemetry providers: run under
+``opentelemetry-instrument``, or set ``OTEL_EXPORTER_OTLP_ENDPOINT`` and the command sets up
+OTLP/HTTP exporters from the standard ``OTEL_EXPORTER_OTLP_*`` variables, as
+``groundwatch worker`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import logging
+import signal
+import sys
+from typing import Any
+
+from .. import _config
+from ..check.cli import UsageError, _close_judge, _positive_int, build_judge
+from . import INSTALL_HINT
+
+_logger = logging.getLogger("groundwatch")
+
+_REQUIRED = ("aiohttp", "opentelemetry.proto")
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # the parent package is missing
+        return False
+
+
+def _rate(raw: str) -> float:
+    value = float(raw)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a rate must be within [0, 1], got {raw}")
+    return value
+
+
+def _route_rate(raw: str) -> tuple[str, float]:
+    route, sep, rate = raw.rpartition("=")
+    if not sep or not route:
+        raise argparse.ArgumentTypeError(f"expected ROUTE=RATE, got {raw!r}")
+    return route, _rate(rate)
+
+
+def add_parser(subparsers: Any) -> None:
+    e = _config
+    p = subparsers.add_parser(
+        "serve",
+        help="score RAG traces received over OTLP/HTTP (from a Collector or an SDK)",
+        description=(
+            "An OTLP/HTTP trace receiver (POST /v1/traces, protobuf or JSON, gzip): it "
+            "assembles each trace, finds its RAG interaction in OpenInference or OpenLLMetry "
+            "spans (retrieved documents, answer, question), scores a sampled share and emits "
+            "the evaluation span as a child of the trace's root span, with the "
+            "gen_ai.evaluation.result events and the metrics. GET /health reports its state. "
+            "Stops on SIGTERM: answers 503, scores what is pending within "
+            "--shutdown-timeout-ms, counts the rest. Every default below comes from the "
+            "GROUNDWATCH_* variable named with it."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    g = p.add_argument_group("receiver")
+    g.add_argument(
+        "--host",
+        default=e.env_str(e.SERVE_HOST, e.DEFAULT_SERVE_HOST),
+        help=f"address to listen on ({e.SERVE_HOST})",
+    )
+    g.add_argument(
+        "--port",
+        type=int,
+        default=e.env_int(e.SERVE_PORT, e.DEFAULT_SERVE_PORT, lo=0),
+        help=f"port to listen on; 0 picks a free one ({e.SERVE_PORT})",
+    )
+    g.add_argument(
+        "--max-body-bytes",
+        type=_positive_int,
+        default=e.env_int(e.SERVE_MAX_BODY_BYTES, e.DEFAULT_SERVE_MAX_BODY_BYTES),
+        help=f"request body cap, compressed and decompressed; 413 past it "
+        f"({e.SERVE_MAX_BODY_BYTES})",
+    )
+    g = p.add_argument_group("assembly")
+    g.add_argument(
+        "--quiet-period-ms",
+        type=_positive_int,
+        default=e.env_int(e.SERVE_QUIET_PERIOD_MILLIS, e.DEFAULT_SERVE_QUIET_PERIOD_MILLIS),
+        help=(
+            "a trace is complete when its root span arrived and no span came for this long "
+            f"({e.SERVE_QUIET_PERIOD_MILLIS})"
+        ),
+    )
+    g.add_argument(
+        "--orphan-timeout-ms",
+        type=_positive_int,
+        default=e.env_int(e.SERVE_ORPHAN_TIMEOUT_MILLIS, e.DEFAULT_SERVE_ORPHAN_TIMEOUT_MILLIS),
+        help=(
+            "a trace whose root never arrives is assembled under its earliest span after "
+            f"this quiet time ({e.SERVE_ORPHAN_TIMEOUT_MILLIS})"
+        ),
+    )
+    g.add_argument(
+        "--max-pending-traces",
+        type=_positive_int,
+        default=e.env_int(e.SERVE_MAX_PENDING_TRACES, e.DEFAULT_SERVE_MAX_PENDING_TRACES),
+        help="traces held while assembling; the oldest is evicted and counted "
+        f"({e.SERVE_MAX_PENDING_TRACES})",
+    )
+    g.add_argument(
+        "--max-spans-per-trace",
+        type=_positive_int,
+        default=e.env_int(e.SERVE_MAX_SPANS_PER_TRACE, e.DEFAULT_SERVE_MAX_SPANS_PER_TRACE),
+        help=(
+            "spans kept per trace; the oldest are evicted and counted, the root is always "
+            f"kept ({e.SERVE_MAX_SPANS_PER_TRACE})"
+        ),
+    )
+    g.add_argument(
+        "--interactions",
+        choices=e.SERVE_INTERACTION_MODES,
+        default=e.env_choice(
+            e.SERVE_INTERACTIONS, e.DEFAULT_SERVE_INTERACTIONS, e.SERVE_INTERACTION_MODES
+        ),
+        help=f"one interaction per trace, or one per retriever + LLM pair ({e.SERVE_INTERACTIONS})",
+    )
+    g = p.add_argument_group("sampling")
+    g.add_argument(
+        "--sample-rate",
+        type=_rate,
+        default=e.env_float(e.SAMPLE_RATE, e.DEFAULT_SAMPLE_RATE, 0.0, 1.0),
+        help=(
+            "share of interactions scored, by trace id exactly as the in-app RatioSampler "
+            f"decides ({e.SAMPLE_RATE})"
+        ),
+    )
+    g.add_argument(
+        "--route-attribute",
+        default=e.env_str(e.SERVE_ROUTE_ATTRIBUTE, None),
+        metavar="ATTRIBUTE",
+        help=(
+            "span or resource attribute naming an interaction's route; the root's "
+            f"service.name otherwise ({e.SERVE_ROUTE_ATTRIBUTE})"
+        ),
+    )
+    g.add_argument(
+        "--route-rate",
+        type=_route_rate,
+        action="append",
+        default=[],
+        metavar="ROUTE=RATE",
+        help="sample rate of one route instead of --sample-rate (repeatable)",
+    )
+    g = p.add_argument_group("scoring")
+    g.add_argument(
+        "--judge",
+        choices=("local", "semantic", "openai", "cascade"),
+        default="local",
+        help="the judge (as for `groundwatch check`; openai and cascade need --model)",
+    )
+    g.add_argument("--model", help="the LLM judge's model name")
+    g.add_argument("--base-url", help="the LLM judge's OpenAI-compatible endpoint")
+    g.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="environment variable holding the LLM judge's API key",
+    )
+    g.add_argument(
+        "--executor",
+        choices=_config.EXECUTORS,
+        default=e.env_choice(e.EXECUTOR, e.DEFAULT_EXECUTOR, e.EXECUTORS),
+        help=f"where a local judge runs ({e.EXECUTOR})",
+    )
+    g.add_argument(
+        "--max-queue-size",
+        type=_positive_int,
+        default=e.env_int(e.MAX_QUEUE_SIZE, e.DEFAULT_MAX_QUEUE_SIZE),
+        help=(
+            "interactions waiting to be scored; exports are answered 429 with Retry-After "
+            f"when it is 90%% full ({e.MAX_QUEUE_SIZE})"
+        ),
+    )
+    g.add_argument(
+        "--evaluation-timeout-ms",
+        type=_positive_int,
+        default=e.env_int(e.EVALUATION_TIMEOUT_MILLIS, e.DEFAULT_EVALUATION_TIMEOUT_MILLIS),
+        help=f"deadline of one evaluation ({e.EVALUATION_TIMEOUT_MILLIS})",
+    )
+    g.add_argument(
+        "--capture-content",
+        action=argparse.BooleanOptionalAction,
+        default=e.capture_content_default(),
+        help=f"put question, answer and claims on the evaluation span ({e.CAPTURE_CONTENT})",
+    )
+    g.add_argument(
+        "--redis",
+        metavar="URL",
+        help=(
+            "send interactions to this Redis stream for `groundwatch worker`s to score, "
+            "instead of scoring here (needs the redis extra; docs/distributed.md)"
+        ),
+    )
+    g.add_argument("--stream", default=None, help="the Redis stream (default groundwatch:records)")
+    p.add_argument(
+        "--shutdown-timeout-ms",
+        type=_positive_int,
+        default=20_000,
+        help="on SIGTERM, how long pending interactions may take to be scored or sent",
+    )
+    p.set_defaults(run=run)
+
+
+def _sampler(args: argparse.Namespace) -> Any:
+    import groundwatch as gw
+
+    default = gw.RatioSampler(args.sample_rate)
+    if not args.route_rate:
+        return default
+    return gw.RouteSampler(
+        {route: gw.RatioSampler(rate) for route, rate in args.route_rate}, default=default
+    )
+
+
+def build_service(args: argparse.Namespace, judge: Any) -> Any:
+    """The monitor, assembler and service the options describe."""
+    import groundwatch as gw
+
+    from ._assemble import TraceAssembler
+    from ._service import TraceService
+
+    queue = None
+    if args.redis:
+        kwargs = {"stream": args.stream} if args.stream else {}
+        queue = gw.RedisQueue(args.redis, **kwargs)
+    monitor = gw.Monitor(
+        judge=judge,
+        sampler=_sampler(args),
+        max_queue_size=args.max_queue_size,
+        capture_content=args.capture_content,
+        executor=args.executor,
+        evaluation_timeout_millis=args.evaluation_timeout_ms,
+        queue=queue,
+        shutdown_on_exit=False,
+    )
+    assembler = TraceAssembler(
+        quiet_s=args.quiet_period_ms / 1000,
+        orphan_s=args.orphan_timeout_ms / 1000,
+        max_traces=args.max_pending_traces,
+        max_spans=args.max_spans_per_trace,
+    )
+    return TraceService(
+        monitor,
+        assembler,
+        per_pair=args.interactions == "pair",
+        max_body_bytes=args.max_body_bytes,
+        max_queue_size=args.max_queue_size,
+        route_attribute=args.route_attribute,
+    )
+
+
+async def _main(args: argparse.Namespace) -> int:
+    from ._http import Receiver
+
+    judge = build_judge(
+        args.judge, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env
+    )
+    service = build_service(args, judge)
+    poll_s = min(0.5, args.quiet_period_ms / 4000)
+    receiver = Receiver(service, args.host, args.port, poll_s)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await receiver.start()
+    # One line a supervisor (or a test) can wait for; the port is the real one with --port 0.
+    print(f"groundwatch serve: listening on http://{args.host}:{receiver.port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        ok = await receiver.stop(args.shutdown_timeout_ms)
+        await _close_judge(judge)
+    spans, traces = service.assembler.counts.snapshot()
+    _logger.warning("groundwatch serve: stopped (spans %s, traces %s)", spans, traces)
+    return 0 if ok else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    if not all(_importable(m) for m in _REQUIRED):
+        print(f"groundwatch serve: {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    if args.redis and not _importable("redis"):
+        print('groundwatch serve: --redis needs pip install "groundwatch[redis]"', file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    from ..queue.cli import _otlp_providers
+
+    flush = _otlp_providers()
+    try:
+        return asyncio.run(_main(args))
+    except UsageError as exc:
+        print(f"groundwatch serve: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        flush()

@@ -1,0 +1,102 @@
+"""Real instrumented pipelines exporting OTLP/HTTP: OpenInference's LangChain and LlamaIndex
+instrumentors on a real LCEL chain and a real query engine (fake models, real retrievers),
+with no groundwatch callback attached. Each run's spans also land in an in-memory exporter,
+so a test knows the root span the evaluation must hang under."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+
+@dataclass
+class App:
+    """The application side: its tracer provider and what it exported."""
+
+    provider: TracerProvider
+    exported: InMemorySpanExporter
+
+    def root(self) -> ReadableSpan:
+        roots = [s for s in self.exported.get_finished_spans() if s.parent is None]
+        assert len(roots) == 1, [s.name for s in roots]
+        return roots[0]
+
+
+def app_provider(endpoint: str, *, service: str = "rag-app", gzip: bool = False) -> App:
+    exported = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    provider.add_span_processor(
+        SimpleSpanProcessor(
+            OTLPSpanExporter(
+                endpoint=f"{endpoint}/v1/traces",
+                compression=Compression.Gzip if gzip else Compression.NoCompression,
+            )
+        )
+    )
+    return App(provider, exported)
+
+
+@contextmanager
+def pristine_callback_manager() -> Iterator[None]:
+    """Put LangChain's ``BaseCallbackManager.__init__`` back afterwards: an instrumentor's
+    uninstrument cannot remove a wrapper that another one stacked above it, and a leftover
+    would send the next test's spans to this test's (stopped) receiver."""
+    from langchain_core.callbacks import BaseCallbackManager
+
+    original = BaseCallbackManager.__init__
+    try:
+        yield
+    finally:
+        BaseCallbackManager.__init__ = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def langchain_instrumented(
+    provider: TracerProvider, *, openllmetry: bool = False
+) -> Iterator[None]:
+    """OpenInference's LangChain instrumentor (OpenLLMetry's with ``openllmetry``)."""
+    if openllmetry:
+        from opentelemetry.instrumentation.langchain import LangchainInstrumentor as Instrumentor
+    else:
+        from openinference.instrumentation.langchain import LangChainInstrumentor as Instrumentor
+
+    with pristine_callback_manager():
+        Instrumentor().instrument(tracer_provider=provider)
+        try:
+            yield
+        finally:
+            Instrumentor().uninstrument()
+
+
+def llamaindex_engine() -> Any:
+    """A real LlamaIndex query engine: vector index, bag-of-words embedding, extractive LLM."""
+    from llama_index.core import Document, VectorStoreIndex
+
+    from ..llamaindex._fakes import BagOfWordsEmbedding, ContextAnswerLLM
+    from ..llamaindex.conftest import FACTS
+
+    index = VectorStoreIndex.from_documents(
+        [Document(text=t, id_=k) for k, t in FACTS.items()], embed_model=BagOfWordsEmbedding()
+    )
+    return index.as_query_engine(llm=ContextAnswerLLM(), similarity_top_k=2)
+
+
+@contextmanager
+def llamaindex_instrumented(provider: TracerProvider) -> Iterator[None]:
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+
+    LlamaIndexInstrumentor().instrument(tracer_provider=provider)
+    try:
+        yield
+    finally:
+        LlamaIndexInstrumentor().uninstrument()

@@ -1,0 +1,140 @@
+"""``groundwatch serve`` as a process: its help documents every option; SIGTERM scores what
+is pending and the output leaves through the standard OTLP exporter variables (caught here by
+an in-process OTLP receiver)."""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from groundwatch.cli import build_parser
+from groundwatch.telemetry import semconv as sc
+
+from .otlp import get, openinference_trace, post, protobuf, recorded
+
+
+def test_help_documents_every_option() -> None:
+    parser = build_parser()
+    serve = parser._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    text = serve.format_help()
+    for action in serve._actions:
+        for flag in action.option_strings:
+            assert flag in text
+        if action.option_strings and action.dest != "help":
+            assert action.help, f"{action.option_strings} has no help"
+    for variable in (
+        "GROUNDWATCH_SERVE_PORT",
+        "GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS",
+        "GROUNDWATCH_SERVE_MAX_PENDING_TRACES",
+        "GROUNDWATCH_SERVE_MAX_SPANS_PER_TRACE",
+        "GROUNDWATCH_SERVE_MAX_BODY_BYTES",
+        "GROUNDWATCH_SAMPLE_RATE",
+    ):
+        assert variable in text
+
+
+def test_environment_sets_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS", "2500")
+    monkeypatch.setenv("GROUNDWATCH_SERVE_INTERACTIONS", "pair")
+    monkeypatch.setenv("GROUNDWATCH_SERVE_MAX_PENDING_TRACES", "not a number")
+    args = build_parser().parse_args(["serve"])
+    assert args.quiet_period_ms == 2500
+    assert args.interactions == "pair"
+    assert args.max_pending_traces == 10_000  # a bad value warns and falls back
+    assert build_parser().parse_args(["serve", "--quiet-period-ms", "7"]).quiet_period_ms == 7
+
+
+class _Sink(http.server.BaseHTTPRequestHandler):
+    bodies: dict[str, list[bytes]]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        self.bodies.setdefault(self.path, []).append(body)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def otlp_sink() -> Iterator[tuple[str, dict[str, list[bytes]]]]:
+    bodies: dict[str, list[bytes]] = {}
+    handler = type("Sink", (_Sink,), {"bodies": bodies})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", bodies
+    server.shutdown()
+    server.server_close()
+
+
+def test_sigterm_scores_the_pending_trace_and_exports_over_otlp(
+    otlp_sink: tuple[str, dict[str, list[bytes]]],
+) -> None:
+    sink, bodies = otlp_sink
+    env = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": sink,
+        "OTEL_SERVICE_NAME": "groundwatch-serve",
+        "GROUNDWATCH_SAMPLE_RATE": "1",
+    }
+    env.pop("GROUNDWATCH_RAISE_INTERNAL_ERRORS", None)
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "groundwatch", "serve",
+            "--host", "127.0.0.1", "--port", "0",
+            "--quiet-period-ms", "600000",  # only the shutdown completes the trace
+            "--executor", "thread",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "listening on" in line, (line, proc.stderr.read() if proc.stderr else "")
+        url = line.strip().rsplit(" ", 1)[-1]
+        assert get(url, "/health").status == 200
+        with recorded() as (provider, exported):
+            openinference_trace(provider)
+            spans = exported.get_finished_spans()
+        assert post(url, protobuf(spans)).status == 200
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    root = next(s for s in spans if s.parent is None)
+    exported_spans = []
+    for body in bodies.get("/v1/traces", []):
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                exported_spans.extend(ss.spans)
+    (evaluation,) = [s for s in exported_spans if s.name == sc.SPAN_EVALUATION]
+    assert int.from_bytes(evaluation.trace_id, "big") == root.context.trace_id
+    assert int.from_bytes(evaluation.parent_span_id, "big") == root.context.span_id
+    attrs = {kv.key: kv.value for kv in evaluation.attributes}
+    assert attrs[sc.GROUNDWATCH_LABEL].string_value == "grounded"
+    # The events and the metrics went out through the same OTLP configuration.
+    assert bodies.get("/v1/logs") and bodies.get("/v1/metrics")

@@ -1,0 +1,85 @@
+"""OpenInference-instrumented pipelines exporting OTLP/HTTP straight to serve: the evaluation
+span lands in the pipeline's trace, under its root span, with the scores the in-app path
+gives for the same inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import groundwatch as gw
+from groundwatch.telemetry import semconv as sc
+from groundwatch.testing import GroundwatchTelemetry
+
+from ..langchain.chains import ANSWER, build
+from .conftest import RunningReceiver, wait_for_evaluations
+from .pipelines import (
+    App,
+    app_provider,
+    langchain_instrumented,
+    llamaindex_engine,
+    llamaindex_instrumented,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def assert_evaluation_of(
+    span: Any, app: App, question: str, passages: list[str], answer: str
+) -> None:
+    root = app.root()
+    # Same trace, child of the pipeline's root span.
+    assert span.context.trace_id == root.context.trace_id
+    assert span.parent is not None and span.parent.span_id == root.context.span_id
+    expected = gw.evaluate(answer, passages, question=question)
+    attrs = dict(span.attributes)
+    assert attrs.pop(sc.GROUNDWATCH_LABEL) == expected.label
+    assert attrs.pop(sc.GROUNDWATCH_FAITHFULNESS) == pytest.approx(expected.faithfulness)
+    assert attrs.pop(sc.GROUNDWATCH_GROUNDEDNESS) == pytest.approx(expected.groundedness)
+    assert attrs.pop(sc.GROUNDWATCH_SERVE_SOURCE) == "openinference"
+    assert attrs.pop(sc.GROUNDWATCH_ROUTE) == "rag-app"  # the service name
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+def test_langchain_lcel_chain_scored_in_its_trace(
+    capgw: GroundwatchTelemetry, make_receiver: Callable[..., RunningReceiver], gzip: bool
+) -> None:
+    receiver = make_receiver(sampler=gw.RatioSampler(1.0), capture_content=True)
+    app = app_provider(receiver.url, gzip=gzip)
+    case = build("lcel")
+    question = "What is the refund policy?"
+    with langchain_instrumented(app.provider):
+        assert case.chain.invoke(question) == ANSWER
+    (span,) = wait_for_evaluations(capgw, 1)
+    passages = [text for _, text in case.expected_docs(question)]
+    assert_evaluation_of(span, app, question, passages, ANSWER)
+    ((record, _evaluation),) = capgw.results()
+    assert record.question == question
+    assert sorted(p.text for p in record.contexts) == sorted(passages)
+    assert record.answer == ANSWER
+    # The retriever's ids and scores made it through OTLP too.
+    ids = sorted(i for i, _ in case.expected_docs(question))
+    assert sorted(str(p.id) for p in record.contexts) == ids
+
+
+def test_llamaindex_query_engine_scored_in_its_trace(
+    capgw: GroundwatchTelemetry, make_receiver: Callable[..., RunningReceiver]
+) -> None:
+    receiver = make_receiver(sampler=gw.RatioSampler(1.0))
+    app = app_provider(receiver.url)
+    engine = llamaindex_engine()
+    question = "How tall is the Eiffel Tower?"
+    with llamaindex_instrumented(app.provider):
+        response = engine.query(question)
+    answer = str(response)
+    (span,) = wait_for_evaluations(capgw, 1)
+    passages = [n.node.get_content() for n in response.source_nodes]
+    assert_evaluation_of(span, app, question, passages, answer)
+    ((record, evaluation),) = capgw.results()
+    assert record.question == question
+    assert [p.text for p in record.contexts] == passages
+    scores = [n.score for n in response.source_nodes]
+    assert [p.score for p in record.contexts] == pytest.approx(scores)
+    assert evaluation.label == "grounded"

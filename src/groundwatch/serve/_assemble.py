@@ -15,6 +15,12 @@ first), ``max_spans`` stored spans per trace (its oldest are evicted first; the 
 apart and never evicted). Spans arriving for a trace assembled recently (the ids of the last
 ``max_traces`` are kept) are counted ``late``.
 
+Sampling happens at intake: ``admit`` is asked once per trace, on its first span (the ratio
+part of the monitor's sampler, :mod:`._intake`). A trace it refuses stores nothing: its id is
+remembered (the last ``max_traces`` refused ids) so that its later spans are dropped too,
+counted ``not_sampled`` (spans) and once in ``groundwatch.serve.traces{not_sampled}``. A span
+of a refused trace whose id was forgotten is decided again, with the same answer.
+
 Runs on the server's event loop only: no locks, except around the counters, which the
 metrics reader reads from its own thread.
 """
@@ -34,9 +40,11 @@ REJECTED = "rejected"
 OWN = "own"
 LATE = "late"
 EVICTED = "evicted"
+NOT_SAMPLED = "not_sampled"
 TRACE_INTERACTION = "interaction"
 TRACE_NO_INTERACTION = "no_interaction"
 TRACE_EVICTED = "evicted"
+TRACE_NOT_SAMPLED = "not_sampled"
 
 
 class _Pending:
@@ -89,6 +97,8 @@ class TraceAssembler:
         max_traces: pending traces held; past it the trace quiet the longest is evicted.
         max_spans: stored spans per trace; past it the trace's oldest span is evicted.
         counts: where outcomes are counted.
+        admit: asked on a trace's first span whether the trace may be scored (everything is
+            when ``None``); a refused trace keeps no spans.
         clock: monotonic seconds (tests pass their own).
     """
 
@@ -100,6 +110,7 @@ class TraceAssembler:
         max_traces: int,
         max_spans: int,
         counts: Counts | None = None,
+        admit: Callable[[SpanData], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.quiet_s = quiet_s
@@ -107,25 +118,39 @@ class TraceAssembler:
         self.max_traces = max_traces
         self.max_spans = max_spans
         self.counts = counts if counts is not None else Counts()
+        self.admit = admit
         self.clock = clock
         # Ordered by last activity: the front is the trace quiet the longest.
         self._pending: OrderedDict[bytes, _Pending] = OrderedDict()
         self._done: OrderedDict[bytes, None] = OrderedDict()
+        self._refused: OrderedDict[bytes, None] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._pending)
 
     def add(self, spans: Iterable[SpanData]) -> None:
-        """Take one request's spans (counted ``accepted``, ``late`` or ``evicted``)."""
+        """Take one request's spans (counted ``accepted``, ``late``, ``not_sampled`` or
+        ``evicted``)."""
         now = self.clock()
         pending = self._pending
-        accepted = late = evicted = 0
+        admit, refused = self.admit, self._refused
+        accepted = late = evicted = not_sampled = refused_traces = 0
         for span in spans:
             trace_id = span.trace_id
             trace = pending.get(trace_id)
             if trace is None:
                 if trace_id in self._done:
                     late += 1
+                    continue
+                if trace_id in refused:
+                    not_sampled += 1
+                    continue
+                if admit is not None and not admit(span):
+                    refused[trace_id] = None
+                    if len(refused) > self.max_traces:
+                        refused.popitem(last=False)
+                    not_sampled += 1
+                    refused_traces += 1
                     continue
                 trace = pending[trace_id] = _Pending(now)
                 if len(pending) > self.max_traces:
@@ -156,6 +181,8 @@ class TraceAssembler:
         self.counts.add_spans(ACCEPTED, accepted)
         self.counts.add_spans(EVICTED, evicted)
         self.counts.add_spans(LATE, late)
+        self.counts.add_spans(NOT_SAMPLED, not_sampled)
+        self.counts.add_traces(TRACE_NOT_SAMPLED, refused_traces)
 
     def _finish(self, trace_id: bytes, trace: _Pending) -> FinishedTrace | None:
         self._done[trace_id] = None

@@ -2,8 +2,11 @@
 
 :class:`TraceService` decodes an OTLP request, hands its spans to the assembler, and turns
 each finished trace into ``Monitor.record`` calls with the trace's root span as the span
-context, so the evaluation span is a child of the root (same trace id) and the monitor's
-sampler decides on the trace id exactly as it does in the app (``RatioSampler``). Scoring and
+context, so the evaluation span is a child of the root (same trace id). The ratio part of the
+monitor's sampler is decided on the trace id when a trace's first span arrives (:mod:`._intake`:
+a trace that will not be scored stores nothing, and counts once as ``not_sampled``); the
+monitor's sampler decides again when the interaction is recorded, with the same answer for the
+ratio, and applies what is not a ratio (a rate limit) only there. Scoring and
 emitting are the monitor's: in-process, or through a Redis queue to ``groundwatch worker``s.
 """
 
@@ -19,10 +22,13 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from .. import _guard
 from ..runtime.monitor import Monitor
+from ..runtime.sampling import Decision
 from ..telemetry import semconv as sc
 from . import _otlp
 from ._assemble import OWN, REJECTED, TRACE_INTERACTION, TRACE_NO_INTERACTION, TraceAssembler
 from ._extract import Interaction, Tally, interactions
+from ._intake import IntakeSampler
+from ._otlp import SpanData
 
 _logger = logging.getLogger(__name__)
 
@@ -47,7 +53,8 @@ class TraceService:
     Args:
         monitor: where interactions go (its sampler, judge or queue, and telemetry decide
             the rest).
-        assembler: holds spans until their trace is complete.
+        assembler: holds spans until their trace is complete; unless it has its own
+            ``admit``, the service gives it the intake decision on the monitor's sampler.
         per_pair: one interaction per retriever + LLM pair instead of one per trace.
         max_body_bytes: cap on a request body, compressed and decompressed.
         max_queue_size: the monitor's queue capacity (for the backpressure threshold).
@@ -77,6 +84,9 @@ class TraceService:
         self.requests = Tally()
         self.stopping = False
         self.retry_after_s = max(1, math.ceil(assembler.quiet_s))
+        self.intake = IntakeSampler(monitor.sampler, route_attribute=route_attribute)
+        if assembler.admit is None:
+            assembler.admit = self._admit
         self._register_instruments(meter_provider or get_meter_provider())
 
     # --- receiving ---------------------------------------------------------------------------
@@ -138,6 +148,14 @@ class TraceService:
             _otlp.response_body(media, decoded.rejected, decoded.rejected_reason),
             media,
         )
+
+    def _admit(self, span: SpanData) -> bool:
+        """The intake decision on a trace's first span; a refused trace is counted here, as
+        the one decision ``groundwatch.records`` gets for it."""
+        if self.intake.sampled(span):
+            return True
+        self.monitor.record_decision(Decision.NOT_SAMPLED)
+        return False
 
     # --- completing ----------------------------------------------------------------------------
 

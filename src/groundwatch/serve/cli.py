@@ -133,8 +133,9 @@ def add_parser(subparsers: Any) -> None:
         type=_rate,
         default=e.env_float(e.SAMPLE_RATE, e.DEFAULT_SAMPLE_RATE, 0.0, 1.0),
         help=(
-            "share of interactions scored, by trace id exactly as the in-app RatioSampler "
-            f"decides ({e.SAMPLE_RATE})"
+            "share of traces scored, by trace id exactly as the in-app RatioSampler decides, "
+            "when a trace's first span arrives: a trace left out stores nothing "
+            f"({e.SAMPLE_RATE})"
         ),
     )
     g.add_argument(

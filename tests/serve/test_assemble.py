@@ -79,7 +79,7 @@ def test_complete_after_root_and_quiet_period_not_before() -> None:
     clock.now += 9.9
     assert a.due() == []
     clock.now += 0.2
-    ((root, spans),) = a.due()
+    ((root, spans, _),) = a.due()
     assert root.span_id == (1).to_bytes(8, "big")
     assert len(spans) == 3
     assert len(a) == 0
@@ -93,7 +93,7 @@ def test_trace_without_root_is_assembled_after_the_orphan_timeout() -> None:
     clock.now += 59
     assert a.due() == []
     clock.now += 2
-    ((top, spans),) = a.due()
+    ((top, spans, _),) = a.due()
     assert top.span_id == (2).to_bytes(8, "big")  # the earliest stored span
     assert len(spans) == 2
 
@@ -109,7 +109,7 @@ def test_pending_traces_cap_evicts_the_oldest_and_counts_it() -> None:
     assert traces == {"evicted": 2}
     assert spans == {"accepted": 10, "evicted": 4}
     clock.now += 20
-    assert sorted(int.from_bytes(r.trace_id, "big") for r, _ in a.due()) == [3, 4, 5]
+    assert sorted(int.from_bytes(r.trace_id, "big") for r, *_ in a.due()) == [3, 4, 5]
 
 
 def test_spans_per_trace_cap_evicts_the_oldest_and_keeps_the_root() -> None:
@@ -118,7 +118,7 @@ def test_spans_per_trace_cap_evicts_the_oldest_and_keeps_the_root() -> None:
     a.add([span(1, 1)])
     a.add([retriever(1, i, 1, f"doc {i}") for i in range(2, 7)])
     clock.now += 11
-    ((root, spans),) = a.due()
+    ((root, spans, _),) = a.due()
     assert root.span_id == (1).to_bytes(8, "big")
     assert [s.attributes["retrieval.documents.0.document.content"] for s in spans[1:]] == [
         "doc 5",
@@ -251,7 +251,7 @@ def test_pending_spans_keep_only_what_extraction_reads() -> None:
     chain_step = span(1, 4, 1, **{"openinference.span.kind": "CHAIN", "input.value": "x"})
     a.add([span(1, 1, **{"input.value": "The question?"}), store, model, chain_step])
     clock.now += 11
-    ((root, spans),) = a.due()
+    ((root, spans, _),) = a.due()
     assert [s.span_id for s in spans] == [root.span_id, store.span_id, model.span_id]
     assert sorted(model.attributes) == [
         "llm.input_messages.1.message.content",
@@ -263,3 +263,62 @@ def test_pending_spans_keep_only_what_extraction_reads() -> None:
     assert "retrieval.documents.0.document.content" in store.attributes
     (found,) = interactions(root, spans, per_pair=False, skips=Skips())
     assert (found.question, found.answer) == ("The question?", "The answer.")
+
+
+def _agent_trace() -> list[SpanData]:
+    """Spans shaped as OpenInference's LangChain instrumentor emits a two-step agent: each
+    step a chain whose retriever sits under a parallel-inputs chain and whose LLM under the
+    step itself."""
+    chain = {"openinference.span.kind": "CHAIN"}
+    return [
+        retriever(1, 12, 11, "first doc", start=2, end=3),
+        span(1, 11, 10, start=1, end=4, **chain),
+        llm(1, 13, 10, "first answer", start=5, end=6),
+        span(1, 10, 1, name="step one", start=1, end=7, **chain),
+        retriever(1, 22, 21, "second doc", start=9, end=10),
+        span(1, 21, 20, start=8, end=11, **chain),
+        llm(1, 23, 20, "second answer", start=12, end=13),
+        span(1, 20, 1, name="step two", start=8, end=14, **chain),
+        span(1, 1, start=0, end=15, **{"input.value": "q"}),
+    ]
+
+
+def test_pair_mode_parents_each_pair_to_its_nearest_common_ancestor() -> None:
+    clock = Clock()
+    a = assembler(clock, keep_parents=True)
+    a.add(_agent_trace())
+    clock.now += 11
+    ((root, spans, parents),) = a.due()
+    found = interactions(root, spans, per_pair=True, skips=Skips(), parents=parents)
+    assert [(i.answer, i.parent_id) for i in found] == [
+        ("first answer", (10).to_bytes(8, "big")),
+        ("second answer", (20).to_bytes(8, "big")),
+    ]
+    # One interaction per trace stays under the root.
+    (whole,) = interactions(root, spans, per_pair=False, skips=Skips(), parents=parents)
+    assert whole.parent_id == root.span_id
+
+
+def test_pair_mode_falls_back_to_the_root_when_the_lineage_is_broken() -> None:
+    clock = Clock()
+    a = assembler(clock, keep_parents=True)
+    # The second step's parallel-inputs span never arrived: its retriever's line stops there.
+    a.add([s for s in _agent_trace() if s.span_id != (21).to_bytes(8, "big")])
+    clock.now += 11
+    ((root, spans, parents),) = a.due()
+    found = interactions(root, spans, per_pair=True, skips=Skips(), parents=parents)
+    assert [i.parent_id for i in found] == [(10).to_bytes(8, "big"), root.span_id]
+
+
+def test_parent_links_are_kept_only_when_asked_and_capped() -> None:
+    clock = Clock()
+    a = assembler(clock)
+    a.add(_agent_trace())
+    clock.now += 11
+    ((_, _, parents),) = a.due()
+    assert parents == {}
+    a = assembler(clock, keep_parents=True, max_spans=3)
+    a.add(_agent_trace())
+    clock.now += 11
+    ((_, _, parents),) = a.due()
+    assert len(parents) == 3

@@ -48,9 +48,11 @@ TRACE_NOT_SAMPLED = "not_sampled"
 
 
 class _Pending:
-    __slots__ = ("last", "root", "route", "spans", "top")
+    __slots__ = ("last", "parents", "root", "route", "spans", "top")
 
     def __init__(self, now: float) -> None:
+        # span id -> parent id of the spans not stored (chain steps), with keep_parents only.
+        self.parents: dict[bytes, bytes] = {}
         # A list, not a deque(maxlen): an empty deque costs 600 bytes, a pending trace holds
         # two or three spans, and eviction (at the cap) is rare.
         self.spans: list[SpanData] = []
@@ -83,9 +85,10 @@ class Counts:
             return dict(self.spans), dict(self.traces)
 
 
-FinishedTrace = tuple[SpanData, list[SpanData]]
+FinishedTrace = tuple[SpanData, list[SpanData], dict[bytes, bytes]]
 """The span the interaction hangs under (the root, or the earliest stored span of an orphan),
-and the trace's stored spans (the root included)."""
+the trace's stored spans (the root included), and the parent links of its spans not stored
+(``span id -> parent id``; empty unless the assembler keeps them)."""
 
 
 class TraceAssembler:
@@ -99,6 +102,8 @@ class TraceAssembler:
         counts: where outcomes are counted.
         admit: asked on a trace's first span whether the trace may be scored (everything is
             when ``None``); a refused trace keeps no spans.
+        keep_parents: keep the parent link of every span not stored (its span id and parent
+            id, up to ``max_spans`` a trace), for pair mode's nearest common ancestor.
         clock: monotonic seconds (tests pass their own).
     """
 
@@ -111,6 +116,7 @@ class TraceAssembler:
         max_spans: int,
         counts: Counts | None = None,
         admit: Callable[[SpanData], bool] | None = None,
+        keep_parents: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.quiet_s = quiet_s
@@ -119,6 +125,7 @@ class TraceAssembler:
         self.max_spans = max_spans
         self.counts = counts if counts is not None else Counts()
         self.admit = admit
+        self.keep_parents = keep_parents
         self.clock = clock
         # Ordered by last activity: the front is the trace quiet the longest.
         self._pending: OrderedDict[bytes, _Pending] = OrderedDict()
@@ -133,7 +140,7 @@ class TraceAssembler:
         ``evicted``)."""
         now = self.clock()
         pending = self._pending
-        admit, refused = self.admit, self._refused
+        admit, refused, keep_parents = self.admit, self._refused, self.keep_parents
         accepted = late = evicted = not_sampled = refused_traces = 0
         for span in spans:
             trace_id = span.trace_id
@@ -167,10 +174,12 @@ class TraceAssembler:
                 prune(span, root=True)
                 trace.root = span
                 continue
-            if not span.attributes and not span.events:
+            if not (span.attributes or span.events) or not (is_retriever(span) or is_llm(span)):
+                # A chain step between them: nothing extraction reads, but pair mode needs
+                # where it sits in the tree (a stored span carries its own parent id).
+                if keep_parents and len(trace.parents) < self.max_spans:
+                    trace.parents[span.span_id] = span.parent_id
                 continue
-            if not (is_retriever(span) or is_llm(span)):
-                continue  # a chain step between them: nothing extraction reads
             prune(span, root=False)
             if len(trace.spans) == self.max_spans:
                 del trace.spans[0]
@@ -196,8 +205,8 @@ class TraceAssembler:
         if top.route is None:
             top.route = trace.route
         if trace.root is not None:
-            return top, [top, *spans]
-        return top, spans
+            return top, [top, *spans], trace.parents
+        return top, spans, trace.parents
 
     def due(self) -> list[FinishedTrace]:
         """The traces complete now, removed from the pending set."""

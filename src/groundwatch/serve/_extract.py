@@ -112,6 +112,13 @@ class Interaction:
     answer: str
     source: str
     llm: SpanData | None = None
+    parent_id: bytes = b""
+    """The span the evaluation hangs under: the root's id, or in pair mode the nearest common
+    ancestor of the pair's retriever and LLM spans."""
+
+    def __post_init__(self) -> None:
+        if not self.parent_id:
+            self.parent_id = self.root.span_id
 
 
 # --- small readers -----------------------------------------------------------------------------
@@ -492,16 +499,49 @@ def _root_answer(root: SpanData, skips: Skips) -> str | None:
     return None
 
 
+def _lineage(span_id: bytes, up: dict[bytes, bytes]) -> list[bytes]:
+    """``span_id`` and its ancestors, as far as the parent links known reach."""
+    line = [span_id]
+    parent = up.get(span_id)
+    while parent and len(line) <= len(up):  # the bound stops a cycle of forged ids
+        line.append(parent)
+        parent = up.get(parent)
+    return line
+
+
+def common_ancestor(
+    members: Sequence[SpanData], spans: Sequence[SpanData], parents: dict[bytes, bytes]
+) -> bytes | None:
+    """The nearest span that is an ancestor (or one) of every span in ``members``, from the
+    stored spans' parent ids and the links of those not stored; ``None`` when the lines known
+    do not meet (a span between them never arrived, or was evicted)."""
+    up = dict(parents)
+    up.update((s.span_id, s.parent_id) for s in spans)
+    first, *others = members
+    shared = [set(_lineage(m.span_id, up)) for m in others]
+    for candidate in _lineage(first.span_id, up):
+        if all(candidate in line for line in shared):
+            return candidate
+    return None
+
+
 def interactions(
-    root: SpanData, spans: Sequence[SpanData], *, per_pair: bool, skips: Skips
+    root: SpanData,
+    spans: Sequence[SpanData],
+    *,
+    per_pair: bool,
+    skips: Skips,
+    parents: dict[bytes, bytes] | None = None,
 ) -> list[Interaction]:
     """The interactions in one finished trace.
 
     One per trace by default: every retriever's documents (in start order) against the answer
     of the last LLM span to end (the root's text output when no LLM span has one). With
     ``per_pair``, one per LLM span that has an answer, against the retrievers that ended before
-    it started and after the previous LLM span (the retrieve-then-generate steps of an agent).
-    A trace without retrieved documents or without an answer has no interaction.
+    it started and after the previous LLM span (the retrieve-then-generate steps of an agent),
+    each under the nearest common ancestor of its retriever and LLM spans (``parents``: the
+    links of the spans not stored), the root when their lines do not meet. A trace without
+    retrieved documents or without an answer has no interaction.
     """
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
     retrievers = [s for s in ordered if is_retriever(s)]
@@ -534,6 +574,9 @@ def interactions(
         answer = answer_of(llm, skips)
         if passages and answer:
             question = question_of(root, own, llm, skips)
-            found.append(Interaction(root, question, passages, answer, _source(own[0]), llm))
+            parent = common_ancestor([llm, *own], spans, parents or {})
+            found.append(
+                Interaction(root, question, passages, answer, _source(own[0]), llm, parent or b"")
+            )
             previous_end = llm.end_ns
     return found

@@ -2,7 +2,8 @@
 
 :class:`TraceService` decodes an OTLP request, hands its spans to the assembler, and turns
 each finished trace into ``Monitor.record`` calls with the trace's root span as the span
-context, so the evaluation span is a child of the root (same trace id). The ratio part of the
+context, so the evaluation span is a child of the root (same trace id); in pair mode, of the
+nearest common ancestor of the pair's retriever and LLM spans. The ratio part of the
 monitor's sampler is decided on the trace id when a trace's first span arrives (:mod:`._intake`:
 a trace that will not be scored stores nothing, and counts once as ``not_sampled``); the
 monitor's sampler decides again when the interaction is recorded, with the same answer for the
@@ -25,7 +26,14 @@ from ..runtime.monitor import Monitor
 from ..runtime.sampling import Decision
 from ..telemetry import semconv as sc
 from . import _otlp
-from ._assemble import OWN, REJECTED, TRACE_INTERACTION, TRACE_NO_INTERACTION, TraceAssembler
+from ._assemble import (
+    OWN,
+    REJECTED,
+    TRACE_INTERACTION,
+    TRACE_NO_INTERACTION,
+    FinishedTrace,
+    TraceAssembler,
+)
 from ._extract import Interaction, Tally, interactions
 from ._intake import IntakeSampler
 from ._otlp import SpanData
@@ -55,7 +63,8 @@ class TraceService:
             the rest).
         assembler: holds spans until their trace is complete; unless it has its own
             ``admit``, the service gives it the intake decision on the monitor's sampler.
-        per_pair: one interaction per retriever + LLM pair instead of one per trace.
+        per_pair: one interaction per retriever + LLM pair instead of one per trace, each
+            under the nearest common ancestor of its spans (the assembler keeps the links).
         max_body_bytes: cap on a request body, compressed and decompressed.
         max_queue_size: the monitor's queue capacity (for the backpressure threshold).
         route_attribute: the span or resource attribute that names the route; the root's
@@ -87,6 +96,8 @@ class TraceService:
         self.intake = IntakeSampler(monitor.sampler, route_attribute=route_attribute)
         if assembler.admit is None:
             assembler.admit = self._admit
+        if per_pair:
+            assembler.keep_parents = True  # for each pair's nearest common ancestor
         self._register_instruments(meter_provider or get_meter_provider())
 
     # --- receiving ---------------------------------------------------------------------------
@@ -167,11 +178,13 @@ class TraceService:
         """Record what every pending trace holds, complete or not (at shutdown)."""
         return self._record_all(self.assembler.drain())
 
-    def _record_all(self, finished: list[Any]) -> int:
+    def _record_all(self, finished: list[FinishedTrace]) -> int:
         recorded = 0
-        for root, spans in finished:
+        for root, spans, parents in finished:
             try:
-                found = interactions(root, spans, per_pair=self.per_pair, skips=self.skips)
+                found = interactions(
+                    root, spans, per_pair=self.per_pair, skips=self.skips, parents=parents
+                )
             except Exception as exc:  # extractors are guarded; this is our own bug
                 _guard.internal_error("serve extract", exc)
                 found = []
@@ -192,7 +205,7 @@ class TraceService:
         root = interaction.root
         parent = SpanContext(
             trace_id=int.from_bytes(root.trace_id, "big"),
-            span_id=int.from_bytes(root.span_id, "big"),
+            span_id=int.from_bytes(interaction.parent_id, "big"),
             is_remote=True,
             # Exporters only send sampled spans: the evaluation belongs in the same kept trace.
             trace_flags=TraceFlags(TraceFlags.SAMPLED),

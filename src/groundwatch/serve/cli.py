@@ -125,7 +125,11 @@ def add_parser(subparsers: Any) -> None:
         default=e.env_choice(
             e.SERVE_INTERACTIONS, e.DEFAULT_SERVE_INTERACTIONS, e.SERVE_INTERACTION_MODES
         ),
-        help=f"one interaction per trace, or one per retriever + LLM pair ({e.SERVE_INTERACTIONS})",
+        help=(
+            "one interaction per trace (under its root span), or one per retriever + LLM "
+            "pair (under their nearest common ancestor span) "
+            f"({e.SERVE_INTERACTIONS})"
+        ),
     )
     g = p.add_argument_group("sampling")
     g.add_argument(

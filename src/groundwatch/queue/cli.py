@@ -1,9 +1,7 @@
 """``groundwatch worker``: score records from a Redis stream (see docs/distributed.md).
 
-Telemetry goes out through the global OpenTelemetry providers; when
-``OTEL_EXPORTER_OTLP_ENDPOINT`` is set and none are configured (no ``opentelemetry-instrument``
-wrapper), the command sets up OTLP/HTTP exporters for traces, logs and metrics from the
-standard ``OTEL_EXPORTER_OTLP_*`` variables.
+Telemetry goes out through the global OpenTelemetry providers, set up from the standard
+``OTEL_EXPORTER_OTLP_*`` variables when none are configured (:mod:`groundwatch._commands`).
 """
 
 from __future__ import annotations
@@ -12,14 +10,12 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
-import signal
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
-from ..check.cli import UsageError, _close_judge, _positive_int, build_judge
+from .._commands import run_command, stop_event
+from ..check.cli import _close_judge, _positive_int, build_judge
 from .consumer import StreamWorker
 from .redis import DEFAULT_STREAM, INSTALL_HINT
 
@@ -102,43 +98,6 @@ async def _serve_health(worker: StreamWorker, port: int) -> asyncio.AbstractServ
     return await asyncio.start_server(handle, "0.0.0.0", port)
 
 
-def _otlp_providers() -> Callable[[], None]:
-    """OTLP exporters when asked for by the environment and nobody set providers; returns
-    what flushes them at exit."""
-    from opentelemetry import trace
-
-    if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or not isinstance(
-        trace.get_tracer_provider(), trace.ProxyTracerProvider
-    ):
-        return lambda: None
-    from opentelemetry import _logs, metrics
-    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    tp = TracerProvider()
-    tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    lp = LoggerProvider()
-    lp.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
-    mp = MeterProvider(metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
-    trace.set_tracer_provider(tp)
-    _logs.set_logger_provider(lp)
-    metrics.set_meter_provider(mp)
-
-    def flush() -> None:
-        tp.shutdown()
-        lp.shutdown()
-        mp.shutdown()
-
-    return flush
-
-
 async def _main(args: argparse.Namespace) -> int:
     judge = build_judge(
         args.judge, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env
@@ -160,10 +119,7 @@ async def _main(args: argparse.Namespace) -> int:
         max_deliveries=args.max_deliveries,
         evaluation_timeout_millis=args.evaluation_timeout_ms,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_event()
     server = None
     if args.health_port is not None:
         server = await _serve_health(worker, args.health_port)
@@ -185,12 +141,4 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"groundwatch worker: {INSTALL_HINT}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    flush = _otlp_providers()
-    try:
-        return asyncio.run(_main(args))
-    except UsageError as exc:
-        print(f"groundwatch worker: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        flush()
+    return run_command("groundwatch worker", lambda: _main(args))

@@ -5,21 +5,20 @@ flag overrides it. Telemetry (the evaluation spans, events and metrics, and serv
 counters) goes out through the global OpenTelemetry providers: run under
 ``opentelemetry-instrument``, or set ``OTEL_EXPORTER_OTLP_ENDPOINT`` and the command sets up
 OTLP/HTTP exporters from the standard ``OTEL_EXPORTER_OTLP_*`` variables, as
-``groundwatch worker`` does.
+``groundwatch worker`` does (both through :mod:`groundwatch._commands`).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import logging
-import signal
 import sys
 from typing import Any
 
 from .. import _config
-from ..check.cli import UsageError, _close_judge, _positive_int, build_judge
+from .._commands import run_command, stop_event
+from ..check.cli import _close_judge, _positive_int, build_judge
 from . import INSTALL_HINT
 
 _logger = logging.getLogger("groundwatch")
@@ -276,10 +275,7 @@ async def _main(args: argparse.Namespace) -> int:
     service = build_service(args, judge)
     poll_s = min(0.5, args.quiet_period_ms / 4000)
     receiver = Receiver(service, args.host, args.port, poll_s)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_event()
     await receiver.start()
     # One line a supervisor (or a test) can wait for; the port is the real one with --port 0.
     print(f"groundwatch serve: listening on http://{args.host}:{receiver.port}", flush=True)
@@ -300,14 +296,4 @@ def run(args: argparse.Namespace) -> int:
     if args.redis and not _importable("redis"):
         print('groundwatch serve: --redis needs pip install "groundwatch[redis]"', file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    from ..queue.cli import _otlp_providers
-
-    flush = _otlp_providers()
-    try:
-        return asyncio.run(_main(args))
-    except UsageError as exc:
-        print(f"groundwatch serve: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        flush()
+    return run_command("groundwatch serve", lambda: _main(args))

@@ -30,7 +30,7 @@ one warning and falls back to the default; it never raises.
 | variable | default | meaning |
 |---|---|---|
 | ``GROUNDWATCH_SERVE_HOST`` | ``0.0.0.0`` | address the OTLP/HTTP receiver listens on |
-| ``GROUNDWATCH_SERVE_PORT`` | ``4318`` | its port (OTLP/HTTP's standard port) |
+| ``GROUNDWATCH_SERVE_PORT`` | ``4328`` | its port (not the Collector's 4317/4318) |
 | ``GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS`` | ``10000`` | quiet time that completes a trace |
 | ``GROUNDWATCH_SERVE_ORPHAN_TIMEOUT_MILLIS`` | ``60000`` | same, for a trace with no root |
 | ``GROUNDWATCH_SERVE_MAX_PENDING_TRACES`` | ``10000`` | traces held; the oldest evicted |
@@ -116,7 +116,9 @@ JUDGE_MAX_CONTEXT_TOKENS = "GROUNDWATCH_JUDGE_MAX_CONTEXT_TOKENS"
 SERVE_HOST = "GROUNDWATCH_SERVE_HOST"
 DEFAULT_SERVE_HOST = "0.0.0.0"
 SERVE_PORT = "GROUNDWATCH_SERVE_PORT"
-DEFAULT_SERVE_PORT = 4318
+DEFAULT_SERVE_PORT = 4328
+"""Not OTLP's 4318: serve usually runs beside the app's Collector, which listens on 4317 and 4318
+and forwards to serve (4318 + 10 is easy to remember and free of the Collector's other ports)."""
 SERVE_QUIET_PERIOD_MILLIS = "GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS"
 DEFAULT_SERVE_QUIET_PERIOD_MILLIS = 10_000
 """Exporters batch (the SDK's BatchSpanProcessor waits up to 5 s, a Collector's batch processor

@@ -138,3 +138,24 @@ def test_sigterm_scores_the_pending_trace_and_exports_over_otlp(
     assert attrs[sc.GROUNDWATCH_LABEL].string_value == "grounded"
     # The events and the metrics went out through the same OTLP configuration.
     assert bodies.get("/v1/logs") and bodies.get("/v1/metrics")
+
+
+# The ports an OpenTelemetry Collector (and rotel) listens on by default: OTLP gRPC and HTTP,
+# its own metrics, the Prometheus exporter, health_check, zpages, pprof, Zipkin, Jaeger.
+COLLECTOR_PORTS = {4317, 4318, 8888, 8889, 13133, 55679, 1777, 9411, 14250, 14268}
+
+
+def test_default_port_does_not_clash_with_a_collector_on_the_same_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pathlib import Path
+
+    monkeypatch.delenv("GROUNDWATCH_SERVE_PORT", raising=False)
+    port = build_parser().parse_args(["serve"]).port
+    assert port not in COLLECTOR_PORTS
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    assert f"default: {port}" in serve.format_help()
+    doc = (Path(__file__).parents[2] / "docs" / "serve.md").read_text()
+    assert f"| `--port` | `GROUNDWATCH_SERVE_PORT` | `{port}` |" in doc
+    # Every example sends to serve on its default port, never on the Collector's.
+    assert "groundwatch-serve:4318" not in doc and f"groundwatch-serve:{port}" in doc

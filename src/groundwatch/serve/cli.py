@@ -74,7 +74,10 @@ def add_parser(subparsers: Any) -> None:
         "--port",
         type=int,
         default=e.env_int(e.SERVE_PORT, e.DEFAULT_SERVE_PORT, lo=0),
-        help=f"port to listen on; 0 picks a free one ({e.SERVE_PORT})",
+        help=(
+            "port to listen on; 0 picks a free one. Not OTLP's 4318: the Collector that "
+            f"forwards to serve usually listens there, on the same host ({e.SERVE_PORT})"
+        ),
     )
     g.add_argument(
         "--max-body-bytes",

@@ -16,11 +16,12 @@ import logging
 
 from aiohttp import web
 
-from ._service import TraceService
+from ._service import Reply, TraceService
 
 _logger = logging.getLogger(__name__)
 
 TRACES_PATH = "/v1/traces"
+OTHER_SIGNAL_PATHS = ("/v1/logs", "/v1/metrics")
 HEALTH_PATH = "/health"
 
 
@@ -38,6 +39,14 @@ async def _read_capped(request: web.Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
+def _response(reply: Reply) -> web.Response:
+    response = web.Response(status=reply.status, body=reply.body)
+    response.content_type = reply.content_type
+    for name, value in reply.headers:
+        response.headers[name] = value
+    return response
+
+
 def build_app(service: TraceService) -> web.Application:
     """The aiohttp application serving ``service``."""
 
@@ -45,14 +54,13 @@ def build_app(service: TraceService) -> web.Application:
         content_type = request.headers.get("Content-Type", "")
         body = await _read_capped(request, service.max_body_bytes)
         if body is None:
-            reply = service.too_large(content_type)
-        else:
-            reply = service.export(body, content_type, request.headers.get("Content-Encoding", ""))
-        response = web.Response(status=reply.status, body=reply.body)
-        response.content_type = reply.content_type
-        for name, value in reply.headers:
-            response.headers[name] = value
-        return response
+            return _response(service.too_large(content_type))
+        encoding = request.headers.get("Content-Encoding", "")
+        return _response(service.export(body, content_type, encoding))
+
+    async def other_signal(request: web.Request) -> web.StreamResponse:
+        content_type = request.headers.get("Content-Type", "")
+        return _response(service.not_traces(content_type, request.path))
 
     async def health(request: web.Request) -> web.StreamResponse:
         state = service.health()
@@ -65,6 +73,8 @@ def build_app(service: TraceService) -> web.Application:
     # client_max_size: aiohttp's own cap for request.read(); ours reads the stream itself.
     app = web.Application(client_max_size=service.max_body_bytes + 1)
     app.router.add_post(TRACES_PATH, traces)
+    for path in OTHER_SIGNAL_PATHS:
+        app.router.add_post(path, other_signal)
     app.router.add_get(HEALTH_PATH, health)
     return app
 

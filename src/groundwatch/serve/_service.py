@@ -121,6 +121,15 @@ class TraceService:
         headers = (("Retry-After", retry_after),) if retry_after else ()
         return Reply(status, _otlp.status_body(media, status, message), media, headers)
 
+    def not_traces(self, content_type: str, path: str) -> Reply:
+        """The 404 answer to the other OTLP signals: serve reads traces only (GenAI content in
+        log records is not read; docs/serve.md), and says so to an exporter pointed here."""
+        media = _otlp.CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
+        self.requests.add(404)
+        return self.error(
+            404, f"groundwatch serve receives traces only (POST /v1/traces), not {path}", media
+        )
+
     def too_large(self, content_type: str) -> Reply:
         """The 413 answer (the HTTP layer stops reading a body at the cap)."""
         media = _otlp.CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())

@@ -322,3 +322,38 @@ def test_parent_links_are_kept_only_when_asked_and_capped() -> None:
     clock.now += 11
     ((_, _, parents),) = a.due()
     assert len(parents) == 3
+
+
+def _event(trace: int, sid: int, name: str, **attributes: Any) -> Any:
+    from groundwatch.serve._otlp import LogEvent
+
+    return LogEvent(trace.to_bytes(16, "big"), sid.to_bytes(8, "big"), name, attributes, "svc")
+
+
+def test_log_events_join_their_span_whichever_comes_first() -> None:
+    clock = Clock()
+    a = assembler(clock, max_spans=3)
+    chat = span(1, 3, 1, **{"gen_ai.operation.name": "chat"})
+    # The events first (an SDK exports logs as they are emitted), then the spans.
+    a.add_events([_event(1, 3, "gen_ai.user.message", content="Where?")])
+    a.add([retriever(1, 2, 1, "Paris is in France."), chat, span(1, 1)])
+    a.add_events([_event(1, 3, "gen_ai.choice", message={"content": "In France."})])
+    a.add_events([_event(1, 9, "gen_ai.choice", message={"content": "a span never stored"})])
+    clock.now += 11
+    ((root, spans, _),) = a.due()
+    (found,) = interactions(root, spans, per_pair=False, skips=Skips())
+    assert (found.question, found.answer) == ("Where?", "In France.")
+    assert a.counts.log_snapshot() == {"accepted": 3, "unmatched": 1}
+    a.add_events([_event(1, 3, "gen_ai.choice", message={"content": "too late"})])
+    assert a.counts.log_snapshot()["late"] == 1
+
+
+def test_log_events_per_trace_are_capped_oldest_first() -> None:
+    clock = Clock()
+    a = assembler(clock, max_spans=2)
+    a.add_events([_event(1, 3, "gen_ai.choice", message={"content": str(i)}) for i in range(5)])
+    a.add([span(1, 1), llm(1, 3, 1, "")])
+    clock.now += 11
+    ((_, spans, _),) = a.due()
+    assert [e[1]["message"]["content"] for e in spans[1].events] == ["3", "4"]
+    assert a.counts.log_snapshot() == {"accepted": 5, "evicted": 3}

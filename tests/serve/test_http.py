@@ -270,19 +270,3 @@ def test_shutdown_scores_what_is_pending_and_refuses_with_503(
     assert receiver.stop()
     (span,) = capgw.spans()
     assert span.attributes[sc.GROUNDWATCH_LABEL] == "grounded"
-
-
-@pytest.mark.parametrize("path", ["/v1/logs", "/v1/metrics"])
-def test_logs_and_metrics_are_refused_with_a_clear_otlp_status(
-    make_receiver: Callable[..., RunningReceiver], path: str
-) -> None:
-    # GenAI content sent as log records (gen_ai.user.message, gen_ai.choice) is not read: an
-    # exporter pointed at serve by mistake gets a reason, not an anonymous 404 page.
-    receiver = make_receiver()
-    reply = post(receiver.url, b"", PROTOBUF, path=path)
-    assert reply.status == 404
-    status = reply.rpc_status()
-    assert status.code == 12  # UNIMPLEMENTED
-    assert "receives traces only" in status.message
-    assert json.loads(get(receiver.url, "/health").body)["requests"]["404"] == 1
-    assert_up(receiver)

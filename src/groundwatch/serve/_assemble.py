@@ -21,6 +21,11 @@ remembered (the last ``max_traces`` refused ids) so that its later spans are dro
 counted ``not_sampled`` (spans) and once in ``groundwatch.serve.traces{not_sampled}``. A span
 of a refused trace whose id was forgotten is decided again, with the same answer.
 
+GenAI content received as log records (``gen_ai.user.message``, ``gen_ai.choice``) joins its
+trace like a span (it may come first: an SDK exports logs as they are emitted, the span when it
+ends), is held in the pending trace (the same caps, counted in ``log_records``) and, when the
+trace completes, goes onto its span as a span event, where the extractors read it.
+
 Runs on the server's event loop only: no locks, except around the counters, which the
 metrics reader reads from its own thread.
 """
@@ -33,7 +38,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 
 from ._extract import is_llm, is_retriever, prune
-from ._otlp import SpanData
+from ._otlp import LogEvent, SpanData
 
 ACCEPTED = "accepted"
 REJECTED = "rejected"
@@ -41,6 +46,8 @@ OWN = "own"
 LATE = "late"
 EVICTED = "evicted"
 NOT_SAMPLED = "not_sampled"
+IGNORED = "ignored"
+UNMATCHED = "unmatched"
 TRACE_INTERACTION = "interaction"
 TRACE_NO_INTERACTION = "no_interaction"
 TRACE_EVICTED = "evicted"
@@ -48,7 +55,7 @@ TRACE_NOT_SAMPLED = "not_sampled"
 
 
 class _Pending:
-    __slots__ = ("last", "parents", "root", "route", "spans", "top")
+    __slots__ = ("last", "logs", "parents", "root", "route", "spans", "top")
 
     def __init__(self, now: float) -> None:
         # span id -> parent id of the spans not stored (chain steps), with keep_parents only.
@@ -56,6 +63,7 @@ class _Pending:
         # A list, not a deque(maxlen): an empty deque costs 600 bytes, a pending trace holds
         # two or three spans, and eviction (at the cap) is rare.
         self.spans: list[SpanData] = []
+        self.logs: list[LogEvent] = []  # GenAI content received as log records
         self.root: SpanData | None = None
         self.top: SpanData | None = None
         self.route: str | None = None
@@ -63,11 +71,13 @@ class _Pending:
 
 
 class Counts:
-    """Span and trace outcomes (``groundwatch.serve.spans`` / ``.traces``), thread-safe."""
+    """Span, log record and trace outcomes (``groundwatch.serve.spans``, ``.log_records``,
+    ``.traces``), thread-safe."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.spans: Counter[str] = Counter()
+        self.logs: Counter[str] = Counter()
         self.traces: Counter[str] = Counter()
 
     def add_spans(self, outcome: str, n: int = 1) -> None:
@@ -75,14 +85,24 @@ class Counts:
             with self.lock:
                 self.spans[outcome] += n
 
+    def add_logs(self, outcome: str, n: int = 1) -> None:
+        if n:
+            with self.lock:
+                self.logs[outcome] += n
+
     def add_traces(self, outcome: str, n: int = 1) -> None:
         if n:
             with self.lock:
                 self.traces[outcome] += n
 
     def snapshot(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Span outcomes and trace outcomes."""
         with self.lock:
             return dict(self.spans), dict(self.traces)
+
+    def log_snapshot(self) -> dict[str, int]:
+        with self.lock:
+            return dict(self.logs)
 
 
 FinishedTrace = tuple[SpanData, list[SpanData], dict[bytes, bytes]]
@@ -115,7 +135,7 @@ class TraceAssembler:
         max_traces: int,
         max_spans: int,
         counts: Counts | None = None,
-        admit: Callable[[SpanData], bool] | None = None,
+        admit: Callable[[SpanData | LogEvent], bool] | None = None,
         keep_parents: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -135,35 +155,50 @@ class TraceAssembler:
     def __len__(self) -> int:
         return len(self._pending)
 
+    def _open(self, first: SpanData | LogEvent, now: float) -> _Pending | str:
+        """A new pending trace for ``first`` (not pending yet), or why there is none: ``late``
+        (assembled recently) or ``not_sampled`` (refused, now or before)."""
+        trace_id = first.trace_id
+        if trace_id in self._done:
+            return LATE
+        refused = self._refused
+        if trace_id in refused:
+            return NOT_SAMPLED
+        if self.admit is not None and not self.admit(first):
+            refused[trace_id] = None
+            if len(refused) > self.max_traces:
+                refused.popitem(last=False)
+            self.counts.add_traces(TRACE_NOT_SAMPLED)
+            return NOT_SAMPLED
+        pending = self._pending
+        trace = pending[trace_id] = _Pending(now)
+        if len(pending) > self.max_traces:
+            _, old = pending.popitem(last=False)
+            self.counts.add_spans(EVICTED, len(old.spans) + (old.root is not None))
+            self.counts.add_logs(EVICTED, len(old.logs))
+            self.counts.add_traces(TRACE_EVICTED)
+        return trace
+
     def add(self, spans: Iterable[SpanData]) -> None:
         """Take one request's spans (counted ``accepted``, ``late``, ``not_sampled`` or
         ``evicted``)."""
         now = self.clock()
         pending = self._pending
-        admit, refused, keep_parents = self.admit, self._refused, self.keep_parents
-        accepted = late = evicted = not_sampled = refused_traces = 0
+        keep_parents = self.keep_parents
+        accepted = evicted = late = not_sampled = 0
         for span in spans:
             trace_id = span.trace_id
             trace = pending.get(trace_id)
             if trace is None:
-                if trace_id in self._done:
+                opened = self._open(span, now)
+                if opened is LATE:
                     late += 1
                     continue
-                if trace_id in refused:
+                if opened is NOT_SAMPLED:
                     not_sampled += 1
                     continue
-                if admit is not None and not admit(span):
-                    refused[trace_id] = None
-                    if len(refused) > self.max_traces:
-                        refused.popitem(last=False)
-                    not_sampled += 1
-                    refused_traces += 1
-                    continue
-                trace = pending[trace_id] = _Pending(now)
-                if len(pending) > self.max_traces:
-                    _, old = pending.popitem(last=False)
-                    evicted += len(old.spans) + (old.root is not None)
-                    self.counts.add_traces(TRACE_EVICTED)
+                assert not isinstance(opened, str)
+                trace = opened
             else:
                 trace.last = now
                 pending.move_to_end(trace_id)
@@ -191,7 +226,44 @@ class TraceAssembler:
         self.counts.add_spans(EVICTED, evicted)
         self.counts.add_spans(LATE, late)
         self.counts.add_spans(NOT_SAMPLED, not_sampled)
-        self.counts.add_traces(TRACE_NOT_SAMPLED, refused_traces)
+
+    def add_events(self, events: Iterable[LogEvent]) -> None:
+        """Take one request's GenAI log events, held for their spans until the trace
+        completes (counted in ``log_records``: ``accepted``, ``late``, ``not_sampled``,
+        ``evicted``). An event restarts its trace's quiet period, as a span does."""
+        now = self.clock()
+        pending = self._pending
+        accepted = 0
+        for event in events:
+            trace = pending.get(event.trace_id)
+            if trace is None:
+                opened = self._open(event, now)
+                if isinstance(opened, str):
+                    self.counts.add_logs(opened)
+                    continue
+                trace = opened
+            else:
+                trace.last = now
+                pending.move_to_end(event.trace_id)
+            accepted += 1
+            if len(trace.logs) == self.max_spans:
+                del trace.logs[0]
+                self.counts.add_logs(EVICTED)
+            trace.logs.append(event)
+        self.counts.add_logs(ACCEPTED, accepted)
+
+    def _attach(self, logs: list[LogEvent], spans: list[SpanData]) -> None:
+        """Each event onto its span, as a span event (``unmatched`` when the span is not
+        stored: it never arrived, was evicted, or is no root, retriever or LLM span)."""
+        by_id = {s.span_id: s for s in spans}
+        unmatched = 0
+        for event in logs:
+            span = by_id.get(event.span_id)
+            if span is None:
+                unmatched += 1
+            else:
+                span.events.append((event.name, event.attributes))
+        self.counts.add_logs(UNMATCHED, unmatched)
 
     def _finish(self, trace_id: bytes, trace: _Pending) -> FinishedTrace | None:
         self._done[trace_id] = None
@@ -200,12 +272,15 @@ class TraceAssembler:
         spans = trace.spans
         top = trace.root if trace.root is not None else trace.top
         if top is None:
+            self.counts.add_logs(UNMATCHED, len(trace.logs))
             self.counts.add_traces(TRACE_NO_INTERACTION)
             return None
         if top.route is None:
             top.route = trace.route
         if trace.root is not None:
-            return top, [top, *spans], trace.parents
+            spans = [top, *spans]
+        if trace.logs:
+            self._attach(trace.logs, spans)
         return top, spans, trace.parents
 
     def due(self) -> list[FinishedTrace]:

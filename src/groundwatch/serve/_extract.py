@@ -57,6 +57,7 @@ GENAI_SYSTEM = "gen_ai.system"
 GENAI_OPERATION = "gen_ai.operation.name"
 GENAI_INPUT_MESSAGES = "gen_ai.input.messages"
 GENAI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GENAI_USER_MESSAGE = "gen_ai.user.message"
 DB_RESULT_EVENT = "db.query.result"
 DB_RESULT_DOCUMENT = "db.query.result.document"
 DB_RESULT_ID = "db.query.result.id"
@@ -313,7 +314,8 @@ def genai_answer(span: SpanData) -> Iterator[str]:
 
 
 def genai_user_message(span: SpanData) -> Iterator[str]:
-    """The last user prompt of an LLM span (``gen_ai.prompt.<i>``, ``gen_ai.input.messages``)."""
+    """The last user prompt of an LLM span (``gen_ai.prompt.<i>``, ``gen_ai.input.messages``,
+    a ``gen_ai.user.message`` event: a span event, or a log record joined to the span)."""
     attrs = span.attributes
     indexed = _indexed(attrs, _GENAI_MESSAGE)
     for i in sorted(indexed, reverse=True):
@@ -330,6 +332,12 @@ def genai_user_message(span: SpanData) -> Iterator[str]:
                 if text:
                     yield text
                     return
+    for name, event_attrs in reversed(span.events):
+        if name == GENAI_USER_MESSAGE:
+            text = _genai_parts_text(event_attrs)
+            if text:
+                yield text
+                return
 
 
 def tl_documents(span: SpanData, skips: Skips) -> Iterator[Passage]:

@@ -1,4 +1,5 @@
-"""The OTLP/HTTP endpoint on aiohttp: ``POST /v1/traces`` and ``GET /health``.
+"""The OTLP/HTTP endpoint on aiohttp: ``POST /v1/traces``, ``POST /v1/logs`` (GenAI content
+events), ``GET /health``; ``POST /v1/metrics`` is refused with a reason.
 
 aiohttp rather than an ASGI framework plus a server: one well-kept package that is both the
 HTTP server and (for the tests) the client, runs inside an event loop we own
@@ -21,7 +22,8 @@ from ._service import Reply, TraceService
 _logger = logging.getLogger(__name__)
 
 TRACES_PATH = "/v1/traces"
-OTHER_SIGNAL_PATHS = ("/v1/logs", "/v1/metrics")
+LOGS_PATH = "/v1/logs"
+METRICS_PATH = "/v1/metrics"
 HEALTH_PATH = "/health"
 
 
@@ -50,17 +52,18 @@ def _response(reply: Reply) -> web.Response:
 def build_app(service: TraceService) -> web.Application:
     """The aiohttp application serving ``service``."""
 
-    async def traces(request: web.Request) -> web.StreamResponse:
+    async def export(request: web.Request) -> web.StreamResponse:
         content_type = request.headers.get("Content-Type", "")
         body = await _read_capped(request, service.max_body_bytes)
         if body is None:
             return _response(service.too_large(content_type))
         encoding = request.headers.get("Content-Encoding", "")
-        return _response(service.export(body, content_type, encoding))
+        logs = request.path == LOGS_PATH
+        return _response(service.export(body, content_type, encoding, logs=logs))
 
-    async def other_signal(request: web.Request) -> web.StreamResponse:
+    async def metrics(request: web.Request) -> web.StreamResponse:
         content_type = request.headers.get("Content-Type", "")
-        return _response(service.not_traces(content_type, request.path))
+        return _response(service.not_served(content_type, request.path))
 
     async def health(request: web.Request) -> web.StreamResponse:
         state = service.health()
@@ -72,9 +75,9 @@ def build_app(service: TraceService) -> web.Application:
 
     # client_max_size: aiohttp's own cap for request.read(); ours reads the stream itself.
     app = web.Application(client_max_size=service.max_body_bytes + 1)
-    app.router.add_post(TRACES_PATH, traces)
-    for path in OTHER_SIGNAL_PATHS:
-        app.router.add_post(path, other_signal)
+    app.router.add_post(TRACES_PATH, export)
+    app.router.add_post(LOGS_PATH, export)
+    app.router.add_post(METRICS_PATH, metrics)
     app.router.add_get(HEALTH_PATH, health)
     return app
 

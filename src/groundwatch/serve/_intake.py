@@ -29,7 +29,7 @@ from ..runtime.sampling import (
     TokenBudgetSampler,
 )
 from ..types import RagRecord
-from ._otlp import SpanData
+from ._otlp import LogEvent, SpanData
 
 _ANY_ROUTE = object()
 """The route is not known yet: any of the sampler's routes may turn out to be the one."""
@@ -69,15 +69,16 @@ class IntakeSampler:
         self._by_rate: dict[float, RatioSampler] = {}
         self.any_route_rate = ratio_of(sampler)
 
-    def _route(self, span: SpanData) -> object:
+    def _route(self, span: SpanData | LogEvent) -> object:
         if span.parent_id:
             return _ANY_ROUTE  # the root, yet to come, decides the route
         if span.route is not None:
             return span.route
         return span.service if self.route_attribute is None else _ANY_ROUTE
 
-    def sampled(self, span: SpanData) -> bool:
-        """Whether the trace of ``span``, its first span received, may be scored."""
+    def sampled(self, span: SpanData | LogEvent) -> bool:
+        """Whether the trace of ``span``, its first span (or GenAI log event) received, may
+        be scored."""
         route = self._route(span)
         rate = self.any_route_rate if route is _ANY_ROUTE else ratio_of(self.sampler, route)
         if rate is None:

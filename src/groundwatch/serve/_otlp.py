@@ -21,8 +21,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -53,6 +57,12 @@ KEPT_EVENT_PREFIXES: tuple[str, ...] = ("gen_ai.", "db.query.result")
 results (``db.query.result`` with ``db.query.result.document``)."""
 
 SERVICE_NAME = "service.name"
+EVENT_NAME = "event.name"
+"""Where log records name their event when the ``event_name`` field is unset (older SDKs)."""
+GENAI_LOG_EVENTS = frozenset({"gen_ai.user.message", "gen_ai.choice"})
+"""The GenAI content events read from log records: the question and the answer. The others
+(``gen_ai.system.message``: the prompt, documents included; tool and assistant messages) are
+counted ``ignored`` and not kept."""
 
 
 class BodyError(ValueError):
@@ -148,34 +158,43 @@ def _hex_ids_to_base64(node: Any) -> None:
             _hex_ids_to_base64(child)
 
 
-def parse_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
-    """An ``ExportTraceServiceRequest`` from a decompressed body, or :class:`BodyError` (400)."""
-    request = ExportTraceServiceRequest()
+def parse_request(
+    body: bytes, content_type: str, request: Message | None = None
+) -> ExportTraceServiceRequest:
+    """An ``ExportTraceServiceRequest`` (or the empty ``request`` given, filled) from a
+    decompressed body, or :class:`BodyError` (400)."""
+    if request is None:
+        request = ExportTraceServiceRequest()
+    kind = type(request).__name__
     if content_type == PROTOBUF:
         try:
             request.ParseFromString(body)
         except DecodeError as exc:
-            raise BodyError(400, f"undecodable protobuf ExportTraceServiceRequest: {exc}") from None
+            raise BodyError(400, f"undecodable protobuf {kind}: {exc}") from None
         return request
     try:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BodyError(400, f"undecodable JSON: {exc}") from None
     if not isinstance(document, dict):
-        raise BodyError(400, "JSON body must be an ExportTraceServiceRequest object")
+        raise BodyError(400, f"JSON body must be an {kind} object")
     _hex_ids_to_base64(document)
     try:
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError) as exc:
-        raise BodyError(400, f"JSON is not an ExportTraceServiceRequest: {exc}") from None
+        raise BodyError(400, f"JSON is not an {kind}: {exc}") from None
     return request
 
 
-def response_body(content_type: str, rejected: int, message: str) -> bytes:
-    """The ``ExportTraceServiceResponse``, ``partial_success`` set when spans were rejected."""
-    response = ExportTraceServiceResponse()
+def response_body(content_type: str, rejected: int, message: str, *, logs: bool = False) -> bytes:
+    """The ``ExportTraceServiceResponse`` (``ExportLogsServiceResponse`` with ``logs``),
+    ``partial_success`` set when spans (log records) were rejected."""
+    response: Any = ExportLogsServiceResponse() if logs else ExportTraceServiceResponse()
     if rejected or message:
-        response.partial_success.rejected_spans = rejected
+        if logs:
+            response.partial_success.rejected_log_records = rejected
+        else:
+            response.partial_success.rejected_spans = rejected
         response.partial_success.error_message = message
     if content_type == JSON:
         return str(json_format.MessageToJson(response, indent=None)).encode()
@@ -274,7 +293,13 @@ def spans_of(request: ExportTraceServiceRequest, route_attribute: str | None = N
                     continue
                 attributes = _kept(span.attributes, route_attribute)
                 events = [
-                    (event.name, _kept(event.attributes, None))
+                    (
+                        event.name,
+                        # The content events carry it under plain keys (content, message).
+                        {kv.key: any_value(kv.value) for kv in event.attributes}
+                        if event.name in GENAI_LOG_EVENTS
+                        else _kept(event.attributes, None),
+                    )
                     for event in span.events
                     if event.name.startswith(KEPT_EVENT_PREFIXES)
                 ]
@@ -295,5 +320,88 @@ def spans_of(request: ExportTraceServiceRequest, route_attribute: str | None = N
                         span.flags,
                         None if route is None else str(route),
                     )
+                )
+    return out
+
+
+class LogEvent:
+    """A GenAI content event received as a log record, held for the span it belongs to."""
+
+    __slots__ = ("attributes", "name", "route", "service", "span_id", "trace_id")
+
+    parent_id = b"log"
+    """Never a trace's root: the intake decides on it as on a child span."""
+
+    def __init__(
+        self,
+        trace_id: bytes,
+        span_id: bytes,
+        name: str,
+        attributes: dict[str, Any],
+        service: str | None,
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.name = name
+        self.attributes = attributes
+        self.service = service
+        self.route: str | None = None
+
+
+class DecodedLogs:
+    """The log records of one request: the GenAI events kept, and counts of the others."""
+
+    __slots__ = ("events", "ignored", "own", "rejected", "rejected_reason")
+
+    def __init__(self) -> None:
+        self.events: list[LogEvent] = []
+        self.ignored = 0
+        self.own = 0
+        self.rejected = 0
+        self.rejected_reason = ""
+
+
+def log_events_of(request: ExportLogsServiceRequest) -> DecodedLogs:
+    """The GenAI content events (:data:`GENAI_LOG_EVENTS`) of ``request``, each with its body
+    (a map, as the GenAI conventions have it) merged over its attributes, so the extractors
+    read it as they read the same event recorded on the span.
+
+    Our own evaluation events are counted ``own`` and left out (loop protection), a GenAI event
+    with no valid trace and span id is rejected (reported in the partial success), any other
+    record is ``ignored``.
+    """
+    out = DecodedLogs()
+    for resource_logs in request.resource_logs:
+        service = None
+        for kv in resource_logs.resource.attributes:
+            if kv.key == SERVICE_NAME:
+                service = kv.value.string_value or None
+        for scope_logs in resource_logs.scope_logs:
+            if is_own_scope(scope_logs.scope.name):
+                out.own += len(scope_logs.log_records)
+                continue
+            for record in scope_logs.log_records:
+                name = record.event_name
+                if not name:
+                    name = next(
+                        (kv.value.string_value for kv in record.attributes if kv.key == EVENT_NAME),
+                        "",
+                    )
+                if name not in GENAI_LOG_EVENTS:
+                    out.ignored += 1
+                    continue
+                trace_id, span_id = record.trace_id, record.span_id
+                if len(trace_id) != 16 or len(span_id) != 8 or not any(trace_id):
+                    out.rejected += 1
+                    out.rejected_reason = "GenAI event without a valid trace_id and span_id"
+                    continue
+                attributes = {kv.key: any_value(kv.value) for kv in record.attributes}
+                body = any_value(record.body) if record.HasField("body") else None
+                if isinstance(body, dict):
+                    attributes.update(body)
+                elif body is not None:
+                    attributes["content"] = body
+                out.events.append(
+                    LogEvent(trace_id, span_id, sys.intern(name), attributes, service)
                 )
     return out

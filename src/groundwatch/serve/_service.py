@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from .. import _guard
@@ -27,6 +29,7 @@ from ..runtime.sampling import Decision
 from ..telemetry import semconv as sc
 from . import _otlp
 from ._assemble import (
+    IGNORED,
     OWN,
     REJECTED,
     TRACE_INTERACTION,
@@ -36,7 +39,7 @@ from ._assemble import (
 )
 from ._extract import Interaction, Tally, interactions
 from ._intake import IntakeSampler
-from ._otlp import SpanData
+from ._otlp import LogEvent, SpanData
 
 _logger = logging.getLogger(__name__)
 
@@ -102,11 +105,14 @@ class TraceService:
 
     # --- receiving ---------------------------------------------------------------------------
 
-    def export(self, body: bytes, content_type: str, content_encoding: str) -> Reply:
-        """Answer one ``POST /v1/traces``. Never raises: our own failure is a 500."""
+    def export(
+        self, body: bytes, content_type: str, content_encoding: str, *, logs: bool = False
+    ) -> Reply:
+        """Answer one ``POST /v1/traces`` (``/v1/logs`` with ``logs``). Never raises: our own
+        failure is a 500."""
         media = _otlp.CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
         try:
-            reply = self._export(body, media, content_type, content_encoding)
+            reply = self._export(body, media, content_type, content_encoding, logs)
         except Exception as exc:
             _guard.internal_error("serve export", exc)
             reply = self.error(500, "internal error", media)
@@ -121,13 +127,15 @@ class TraceService:
         headers = (("Retry-After", retry_after),) if retry_after else ()
         return Reply(status, _otlp.status_body(media, status, message), media, headers)
 
-    def not_traces(self, content_type: str, path: str) -> Reply:
-        """The 404 answer to the other OTLP signals: serve reads traces only (GenAI content in
-        log records is not read; docs/serve.md), and says so to an exporter pointed here."""
+    def not_served(self, content_type: str, path: str) -> Reply:
+        """The 404 answer to OTLP metrics: serve reads traces and GenAI log events only, and
+        says so to an exporter pointed here."""
         media = _otlp.CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
         self.requests.add(404)
         return self.error(
-            404, f"groundwatch serve receives traces only (POST /v1/traces), not {path}", media
+            404,
+            f"groundwatch serve receives traces and logs only (/v1/traces, /v1/logs), not {path}",
+            media,
         )
 
     def too_large(self, content_type: str) -> Reply:
@@ -137,7 +145,7 @@ class TraceService:
         return self.error(413, f"body exceeds {self.max_body_bytes} bytes", media)
 
     def _export(
-        self, body: bytes, media: str | None, content_type: str, content_encoding: str
+        self, body: bytes, media: str | None, content_type: str, content_encoding: str, logs: bool
     ) -> Reply:
         if media is None:
             return self.error(
@@ -155,9 +163,12 @@ class TraceService:
             return self.error(413, f"body exceeds {self.max_body_bytes} bytes", media)
         try:
             raw = _otlp.decompress(body, content_encoding, self.max_body_bytes)
-            request = _otlp.parse_request(raw, media)
+            empty = ExportLogsServiceRequest() if logs else ExportTraceServiceRequest()
+            request = _otlp.parse_request(raw, media, empty)
         except _otlp.BodyError as exc:
             return self.error(exc.status, str(exc), media)
+        if logs:
+            return self._take_logs(_otlp.log_events_of(request), media)
         decoded = _otlp.spans_of(request, self.route_attribute)
         counts = self.assembler.counts
         counts.add_spans(OWN, decoded.own)
@@ -169,13 +180,22 @@ class TraceService:
             media,
         )
 
-    def _admit(self, span: SpanData) -> bool:
+    def _admit(self, span: SpanData | LogEvent) -> bool:
         """The intake decision on a trace's first span; a refused trace is counted here, as
         the one decision ``groundwatch.records`` gets for it."""
         if self.intake.sampled(span):
             return True
         self.monitor.record_decision(Decision.NOT_SAMPLED)
         return False
+
+    def _take_logs(self, decoded: _otlp.DecodedLogs, media: str) -> Reply:
+        counts = self.assembler.counts
+        counts.add_logs(OWN, decoded.own)
+        counts.add_logs(REJECTED, decoded.rejected)
+        counts.add_logs(IGNORED, decoded.ignored)
+        self.assembler.add_events(decoded.events)
+        body = _otlp.response_body(media, decoded.rejected, decoded.rejected_reason, logs=True)
+        return Reply(200, body, media)
 
     # --- completing ----------------------------------------------------------------------------
 
@@ -241,6 +261,7 @@ class TraceService:
             "pending_traces": len(self.assembler),
             "queue_size": self.monitor.stats.queue_size(),
             "spans": spans,
+            "log_records": self.assembler.counts.log_snapshot(),
             "traces": traces,
             "skipped": self.skips.snapshot(),
             "requests": {str(k): v for k, v in self.requests.snapshot().items()},
@@ -261,6 +282,9 @@ class TraceService:
         def traces(_: CallbackOptions) -> list[Observation]:
             return outcomes(counts.snapshot()[1])
 
+        def log_records(_: CallbackOptions) -> list[Observation]:
+            return outcomes(counts.log_snapshot())
+
         def skipped(_: CallbackOptions) -> list[Observation]:
             return [
                 Observation(n, {sc.GROUNDWATCH_COMPONENT: k})
@@ -278,6 +302,12 @@ class TraceService:
 
         meter.create_observable_counter(
             sc.METRIC_SERVE_SPANS, [spans], unit="{span}", description="Spans received over OTLP"
+        )
+        meter.create_observable_counter(
+            sc.METRIC_SERVE_LOG_RECORDS,
+            [log_records],
+            unit="{log_record}",
+            description="Log records received over OTLP",
         )
         meter.create_observable_counter(
             sc.METRIC_SERVE_TRACES, [traces], unit="{trace}", description="Traces assembled"

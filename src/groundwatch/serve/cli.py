@@ -53,7 +53,8 @@ def add_parser(subparsers: Any) -> None:
         "serve",
         help="score RAG traces received over OTLP/HTTP (from a Collector or an SDK)",
         description=(
-            "An OTLP/HTTP trace receiver (POST /v1/traces, protobuf or JSON, gzip): it "
+            "An OTLP/HTTP trace receiver (POST /v1/traces, protobuf or JSON, gzip; POST "
+            "/v1/logs for GenAI content sent as log records): it "
             "assembles each trace, finds its RAG interaction in OpenInference or OpenLLMetry "
             "spans (retrieved documents, answer, question), scores a sampled share and emits "
             "the evaluation span as a child of the trace's root span, with the "

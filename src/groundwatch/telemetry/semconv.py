@@ -159,12 +159,21 @@ METRIC_SERVE_SPANS: Final = "groundwatch.serve.spans"
 """Spans received over OTLP, by ``groundwatch.serve.outcome``, each counted once on arrival:
 ``accepted`` (taken for assembly), ``rejected`` (invalid, reported in the response's partial
 success), ``own`` (our evaluation spans coming back: loop protection), ``late`` (for a trace
-already assembled); and ``evicted``: accepted spans lost later to a cap (the per-trace span cap,
-or with an evicted trace)."""
+already assembled), ``not_sampled`` (of a trace the intake sampling left out); and
+``evicted``: accepted spans lost later to a cap (the per-trace span cap, or with an evicted
+trace)."""
 METRIC_SERVE_TRACES: Final = "groundwatch.serve.traces"
 """Traces leaving assembly, by ``groundwatch.serve.outcome``: ``interaction`` (at least one
 interaction handed to the monitor), ``no_interaction`` (nothing to score in it), ``evicted``
-(over the pending-traces cap)."""
+(over the pending-traces cap), ``not_sampled`` (left out by the intake sampling, on its first
+span or log record)."""
+METRIC_SERVE_LOG_RECORDS: Final = "groundwatch.serve.log_records"
+"""Log records received over OTLP (``POST /v1/logs``), by ``groundwatch.serve.outcome``, each
+counted once on arrival: ``accepted`` (a GenAI content event, ``gen_ai.user.message`` or
+``gen_ai.choice``, held for its trace), ``ignored`` (any other log record), ``rejected``
+(a GenAI event without a valid trace and span id), ``own`` (our evaluation events coming
+back), ``late``, ``not_sampled``; and later ``evicted`` (lost to a cap) or ``unmatched`` (its
+span was not among the trace's stored spans when the trace completed)."""
 METRIC_SERVE_PENDING: Final = "groundwatch.serve.pending_traces"
 METRIC_SERVE_REQUESTS: Final = "groundwatch.serve.requests"
 """OTLP export requests, by ``http.response.status_code``."""

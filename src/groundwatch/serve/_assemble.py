@@ -191,13 +191,12 @@ class TraceAssembler:
             trace = pending.get(trace_id)
             if trace is None:
                 opened = self._open(span, now)
-                if opened is LATE:
-                    late += 1
+                if isinstance(opened, str):
+                    if opened == LATE:
+                        late += 1
+                    else:
+                        not_sampled += 1
                     continue
-                if opened is NOT_SAMPLED:
-                    not_sampled += 1
-                    continue
-                assert not isinstance(opened, str)
                 trace = opened
             else:
                 trace.last = now

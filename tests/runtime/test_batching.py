@@ -8,6 +8,7 @@ in-process evaluation gives.
 from __future__ import annotations
 
 import os
+import pickle
 import threading
 import time
 from typing import Any
@@ -246,3 +247,47 @@ def test_flush_after_a_shutdown_that_ran_out_of_time_waits_for_the_worker(
     assert time.monotonic() - start < 2.5
     evaluated, failed, dropped = finished(capgw)
     assert (evaluated, failed, dropped) == (1, 0, 0)
+
+
+def _pipe_child() -> tuple[process._Child, Any]:
+    """A ``_Child`` reading from a plain pipe: what arrives on it is up to the test."""
+    read_fd, write_fd = os.pipe()
+    child = object.__new__(process._Child)
+    child.stdout = os.fdopen(read_fd, "rb", buffering=0)
+    child._fd = read_fd
+    child._buffer = bytearray()
+    child.proc = None  # type: ignore[assignment]
+    return child, os.fdopen(write_fd, "wb", buffering=0)
+
+
+def test_replies_read_ahead_in_one_chunk_are_each_returned() -> None:
+    child, writer = _pipe_child()
+    for value in ("first", "second"):
+        # Both replies sit in the pipe before the first is asked for.
+        process.write_message(writer, ("ok", value))
+    process.write_message(writer, ("error", ("ValueError", "bad")))
+    assert child.reply(1.0) == "first"
+    assert child._buffer  # the second came with the same read
+    assert child.reply(1.0) == "second"
+    with pytest.raises(process.WorkerProcessError, match="ValueError"):
+        child.reply(1.0)
+    with pytest.raises(TimeoutError):
+        child.reply(0.05)  # nothing more: the deadline holds
+    writer.close()
+    child.stdout.close()
+
+
+def test_a_reply_split_across_reads_is_waited_for_whole() -> None:
+    child, writer = _pipe_child()
+    data = pickle.dumps(("ok", "x" * 200_000))
+    frame = process._HEADER.pack(len(data)) + data
+    writer.write(frame[:10])  # the header and a little: larger than one read after that
+
+    def rest() -> None:
+        time.sleep(0.1)
+        process._write_all(writer, frame[10:])
+
+    threading.Thread(target=rest).start()
+    assert child.reply(0.05) == "x" * 200_000  # started in time; the rest may come later
+    writer.close()
+    child.stdout.close()

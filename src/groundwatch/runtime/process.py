@@ -43,11 +43,11 @@ from ..judging import scoring
 from ..judging.evaluate import judge_name
 from ..types import VERDICTS, Evaluation, Usage, Verdict
 from .runner import (
+    DaemonThreads,
     JudgeSpeed,
     Prepared,
     Result,
     error_evaluation,
-    run_in_daemon_thread,
     timeout_evaluation,
 )
 from .thread import ThreadRunner
@@ -236,6 +236,8 @@ class _Child:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin: IO[bytes] = self.proc.stdin
         self.stdout: IO[bytes] = self.proc.stdout
+        self._fd = self.stdout.fileno()
+        self._buffer = bytearray()  # replies read ahead of the one asked for
         try:
             self.call(("init", judge_bytes))
         except WorkerProcessError as exc:
@@ -274,19 +276,42 @@ class _Child:
     def reply(self, timeout_s: float | None) -> Any:
         """The next reply's value; ``TimeoutError`` when none starts within ``timeout_s``."""
         try:
-            ready = True
-            if timeout_s is not None:
-                ready = bool(select.select([self.stdout], [], [], max(0.0, timeout_s))[0])
-            if ready:
-                status, value = read_message(self.stdout)
+            status, value = self._next_message(timeout_s)
+        except TimeoutError:  # an OSError, but the child is only slow
+            raise
         except (OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error) as exc:
             raise self._lost(exc) from exc
-        if not ready:
-            raise TimeoutError
         if status == "ok":
             return value
         error_type, text = value
         raise WorkerProcessError(error_type, text)
+
+    def _next_message(self, timeout_s: float | None) -> Any:
+        # One read takes whatever the pipe holds (usually the whole reply, sometimes several):
+        # on the host's CPU each system call also costs a release and a take of the GIL.
+        buffer = self._buffer
+        while True:
+            if len(buffer) >= _HEADER.size:
+                (size,) = _HEADER.unpack_from(buffer)
+                if size > MAX_MESSAGE_BYTES:
+                    raise WorkerProcessError(LOST, f"message of {size} bytes")
+                end = _HEADER.size + size
+                if len(buffer) >= end:
+                    with memoryview(buffer) as view:
+                        message = pickle.loads(view[_HEADER.size : end])
+                    del buffer[:end]
+                    return message
+            elif (
+                not buffer
+                and timeout_s is not None
+                # The deadline is for the reply to start: the child answers when it is done.
+                and not select.select([self._fd], [], [], max(0.0, timeout_s))[0]
+            ):
+                raise TimeoutError
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                raise EOFError("worker process closed its pipe")
+            buffer += chunk
 
     def _lost(self, exc: BaseException) -> WorkerProcessError:
         return WorkerProcessError(LOST, f"exit code {self.proc.poll()}: {exc}")
@@ -349,6 +374,7 @@ class ProcessRunner:
         self._lock = threading.Lock()
         self.started = 0
         self.speed = JudgeSpeed()
+        self._pipe_threads = DaemonThreads("groundwatch-judge-pipe")
 
     def _fall_back(self, why: str) -> None:
         _logger.warning(
@@ -413,7 +439,7 @@ class ProcessRunner:
 
         try:
             with contextlib.suppress(WorkerProcessError):
-                await run_in_daemon_thread(start_one, name="groundwatch-judge-pipe")
+                await self._pipe_threads.run(start_one)
         except asyncio.CancelledError:
             if call.child is not None:  # shut down while it started: nobody will use it
                 self._discard(call.child)
@@ -509,9 +535,8 @@ class ProcessRunner:
                 blobs.append(exc)
         call = _BatchCall()
         try:
-            outcomes = await run_in_daemon_thread(
-                lambda: self._batch_blocking(blobs, policy, timeout_s, call),
-                name="groundwatch-judge-pipe",
+            outcomes = await self._pipe_threads.run(
+                lambda: self._batch_blocking(blobs, policy, timeout_s, call)
             )
         except asyncio.CancelledError:
             call.cancelled = True
@@ -546,6 +571,7 @@ class ProcessRunner:
             children, self._all, self._idle = self._all, [], []
         for child in children:
             child.close()
+        self._pipe_threads.close()
 
     def at_fork_reinit(self) -> None:
         # The processes belong to the parent; the forked child starts its own when needed.
@@ -553,6 +579,7 @@ class ProcessRunner:
         for child in self._all:
             child.close_pipes()
         self._all, self._idle = [], []
+        self._pipe_threads.at_fork_reinit()
         if self.fallback is not None:
             self.fallback.at_fork_reinit()
 

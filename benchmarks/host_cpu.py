@@ -7,7 +7,10 @@ scored record: the CPU time of each host thread (``/proc/self/task/<tid>/stat``)
 thread CPU time spent inside the worker's steps (``prepare_record``, ``Results.finish`` with
 the span attributes, events and metrics inside it, the process runner's pipe thread).
 
-Run: python benchmarks/host_cpu.py [--records 2000] [--executor process|thread]
+Run: python benchmarks/host_cpu.py [--records 2000] [--executor process|thread] [--no-steps]
+
+The step timers read a thread's CPU clock twice per step and record (a system call each), which
+the host process's total then includes; ``--no-steps`` leaves them out and prints the totals only.
 """
 
 from __future__ import annotations
@@ -106,14 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--executor", choices=("process", "thread"), default="process")
+    parser.add_argument("--no-steps", action="store_true", help="no step timers, totals only")
     args = parser.parse_args(argv)
 
-    timed(worker, "prepare_record", "prepare_record")
-    timed(results.Results, "finish", "Results.finish")
-    timed(_emitter.Telemetry, "_span_attributes", "  span attributes")
-    timed(_emitter.Telemetry, "_emit_events", "  two log events")
-    timed(_emitter.Telemetry, "_record_metrics", "  metric points")
-    timed(process.ProcessRunner, "_batch_blocking", "pipe thread (send, receive)")
+    if not args.no_steps:
+        timed(worker, "prepare_record", "prepare_record")
+        timed(results.Results, "finish", "Results.finish")
+        timed(_emitter.Telemetry, "_span_attributes", "  span attributes")
+        timed(_emitter.Telemetry, "_emit_events", "  two log events")
+        timed(_emitter.Telemetry, "_record_metrics", "  metric points")
+        timed(process.ProcessRunner, "_batch_blocking", "pipe thread (send, receive)")
 
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(BatchSpanProcessor(DiscardSpans()))
@@ -145,12 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     n = args.records
     assert decisions.get(("sampled", None)) == n + 1 and not dropped, (decisions, dropped)
 
-    print(f"{n} records, executor={args.executor}, load average {os.getloadavg()[0]:.1f}")
+    steps = "no step timers" if args.no_steps else "with step timers"
+    print(f"{n} records, executor={args.executor}, {steps}, load average {os.getloadavg()[0]:.1f}")
     print(f"host process CPU (every thread, short-lived ones too): {process_cpu / n * 1e3:.3f} ms")
     print("\n| host thread | CPU per scored record |\n|---|---|")
     for name in sorted(after):
         print(f"| {name} | {(after[name] - before.get(name, 0.0)) / n * 1e3:.3f} ms |")
-    print("\n| step (thread CPU inside it) | per scored record |\n|---|---|")
+    if STEPS:
+        print("\n| step (thread CPU inside it) | per scored record |\n|---|---|")
     for step, seconds in STEPS.items():
         print(f"| {step} | {seconds / n * 1e3:.3f} ms |")
     return 0

@@ -7,6 +7,7 @@ in-process evaluation gives.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import threading
@@ -247,6 +248,26 @@ def test_flush_after_a_shutdown_that_ran_out_of_time_waits_for_the_worker(
     assert time.monotonic() - start < 2.5
     evaluated, failed, dropped = finished(capgw)
     assert (evaluated, failed, dropped) == (1, 0, 0)
+
+
+def test_spans_keep_the_child_s_timing_when_replies_are_read_together(
+    capgw: GroundwatchTelemetry,
+) -> None:
+    # A judge faster than REPLY_GATHER_S: the pipe thread takes several replies per wake-up,
+    # yet each span runs over its own judge call, one after another as the child judged them.
+    monitor = capgw.monitor(judge=EchoJudge(delay_s=0.004), executor="process")
+    _warm(capgw, monitor)
+    for _ in range(20):
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    capgw.flush()
+    spans = sorted(capgw.spans()[1:], key=lambda s: s.start_time or 0)
+    assert len(spans) == 20
+    for span in spans:
+        assert span.start_time is not None and span.end_time is not None
+        assert span.end_time - span.start_time >= 4_000_000
+    for earlier, later in itertools.pairwise(spans):
+        assert earlier.end_time is not None and later.start_time is not None
+        assert earlier.end_time <= later.start_time + 1_000_000  # judged in turn, not overlapping
 
 
 def _pipe_child() -> tuple[process._Child, Any]:

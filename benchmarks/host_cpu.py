@@ -11,6 +11,11 @@ Run: python benchmarks/host_cpu.py [--records 2000] [--executor process|thread] 
 
 The step timers read a thread's CPU clock twice per step and record (a system call each), which
 the host process's total then includes; ``--no-steps`` leaves them out and prints the totals only.
+
+A probe thread stands for a request thread meanwhile: it sleeps 1 ms, over and over, and notes
+how late each wake-up is. A wake-up waits for the GIL too, so the lateness shows how long the
+worker's Python work holds it (``--no-gil-breaks`` turns off the worker's breaks between
+records, for comparison; the machine's own load adds the same noise to both).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from opentelemetry.sdk.trace.export import (  # noqa: E402
 )
 
 import groundwatch as gw  # noqa: E402
-from groundwatch.runtime import process, results, worker  # noqa: E402
+from groundwatch.runtime import process, results, runner, worker  # noqa: E402
 from groundwatch.telemetry import _emitter  # noqa: E402
 
 PASSAGES = [
@@ -110,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--executor", choices=("process", "thread"), default="process")
     parser.add_argument("--no-steps", action="store_true", help="no step timers, totals only")
+    parser.add_argument(
+        "--no-gil-breaks", action="store_true", help="the worker takes no breaks between records"
+    )
     args = parser.parse_args(argv)
+    if args.no_gil_breaks:
+        runner.GIL_BREAK_AFTER_S = float("inf")
 
     if not args.no_steps:
         timed(worker, "prepare_record", "prepare_record")
@@ -136,15 +146,31 @@ def main(argv: list[str] | None = None) -> int:
     monitor.record(question="q", contexts=PASSAGES, answer=ANSWER)  # start the worker (process)
     assert monitor.force_flush(60_000)
     STEPS.clear()
+    lateness: list[float] = []
+    probe_cpu: list[float] = []
+    stop = threading.Event()
+
+    def probe() -> None:
+        cpu = time.thread_time()
+        while not stop.is_set():
+            start = time.perf_counter()
+            time.sleep(0.001)
+            lateness.append(time.perf_counter() - start - 0.001)
+        probe_cpu.append(time.thread_time() - cpu)
+
+    probe_thread = threading.Thread(target=probe, name="probe")
     before = thread_cpu()
     process_start = time.process_time()
+    probe_thread.start()
     for i in range(args.records):
         monitor.record(question="How long do answers take?", contexts=PASSAGES, answer=ANSWER)
         if i % 20 == 19:
             time.sleep(0.01)  # let the judge keep up: a steady stream, not a burst
     assert monitor.force_flush(120_000)
+    stop.set()
+    probe_thread.join()
     after = thread_cpu()
-    process_cpu = time.process_time() - process_start
+    process_cpu = time.process_time() - process_start - probe_cpu[0]
     decisions, dropped = monitor.stats.snapshot()
     monitor.shutdown()
     n = args.records
@@ -152,7 +178,17 @@ def main(argv: list[str] | None = None) -> int:
 
     steps = "no step timers" if args.no_steps else "with step timers"
     print(f"{n} records, executor={args.executor}, {steps}, load average {os.getloadavg()[0]:.1f}")
-    print(f"host process CPU (every thread, short-lived ones too): {process_cpu / n * 1e3:.3f} ms")
+    print(
+        f"host process CPU (every thread but the probe, short-lived ones too): "
+        f"{process_cpu / n * 1e3:.3f} ms"
+    )
+    lateness.sort()
+    p50, p99 = lateness[len(lateness) // 2], lateness[int(len(lateness) * 0.99)]
+    breaks = "off" if args.no_gil_breaks else "on"
+    print(
+        f"probe thread's 1 ms sleeps, late by (GIL breaks {breaks}, {len(lateness)} wake-ups): "
+        f"median {p50 * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms, max {lateness[-1] * 1e3:.3f} ms"
+    )
     print("\n| host thread | CPU per scored record |\n|---|---|")
     for name in sorted(after):
         print(f"| {name} | {(after[name] - before.get(name, 0.0)) / n * 1e3:.3f} ms |")

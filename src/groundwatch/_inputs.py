@@ -63,7 +63,8 @@ def to_passage(item: Any, index: int) -> Passage:
         return item
     if isinstance(item, str):
         return Passage(text=item)
-    if isinstance(item, Mapping):
+    # A plain dict (what both integrations hand over) skips the ABC check's machinery.
+    if type(item) is dict or isinstance(item, Mapping):
         text = item.get("text")
         if text is None:
             text = item.get("page_content")

@@ -312,3 +312,33 @@ def test_a_reply_split_across_reads_is_waited_for_whole() -> None:
     assert child.reply(0.05) == "x" * 200_000  # started in time; the rest may come later
     writer.close()
     child.stdout.close()
+
+
+def test_the_worker_breaks_between_records_to_let_request_threads_take_the_gil(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from groundwatch.runtime import runner
+
+    sleeps: list[float] = []
+
+    class Clock:
+        perf_counter = staticmethod(time.perf_counter)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            sleeps.append(seconds)
+            time.sleep(seconds)
+
+    monitor = capgw.monitor(judge=EchoJudge(), executor="thread")
+    _warm(capgw, monitor)
+    monkeypatch.setattr(runner, "time", Clock)
+    monkeypatch.setattr(runner, "GIL_BREAK_AFTER_S", 0.0)  # a break before every record
+    for _ in range(10):
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    assert len(capgw.results()) == 11
+    # Preparing and emitting each record: one break each, each of GIL_BREAK_S.
+    assert len(sleeps) == 20 and set(sleeps) == {runner.GIL_BREAK_S}
+    monkeypatch.setattr(runner, "GIL_BREAK_AFTER_S", 3600.0)
+    sleeps.clear()
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    assert len(capgw.results()) == 12 and not sleeps

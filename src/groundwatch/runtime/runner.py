@@ -22,6 +22,7 @@ import contextlib
 import inspect
 import queue
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -89,6 +90,30 @@ class Runner(Protocol):
     def close(self) -> None:
         """Release what :meth:`start` acquired (``Monitor.shutdown``)."""
         ...
+
+
+GIL_BREAK_AFTER_S = 0.0005
+"""The worker's per-record steps (preparing, telemetry) run on its thread in the host's
+interpreter, holding the GIL. A request thread that wants it meanwhile waits until the holder
+blocks or for the whole switch interval (5 ms by default), which shows in the host's tail
+latency. So after this much work the worker sleeps :data:`GIL_BREAK_S`, long enough for a
+waiting thread to take the GIL."""
+GIL_BREAK_S = 0.0001
+
+
+class GilBreaks:
+    """Call :meth:`maybe` between records of a batch: past :data:`GIL_BREAK_AFTER_S` since the
+    last break, it sleeps :data:`GIL_BREAK_S` (wall time of the worker; no CPU)."""
+
+    __slots__ = ("since",)
+
+    def __init__(self) -> None:
+        self.since = time.perf_counter()
+
+    def maybe(self) -> None:
+        if time.perf_counter() - self.since >= GIL_BREAK_AFTER_S:
+            time.sleep(GIL_BREAK_S)
+            self.since = time.perf_counter()
 
 
 class InvalidRecord(Exception):

@@ -41,7 +41,15 @@ from ..telemetry import Stats
 from ..telemetry import semconv as sc
 from ..types import RagRecord
 from .results import Results
-from .runner import InvalidRecord, Prepared, Result, Runner, error_evaluation, prepare_record
+from .runner import (
+    GilBreaks,
+    InvalidRecord,
+    Prepared,
+    Result,
+    Runner,
+    error_evaluation,
+    prepare_record,
+)
 
 BATCH_DELAY_S = 0.02
 """How long the worker lets records gather before sending a batch smaller than the runner
@@ -398,7 +406,9 @@ async def evaluate_records(
     results: list[Result | None] = [None] * len(records)
     items: list[Prepared] = []
     where: list[int] = []
+    breaks = GilBreaks()
     for i, record in enumerate(records):
+        breaks.maybe()
         try:
             items.append(prepare_record(record))
         except InvalidRecord as exc:

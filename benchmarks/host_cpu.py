@@ -8,6 +8,10 @@ thread CPU time spent inside the worker's steps (``prepare_record``, ``Results.f
 the span attributes, events and metrics inside it, the process runner's pipe thread).
 
 Run: python benchmarks/host_cpu.py [--records 2000] [--executor process|thread] [--no-steps]
+                                   [--burst 20] [--pause-ms 10]
+
+Records come in bursts of ``--burst`` with ``--pause-ms`` between them (``--burst 1 --pause-ms
+50``: a quiet service, where every batch holds one record and per-batch costs count in full).
 
 The step timers read a thread's CPU clock twice per step and record (a system call each), which
 the host process's total then includes; ``--no-steps`` leaves them out and prints the totals only.
@@ -115,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--executor", choices=("process", "thread"), default="process")
     parser.add_argument("--no-steps", action="store_true", help="no step timers, totals only")
+    parser.add_argument("--no-probe", action="store_true", help="no probe thread")
+    parser.add_argument("--burst", type=int, default=20, help="records sent back to back")
+    parser.add_argument("--pause-ms", type=float, default=10.0, help="pause after each burst")
     parser.add_argument(
         "--no-gil-breaks", action="store_true", help="the worker takes no breaks between records"
     )
@@ -161,14 +168,18 @@ def main(argv: list[str] | None = None) -> int:
     probe_thread = threading.Thread(target=probe, name="probe")
     before = thread_cpu()
     process_start = time.process_time()
-    probe_thread.start()
+    if not args.no_probe:
+        probe_thread.start()
     for i in range(args.records):
         monitor.record(question="How long do answers take?", contexts=PASSAGES, answer=ANSWER)
-        if i % 20 == 19:
-            time.sleep(0.01)  # let the judge keep up: a steady stream, not a burst
+        if i % args.burst == args.burst - 1:
+            time.sleep(args.pause_ms / 1000)  # let the judge keep up: a steady stream
     assert monitor.force_flush(120_000)
     stop.set()
-    probe_thread.join()
+    if not args.no_probe:
+        probe_thread.join()
+    else:
+        probe_cpu.append(0.0)
     after = thread_cpu()
     process_cpu = time.process_time() - process_start - probe_cpu[0]
     decisions, dropped = monitor.stats.snapshot()
@@ -182,13 +193,15 @@ def main(argv: list[str] | None = None) -> int:
         f"host process CPU (every thread but the probe, short-lived ones too): "
         f"{process_cpu / n * 1e3:.3f} ms"
     )
-    lateness.sort()
-    p50, p99 = lateness[len(lateness) // 2], lateness[int(len(lateness) * 0.99)]
-    breaks = "off" if args.no_gil_breaks else "on"
-    print(
-        f"probe thread's 1 ms sleeps, late by (GIL breaks {breaks}, {len(lateness)} wake-ups): "
-        f"median {p50 * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms, max {lateness[-1] * 1e3:.3f} ms"
-    )
+    if lateness:
+        lateness.sort()
+        p50, p99 = lateness[len(lateness) // 2], lateness[int(len(lateness) * 0.99)]
+        breaks = "off" if args.no_gil_breaks else "on"
+        print(
+            f"probe thread's 1 ms sleeps, late by (GIL breaks {breaks}, {len(lateness)} "
+            f"wake-ups): median {p50 * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms, "
+            f"max {lateness[-1] * 1e3:.3f} ms"
+        )
     print("\n| host thread | CPU per scored record |\n|---|---|")
     for name in sorted(after):
         print(f"| {name} | {(after[name] - before.get(name, 0.0)) / n * 1e3:.3f} ms |")

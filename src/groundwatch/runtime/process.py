@@ -500,7 +500,8 @@ class ProcessRunner:
             gather = self._gather_s()
             for k, i in enumerate(rest):
                 waited = 0.0
-                if gather and not child.has_buffered():
+                # Waiting pays only when a wake-up can take more than one reply.
+                if gather and len(rest) - k > 1 and not child.has_buffered():
                     time.sleep(gather)
                     waited = gather
                 try:

@@ -100,6 +100,29 @@ def run_counted(script: str, args: Sequence[str]) -> dict[str, list[int]]:
         return counts
 
 
+def run_whole(script: str, args: Sequence[str]) -> int:
+    """Instructions of every thread of ``script args`` under callgrind, start to end (child
+    processes it starts are not counted)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    with tempfile.TemporaryDirectory(prefix="gw-callgrind-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            script,
+            *args,
+        ]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
+            raise SystemExit(f"the benchmark under callgrind failed ({done.returncode})")
+        return _total(out)
+
+
 def _total(dump: Path) -> int:
     for line in dump.read_text().splitlines():
         if line.startswith("totals:"):

@@ -61,12 +61,13 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 LOST = "worker_process_lost"
 START_FAILED = "worker_process_start_failed"
 
-REPLY_GATHER_S = 0.02
-"""With a judge faster than this per record, the pipe thread waits this long before looking for
-the next replies, so that one wake-up takes several: each wake-up costs the host's CPU (a
-system call, a take of the GIL), which is what its request threads compete with. Replies carry
-the child's own timestamps, so the spans are not moved by the wait; deadlines still count from
-the previous reply."""
+REPLY_GATHER_S = 0.1
+"""The worker process answers one record at a time, as each is done; the pipe thread waits for
+about half of the replies still due (from the judge's recent speed, at most this long and half
+the evaluation timeout) before it looks, so one wake-up takes several. Each wake-up costs the
+host's CPU (system calls, a take of the GIL), which is what its request threads compete with.
+The batch's results are handed on together at its end anyway; replies carry the child's own
+timestamps, so the spans are not moved; a deadline still counts from the previous reply."""
 
 START_RETRY_S = 30.0
 """After a failed start, calls fail fast for this long instead of starting (and paying for)
@@ -434,8 +435,9 @@ class ProcessRunner:
                 self._all.remove(child)
 
     def _gather_s(self) -> float:
+        """The judge's recent time per record (0 while unknown)."""
         ns = self.speed.ns
-        return REPLY_GATHER_S if ns is not None and ns < REPLY_GATHER_S * 1e9 else 0.0
+        return ns / 1e9 if ns is not None else 0.0
 
     async def start(self) -> None:
         """Start a worker process if none is ready; the worker awaits this *outside* the
@@ -497,13 +499,15 @@ class ProcessRunner:
                 continue
             rest, pending = pending, []
             last = sent
-            gather = self._gather_s()
+            per_reply_s = self._gather_s()
             for k, i in enumerate(rest):
                 waited = 0.0
-                # Waiting pays only when a wake-up can take more than one reply.
-                if gather and len(rest) - k > 1 and not child.has_buffered():
-                    time.sleep(gather)
-                    waited = gather
+                # Waiting pays only when a wake-up can take more than one reply: about half of
+                # those still due, so a batch takes a few wake-ups, not one per record.
+                due = len(rest) - k
+                if per_reply_s and due > 1 and not child.has_buffered():
+                    waited = min(REPLY_GATHER_S, timeout_s / 2, per_reply_s * due / 2)
+                    time.sleep(waited)
                 try:
                     fields, judge_ns, end_ns = child.reply(timeout_s - waited)
                 except TimeoutError:

@@ -69,6 +69,9 @@ host's CPU (system calls, a take of the GIL), which is what its request threads 
 The batch's results are handed on together at its end anyway; replies carry the child's own
 timestamps, so the spans are not moved; a deadline still counts from the previous reply."""
 
+REPLY_GATHER_MAX = 8
+"""Replies the pipe thread lets gather at most before it looks."""
+
 START_RETRY_S = 30.0
 """After a failed start, calls fail fast for this long instead of starting (and paying for)
 another interpreter per record."""
@@ -503,10 +506,13 @@ class ProcessRunner:
             for k, i in enumerate(rest):
                 waited = 0.0
                 # Waiting pays only when a wake-up can take more than one reply: about half of
-                # those still due, so a batch takes a few wake-ups, not one per record.
+                # those still due, so a batch takes a few wake-ups, not one per record (and no
+                # more than REPLY_GATHER_MAX, which the pipe's buffer holds without making the
+                # child wait).
                 due = len(rest) - k
                 if per_reply_s and due > 1 and not child.has_buffered():
-                    waited = min(REPLY_GATHER_S, timeout_s / 2, per_reply_s * due / 2)
+                    expected = min(due / 2, REPLY_GATHER_MAX)
+                    waited = min(REPLY_GATHER_S, timeout_s / 2, per_reply_s * expected)
                     time.sleep(waited)
                 try:
                     fields, judge_ns, end_ns = child.reply(timeout_s - waited)

@@ -66,28 +66,9 @@ def child_directory(argv: Sequence[str]) -> str | None:
 def run_counted(script: str, args: Sequence[str]) -> dict[str, list[int]]:
     """Run ``script args --instructions-child DIR`` under callgrind; instructions per block name
     (one entry per block of that name, in order)."""
-    if shutil.which("valgrind") is None:
-        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="gw-callgrind-") as tmp:
-        out = Path(tmp) / "callgrind.out"
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--collect-atstart=no",
-            f"--toggle-collect={_TOGGLE}",
-            f"--dump-after={_TOGGLE}",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            script,
-            *args,
-            CHILD_FLAG,
-            tmp,
-        ]
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
-            raise SystemExit(f"the benchmark under callgrind failed ({done.returncode})")
+        options = ["--collect-atstart=no", f"--toggle-collect={_TOGGLE}", f"--dump-after={_TOGGLE}"]
+        _callgrind(Path(tmp), options, [script, *args, CHILD_FLAG, tmp])
         blocks: list[tuple[str, int]] = json.loads((Path(tmp) / "blocks.json").read_text())
         numbers = [number for _, number in blocks]
         if numbers != sorted(set(numbers)) or numbers[-1] - numbers[0] != len(numbers) - 1:
@@ -103,24 +84,24 @@ def run_counted(script: str, args: Sequence[str]) -> dict[str, list[int]]:
 def run_whole(script: str, args: Sequence[str]) -> int:
     """Instructions of every thread of ``script args`` under callgrind, start to end (child
     processes it starts are not counted)."""
+    with tempfile.TemporaryDirectory(prefix="gw-callgrind-") as tmp:
+        return _total(_callgrind(Path(tmp), [], [script, *args]))
+
+
+def _callgrind(directory: Path, options: list[str], command: list[str]) -> Path:
+    """Run this Python on ``command`` under callgrind, output in ``directory``; the output."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
-    with tempfile.TemporaryDirectory(prefix="gw-callgrind-") as tmp:
-        out = Path(tmp) / "callgrind.out"
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            script,
-            *args,
-        ]
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
-            raise SystemExit(f"the benchmark under callgrind failed ({done.returncode})")
-        return _total(out)
+    out = directory / "callgrind.out"
+    full = ["valgrind", "--tool=callgrind", *options, f"--callgrind-out-file={out}"]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(
+        [*full, sys.executable, *command], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
+        raise SystemExit(f"the benchmark under callgrind failed ({done.returncode})")
+    return out
 
 
 def _total(dump: Path) -> int:

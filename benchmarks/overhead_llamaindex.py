@@ -296,23 +296,8 @@ def out_of_process_kwargs() -> dict[str, Any] | None:
 
 
 def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
-    documents = build_documents()
-    index = VectorStoreIndex.from_documents(documents, embed_model=HashEmbedding())
-    llm = ExtractiveLLM(latency_s=llm_latency_ms / 1000)
-    engine = index.as_query_engine(llm=llm, similarity_top_k=3)
-
-    configs = [
-        Config("no handler"),
-        noop_config(),
-        monitor_config("groundwatch, sampling 0", 0.0),
-        monitor_config("groundwatch, sampling 1 (worker thread)", 1.0, executor="thread"),
-    ]
-    oop = out_of_process_kwargs()
-    if oop is not None:
-        configs.append(monitor_config("groundwatch, sampling 1 (worker process)", 1.0, **oop))
-    oi = openinference_config()
-    if oi is not None:
-        configs.append(oi)
+    engine = build_engine(llm_latency_ms)
+    configs = configurations(thread_executor=True)
 
     rng = random.Random(seed)
     for question in QUESTIONS:  # warm caches, imports, first-call paths
@@ -401,24 +386,37 @@ def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
     return 1 if problems else 0
 
 
-def run_instructions(blocks: int, queries: int, llm_latency_ms: float, directory: str) -> int:
-    """The child under callgrind: every configuration's blocks, each counted on its own."""
-    documents = build_documents()
-    index = VectorStoreIndex.from_documents(documents, embed_model=HashEmbedding())
-    engine = index.as_query_engine(
-        llm=ExtractiveLLM(latency_s=llm_latency_ms / 1000), similarity_top_k=3
-    )
+def build_engine(llm_latency_ms: float) -> Any:
+    index = VectorStoreIndex.from_documents(build_documents(), embed_model=HashEmbedding())
+    llm = ExtractiveLLM(latency_s=llm_latency_ms / 1000)
+    return index.as_query_engine(llm=llm, similarity_top_k=3)
+
+
+def configurations(thread_executor: bool) -> list[Config]:
     configs = [
         Config("no handler"),
         noop_config(),
         monitor_config("groundwatch, sampling 0", 0.0),
     ]
+    if thread_executor:
+        configs.append(
+            monitor_config("groundwatch, sampling 1 (worker thread)", 1.0, executor="thread")
+        )
     oop = out_of_process_kwargs()
     if oop is not None:
         configs.append(monitor_config("groundwatch, sampling 1 (worker process)", 1.0, **oop))
     oi = openinference_config()
     if oi is not None:
         configs.append(oi)
+    return configs
+
+
+def run_instructions(blocks: int, queries: int, llm_latency_ms: float, directory: str) -> int:
+    """The child under callgrind: every configuration's blocks, each counted on its own (not
+    the thread executor: its judge would run on a thread of this process, which callgrind
+    serialises with the queries)."""
+    engine = build_engine(llm_latency_ms)
+    configs = configurations(thread_executor=False)
 
     def block() -> None:
         for i in range(queries):

@@ -92,12 +92,13 @@ class Runner(Protocol):
         ...
 
 
-GIL_BREAK_AFTER_S = 0.0005
+GIL_BREAK_AFTER_S = 0.001
 """The worker's per-record steps (preparing, telemetry) run on its thread in the host's
 interpreter, holding the GIL. A request thread that wants it meanwhile waits until the holder
 blocks or for the whole switch interval (5 ms by default), which shows in the host's tail
 latency. So after this much work the worker sleeps :data:`GIL_BREAK_S`, long enough for a
-waiting thread to take the GIL."""
+waiting thread to take the GIL. Each break costs a switch between threads (CPU of the host),
+so not after every record: every 1 ms holds a request's wait to about that."""
 GIL_BREAK_S = 0.0001
 
 

@@ -308,8 +308,10 @@ def test_a_reply_split_across_reads_is_waited_for_whole() -> None:
         time.sleep(0.1)
         process._write_all(writer, frame[10:])
 
-    threading.Thread(target=rest).start()
+    sender = threading.Thread(target=rest)
+    sender.start()
     assert child.reply(0.05) == "x" * 200_000  # started in time; the rest may come later
+    sender.join()
     writer.close()
     child.stdout.close()
 

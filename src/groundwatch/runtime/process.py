@@ -16,9 +16,10 @@ judge is pickled once (``init``; ``ping`` starts a process ahead of its first ba
 worker sends ``evaluate_batch``: a list of
 records, each pickled on its own as plain ``(answer, [(text, id, score, metadata)], question)``
 (one record that cannot be pickled fails alone), and the child answers with one reply per
-record as each is done, ``(compact evaluation fields, judge ns)``: the host's CPU per record is
-what its request threads compete with, so it pays one message, one thread hop and no pydantic
-validation per batch rather than per record (see :class:`LazyEvaluation`). The child
+record as each is done, ``(compact evaluation fields, judge ns, wall-clock end ns)``: the host's
+CPU per record is what its request threads compete with, so it pays one message, one thread
+hop, a few wake-ups of its pipe thread and no pydantic validation per batch rather than per
+record (see :class:`LazyEvaluation` and :data:`REPLY_GATHER_S`). The child
 writes its replies to a private copy of fd 1 and points fd 1 at stderr, so a judge that prints
 cannot corrupt the protocol. It exits when its stdin closes (the host exited or shut down).
 """

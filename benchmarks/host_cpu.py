@@ -7,7 +7,26 @@ scored record: the CPU time of each host thread (``/proc/self/task/<tid>/stat``)
 thread CPU time spent inside the worker's steps (``prepare_record``, ``Results.finish`` with
 the span attributes, events and metrics inside it, the process runner's pipe thread).
 
-Run: python benchmarks/host_cpu.py [--records 2000] [--executor process|thread]
+Run: python benchmarks/host_cpu.py [--records 2000] [--executor process|thread] [--no-steps]
+                                   [--burst 20] [--pause-ms 10]
+
+``--instructions`` counts instead, under callgrind, the instructions of every host thread for
+``--records`` and for three times as many records (``--no-steps --no-probe``), and prints the
+difference per scored record: start-up and imports cancel out, and the figure does not move
+with the machine's load (the worker process is not counted, as its CPU is not the host's).
+Under callgrind the host runs about 50 times slower than the judge beside it, so batches form
+differently than at full speed: the figure is for comparing versions, not a time.
+
+Records come in bursts of ``--burst`` with ``--pause-ms`` between them (``--burst 1 --pause-ms
+50``: a quiet service, where every batch holds one record and per-batch costs count in full).
+
+The step timers read a thread's CPU clock twice per step and record (a system call each), which
+the host process's total then includes; ``--no-steps`` leaves them out and prints the totals only.
+
+A probe thread stands for a request thread meanwhile: it sleeps 1 ms, over and over, and notes
+how late each wake-up is. A wake-up waits for the GIL too, so the lateness shows how long the
+worker's Python work holds it (``--no-gil-breaks`` turns off the worker's breaks between
+records, for comparison; the machine's own load adds the same noise to both).
 """
 
 from __future__ import annotations
@@ -41,7 +60,7 @@ from opentelemetry.sdk.trace.export import (  # noqa: E402
 )
 
 import groundwatch as gw  # noqa: E402
-from groundwatch.runtime import process, results, worker  # noqa: E402
+from groundwatch.runtime import process, results, runner, worker  # noqa: E402
 from groundwatch.telemetry import _emitter  # noqa: E402
 
 PASSAGES = [
@@ -102,18 +121,48 @@ def thread_cpu() -> dict[str, float]:
     return out
 
 
+def count_instructions(args: argparse.Namespace) -> int:
+    import _instructions
+
+    common = ["--no-steps", "--no-probe", "--executor", args.executor]
+    common += ["--burst", str(args.burst), "--pause-ms", str(args.pause_ms)]
+    few = _instructions.run_whole(__file__, [*common, "--records", str(args.records)])
+    many = _instructions.run_whole(__file__, [*common, "--records", str(3 * args.records)])
+    print(
+        f"executor={args.executor}, bursts of {args.burst}, {args.pause_ms:g} ms apart: "
+        f"{(many - few) / (2 * args.records):,.0f} instructions of the host process per "
+        f"scored record ({args.records} and {3 * args.records} records under callgrind)"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--executor", choices=("process", "thread"), default="process")
+    parser.add_argument("--no-steps", action="store_true", help="no step timers, totals only")
+    parser.add_argument("--no-probe", action="store_true", help="no probe thread")
+    parser.add_argument("--burst", type=int, default=20, help="records sent back to back")
+    parser.add_argument("--pause-ms", type=float, default=10.0, help="pause after each burst")
+    parser.add_argument(
+        "--no-gil-breaks", action="store_true", help="the worker takes no breaks between records"
+    )
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions under callgrind"
+    )
     args = parser.parse_args(argv)
+    if args.instructions:
+        return count_instructions(args)
+    if args.no_gil_breaks:
+        runner.GIL_BREAK_AFTER_S = float("inf")
 
-    timed(worker, "prepare_record", "prepare_record")
-    timed(results.Results, "finish", "Results.finish")
-    timed(_emitter.Telemetry, "_span_attributes", "  span attributes")
-    timed(_emitter.Telemetry, "_emit_events", "  two log events")
-    timed(_emitter.Telemetry, "_record_metrics", "  metric points")
-    timed(process.ProcessRunner, "_batch_blocking", "pipe thread (send, receive)")
+    if not args.no_steps:
+        timed(worker, "prepare_record", "prepare_record")
+        timed(results.Results, "finish", "Results.finish")
+        timed(_emitter.Telemetry, "_span_attributes", "  span attributes")
+        timed(_emitter.Telemetry, "_emit_events", "  two log events")
+        timed(_emitter.Telemetry, "_record_metrics", "  metric points")
+        timed(process.ProcessRunner, "_batch_blocking", "pipe thread (send, receive)")
 
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(BatchSpanProcessor(DiscardSpans()))
@@ -131,26 +180,60 @@ def main(argv: list[str] | None = None) -> int:
     monitor.record(question="q", contexts=PASSAGES, answer=ANSWER)  # start the worker (process)
     assert monitor.force_flush(60_000)
     STEPS.clear()
+    lateness: list[float] = []
+    probe_cpu: list[float] = []
+    stop = threading.Event()
+
+    def probe() -> None:
+        cpu = time.thread_time()
+        while not stop.is_set():
+            start = time.perf_counter()
+            time.sleep(0.001)
+            lateness.append(time.perf_counter() - start - 0.001)
+        probe_cpu.append(time.thread_time() - cpu)
+
+    probe_thread = threading.Thread(target=probe, name="probe")
     before = thread_cpu()
     process_start = time.process_time()
+    if not args.no_probe:
+        probe_thread.start()
     for i in range(args.records):
         monitor.record(question="How long do answers take?", contexts=PASSAGES, answer=ANSWER)
-        if i % 20 == 19:
-            time.sleep(0.01)  # let the judge keep up: a steady stream, not a burst
+        if i % args.burst == args.burst - 1:
+            time.sleep(args.pause_ms / 1000)  # let the judge keep up: a steady stream
     assert monitor.force_flush(120_000)
+    stop.set()
+    if not args.no_probe:
+        probe_thread.join()
+    else:
+        probe_cpu.append(0.0)
     after = thread_cpu()
-    process_cpu = time.process_time() - process_start
+    process_cpu = time.process_time() - process_start - probe_cpu[0]
     decisions, dropped = monitor.stats.snapshot()
     monitor.shutdown()
     n = args.records
     assert decisions.get(("sampled", None)) == n + 1 and not dropped, (decisions, dropped)
 
-    print(f"{n} records, executor={args.executor}, load average {os.getloadavg()[0]:.1f}")
-    print(f"host process CPU (every thread, short-lived ones too): {process_cpu / n * 1e3:.3f} ms")
+    steps = "no step timers" if args.no_steps else "with step timers"
+    print(f"{n} records, executor={args.executor}, {steps}, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"host process CPU (every thread but the probe, short-lived ones too): "
+        f"{process_cpu / n * 1e3:.3f} ms"
+    )
+    if lateness:
+        lateness.sort()
+        p50, p99 = lateness[len(lateness) // 2], lateness[int(len(lateness) * 0.99)]
+        breaks = "off" if args.no_gil_breaks else "on"
+        print(
+            f"probe thread's 1 ms sleeps, late by (GIL breaks {breaks}, {len(lateness)} "
+            f"wake-ups): median {p50 * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms, "
+            f"max {lateness[-1] * 1e3:.3f} ms"
+        )
     print("\n| host thread | CPU per scored record |\n|---|---|")
     for name in sorted(after):
         print(f"| {name} | {(after[name] - before.get(name, 0.0)) / n * 1e3:.3f} ms |")
-    print("\n| step (thread CPU inside it) | per scored record |\n|---|---|")
+    if STEPS:
+        print("\n| step (thread CPU inside it) | per scored record |\n|---|---|")
     for step, seconds in STEPS.items():
         print(f"| {step} | {seconds / n * 1e3:.3f} ms |")
     return 0

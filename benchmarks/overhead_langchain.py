@@ -26,11 +26,18 @@ unscored records are reported).
 
 Run: python benchmarks/overhead_langchain.py [--rounds 100] [--block 10] [--think-ms 0]
                                             [--breakdown]
+     python benchmarks/overhead_langchain.py --instructions [--rounds 3] [--block 10]
+
+``--instructions`` counts the calling thread's instructions per call under callgrind instead of
+timing (see ``_instructions.py``): the same figure whatever else the machine runs. It covers what
+runs on the calling thread (for sampling 1 with the judge in a worker process: the capture and
+the hand-off, not the worker thread's telemetry).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import statistics
@@ -41,6 +48,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import _instructions
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -241,7 +249,21 @@ def main(argv: list[str] | None = None) -> int:
         help="pause between calls (not timed), as a server between requests: background "
         "scoring can then use the gaps instead of the next request's time",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count the calling thread's instructions under callgrind instead of timing",
+    )
+    parser.add_argument(_instructions.CHILD_FLAG, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.instructions:
+        rounds = args.rounds if "--rounds" in (argv or sys.argv) else 3
+        counts = _instructions.run_counted(
+            __file__, ["--rounds", str(rounds), "--block", str(args.block)]
+        )
+        print(f"LangChain RAG chain under callgrind: {rounds} blocks x {args.block} calls\n")
+        _instructions.print_table(counts, args.block, "none", "noop callback", "call")
+        return 0
     # OpenInference calls a LangChain API that LangChain deprecated: not ours to fix, not news.
     warnings.filterwarnings("ignore", module="openinference")
     rng = random.Random(args.seed)
@@ -314,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
         if v is not None
     ]
     chain = build_chain()
+    if args.instructions_child:
+        counted_variants = [v for v in variants if "thread" not in v.name]
+        return count_instructions(chain, counted_variants, args, args.instructions_child)
 
     # Warm up every variant (imports, caches, worker start), untimed.
     for variant in variants:
@@ -382,6 +407,35 @@ def main(argv: list[str] | None = None) -> int:
     tracer_provider.shutdown()
     logger_provider.shutdown()
     return 0 if ok else 1
+
+
+def count_instructions(
+    chain: Runnable[str, str], variants: list[Variant], args: Any, directory: str
+) -> int:
+    """The child under callgrind: blocks of every variant, each counted on its own (the
+    thread-executor variants are left out: their judge runs on a thread of this process, which
+    callgrind would serialise with the calls)."""
+    for variant in variants:
+        run_block(chain, variant, args.block)
+    counted = _instructions.Blocks(directory)
+    for _ in range(args.rounds):
+        for variant in variants:
+            if variant.before:
+                variant.before()
+            gc.collect()
+            counted.run(
+                variant.name,
+                lambda v=variant: [chain.invoke(QUESTION, v.config) for _ in range(args.block)],
+            )
+            if variant.after:
+                variant.after()
+            if variant.monitor is not None:
+                variant.monitor.force_flush(60_000)
+    counted.close()
+    for variant in variants:
+        if variant.monitor is not None:
+            variant.monitor.shutdown(30_000)
+    return 0
 
 
 def _p99(values: list[float]) -> float:

@@ -12,6 +12,13 @@ on a busy machine), plus the ratio of the fastest blocks' CPU time (the least di
     python benchmarks/overhead_llamaindex.py            # ~1-2 minutes
     python benchmarks/overhead_llamaindex.py --blocks 10   # a quick look
     python benchmarks/overhead_llamaindex.py --blocks 30 --llm-latency-ms 20   # a model that waits
+    python benchmarks/overhead_llamaindex.py --instructions   # callgrind counts, ~5 minutes
+
+``--instructions`` counts the request thread's instructions per query under callgrind instead of
+timing it (see ``_instructions.py``): the same figure whatever else the machine runs, for the
+configurations that run in the request thread alone (no handler, the no-op handler, sampling 0,
+and sampling 1 with the judge in a worker process, whose scoring and telemetry run on other
+threads and are not counted; with ``--blocks`` blocks of ``--queries`` queries each).
 
 With no LLM latency (the default) a query is ~3 ms of pure CPU work, a worst case for anything
 running in the same interpreter; with a real model server most of a query is waiting.
@@ -40,6 +47,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import _instructions
 import groundwatch_llamaindex
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -288,23 +296,8 @@ def out_of_process_kwargs() -> dict[str, Any] | None:
 
 
 def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
-    documents = build_documents()
-    index = VectorStoreIndex.from_documents(documents, embed_model=HashEmbedding())
-    llm = ExtractiveLLM(latency_s=llm_latency_ms / 1000)
-    engine = index.as_query_engine(llm=llm, similarity_top_k=3)
-
-    configs = [
-        Config("no handler"),
-        noop_config(),
-        monitor_config("groundwatch, sampling 0", 0.0),
-        monitor_config("groundwatch, sampling 1 (worker thread)", 1.0, executor="thread"),
-    ]
-    oop = out_of_process_kwargs()
-    if oop is not None:
-        configs.append(monitor_config("groundwatch, sampling 1 (worker process)", 1.0, **oop))
-    oi = openinference_config()
-    if oi is not None:
-        configs.append(oi)
+    engine = build_engine(llm_latency_ms)
+    configs = configurations(thread_executor=True)
 
     rng = random.Random(seed)
     for question in QUESTIONS:  # warm caches, imports, first-call paths
@@ -393,6 +386,64 @@ def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
     return 1 if problems else 0
 
 
+def build_engine(llm_latency_ms: float) -> Any:
+    index = VectorStoreIndex.from_documents(build_documents(), embed_model=HashEmbedding())
+    llm = ExtractiveLLM(latency_s=llm_latency_ms / 1000)
+    return index.as_query_engine(llm=llm, similarity_top_k=3)
+
+
+def configurations(thread_executor: bool) -> list[Config]:
+    configs = [
+        Config("no handler"),
+        noop_config(),
+        monitor_config("groundwatch, sampling 0", 0.0),
+    ]
+    if thread_executor:
+        configs.append(
+            monitor_config("groundwatch, sampling 1 (worker thread)", 1.0, executor="thread")
+        )
+    oop = out_of_process_kwargs()
+    if oop is not None:
+        configs.append(monitor_config("groundwatch, sampling 1 (worker process)", 1.0, **oop))
+    oi = openinference_config()
+    if oi is not None:
+        configs.append(oi)
+    return configs
+
+
+def run_instructions(blocks: int, queries: int, llm_latency_ms: float, directory: str) -> int:
+    """The child under callgrind: every configuration's blocks, each counted on its own (not
+    the thread executor: its judge would run on a thread of this process, which callgrind
+    serialises with the queries)."""
+    engine = build_engine(llm_latency_ms)
+    configs = configurations(thread_executor=False)
+
+    def block() -> None:
+        for i in range(queries):
+            engine.query(QUESTIONS[i % len(QUESTIONS)])
+
+    counted = _instructions.Blocks(directory)
+    for config in configs:  # warm caches, first-call paths, the worker process
+        config.setup()
+        block()
+        config.teardown()
+        if config.after_block:
+            config.after_block()
+    for _ in range(blocks):
+        for config in configs:
+            config.setup()
+            gc.collect()
+            counted.run(config.name, block)
+            config.teardown()
+            if config.after_block:
+                config.after_block()
+    counted.close()
+    for config in configs:
+        if config.monitor is not None:
+            config.monitor.shutdown(timeout_millis=120_000)
+    return 0
+
+
 def _p99(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -409,7 +460,30 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="make each LLM call wait this long, like a model server (default 0: CPU only)",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count the request thread's instructions under callgrind instead of timing",
+    )
+    parser.add_argument(_instructions.CHILD_FLAG, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.instructions_child:
+        return run_instructions(
+            args.blocks, args.queries, args.llm_latency_ms, args.instructions_child
+        )
+    if args.instructions:
+        blocks = args.blocks if "--blocks" in (argv or sys.argv) else 3
+        forwarded = ["--blocks", str(blocks), "--queries", str(args.queries)]
+        forwarded += ["--llm-latency-ms", str(args.llm_latency_ms)]
+        counts = _instructions.run_counted(__file__, forwarded)
+        print(
+            f"LlamaIndex query engine under callgrind: {blocks} blocks x {args.queries} queries "
+            "per configuration\n"
+        )
+        _instructions.print_table(
+            counts, args.queries, "no handler", "no-op dispatcher handler", "query"
+        )
+        return 0
     return run(args.blocks, args.queries, args.seed, args.llm_latency_ms)
 
 

@@ -41,7 +41,8 @@ def clean_text(text: str) -> str:
     They are not Unicode text: no UTF-8 encoder accepts them, so a result quoting one could not
     be serialised to JSON or exported. One character for one keeps every offset valid.
     """
-    if _LONE_SURROGATE.search(text) is None:
+    # isascii() is a flag check: most texts skip the search.
+    if text.isascii() or _LONE_SURROGATE.search(text) is None:
         return text
     return _LONE_SURROGATE.sub("\ufffd", text)
 
@@ -62,13 +63,17 @@ def to_passage(item: Any, index: int) -> Passage:
         return item
     if isinstance(item, str):
         return Passage(text=item)
-    if isinstance(item, Mapping):
-        text = item.get("text", item.get("page_content"))
+    # A plain dict (what both integrations hand over) skips the ABC check's machinery.
+    if type(item) is dict or isinstance(item, Mapping):
+        text = item.get("text")
+        if text is None:
+            text = item.get("page_content")
         if not isinstance(text, str):
             raise TypeError(f"contexts[{index}] is a mapping without a string 'text' field")
+        item_id = item.get("id")
         return Passage(
             text=text,
-            id=None if item.get("id") is None else str(item.get("id")),
+            id=item_id if item_id is None or type(item_id) is str else str(item_id),
             score=_as_float(item.get("score")),
             metadata=_metadata(item.get("metadata"), index),
         )
@@ -98,12 +103,14 @@ def _metadata(value: Any, index: int) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise TypeError(f"contexts[{index}].metadata must be a mapping, got {type(value).__name__}")
     # Passage.metadata is keyed by strings; a document's metadata may not be (``{1: ...}``).
+    if type(value) is dict and all(type(k) is str for k in value):
+        return value  # pydantic's validation copies it
     return {k if isinstance(k, str) else str(k): v for k, v in value.items()}
 
 
 def _as_float(value: Any) -> float | None:
-    if value is None:
-        return None
+    if value is None or type(value) is float:
+        return value
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -140,9 +147,26 @@ def _fits(value: Any, depth: int, budget: _Budget) -> bool:
         budget.entries -= len(value)
         if budget.entries < 0:
             return False
-        children = value.items() if isinstance(value, Mapping) else enumerate(value)
-        return all(_fits(k, depth, budget) and _fits(v, depth + 1, budget) for k, v in children)
+        children: Iterable[tuple[Any, Any]] = (
+            value.items() if isinstance(value, Mapping) else enumerate(value)
+        )
+        for k, v in children:
+            # Strings and numbers inline: a flat metadata mapping then costs no call per entry.
+            kind = type(k)
+            if kind is str:
+                budget.chars -= len(k)
+            elif kind is not int and not _fits(k, depth, budget):
+                return False
+            kind = type(v)
+            if kind is str:
+                budget.chars -= len(v)
+            elif kind not in _SCALARS and not _fits(v, depth + 1, budget):
+                return False
+        return budget.chars >= 0
     return True
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def _capped(value: Any, depth: int, budget: _Budget) -> Any:

@@ -75,7 +75,10 @@ def suppressed_context() -> otel_context.Context:
 
 def suppressed() -> bool:
     """Whether instrumentation is suppressed in the current context."""
-    return any(otel_context.get_value(key) for key in SUPPRESS_INSTRUMENTATION_KEYS)
+    # One context lookup: integrations ask this when an interaction starts.
+    ctx = otel_context.get_current()
+    first, second = SUPPRESS_INSTRUMENTATION_KEYS
+    return bool(ctx.get(first) or ctx.get(second))
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -7,7 +7,9 @@ in-process evaluation gives.
 
 from __future__ import annotations
 
+import itertools
 import os
+import pickle
 import threading
 import time
 from typing import Any
@@ -246,3 +248,99 @@ def test_flush_after_a_shutdown_that_ran_out_of_time_waits_for_the_worker(
     assert time.monotonic() - start < 2.5
     evaluated, failed, dropped = finished(capgw)
     assert (evaluated, failed, dropped) == (1, 0, 0)
+
+
+def test_spans_keep_the_child_s_timing_when_replies_are_read_together(
+    capgw: GroundwatchTelemetry,
+) -> None:
+    # A judge faster than REPLY_GATHER_S: the pipe thread takes several replies per wake-up,
+    # yet each span runs over its own judge call, one after another as the child judged them.
+    monitor = capgw.monitor(judge=EchoJudge(delay_s=0.004), executor="process")
+    _warm(capgw, monitor)
+    for _ in range(20):
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    capgw.flush()
+    spans = sorted(capgw.spans()[1:], key=lambda s: s.start_time or 0)
+    assert len(spans) == 20
+    for span in spans:
+        assert span.start_time is not None and span.end_time is not None
+        assert span.end_time - span.start_time >= 4_000_000
+    for earlier, later in itertools.pairwise(spans):
+        assert earlier.end_time is not None and later.start_time is not None
+        assert earlier.end_time <= later.start_time + 1_000_000  # judged in turn, not overlapping
+
+
+def _pipe_child() -> tuple[process._Child, Any]:
+    """A ``_Child`` reading from a plain pipe: what arrives on it is up to the test."""
+    read_fd, write_fd = os.pipe()
+    child = object.__new__(process._Child)
+    child.stdout = os.fdopen(read_fd, "rb", buffering=0)
+    child._fd = read_fd
+    child._buffer = bytearray()
+    child.proc = None  # type: ignore[assignment]
+    return child, os.fdopen(write_fd, "wb", buffering=0)
+
+
+def test_replies_read_ahead_in_one_chunk_are_each_returned() -> None:
+    child, writer = _pipe_child()
+    for value in ("first", "second"):
+        # Both replies sit in the pipe before the first is asked for.
+        process.write_message(writer, ("ok", value))
+    process.write_message(writer, ("error", ("ValueError", "bad")))
+    assert child.reply(1.0) == "first"
+    assert child._buffer  # the second came with the same read
+    assert child.reply(1.0) == "second"
+    with pytest.raises(process.WorkerProcessError, match="ValueError"):
+        child.reply(1.0)
+    with pytest.raises(TimeoutError):
+        child.reply(0.05)  # nothing more: the deadline holds
+    writer.close()
+    child.stdout.close()
+
+
+def test_a_reply_split_across_reads_is_waited_for_whole() -> None:
+    child, writer = _pipe_child()
+    data = pickle.dumps(("ok", "x" * 200_000))
+    frame = process._HEADER.pack(len(data)) + data
+    writer.write(frame[:10])  # the header and a little: larger than one read after that
+
+    def rest() -> None:
+        time.sleep(0.1)
+        process._write_all(writer, frame[10:])
+
+    sender = threading.Thread(target=rest)
+    sender.start()
+    assert child.reply(0.05) == "x" * 200_000  # started in time; the rest may come later
+    sender.join()
+    writer.close()
+    child.stdout.close()
+
+
+def test_the_worker_breaks_between_records_to_let_request_threads_take_the_gil(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from groundwatch.runtime import runner
+
+    sleeps: list[float] = []
+
+    class Clock:
+        perf_counter = staticmethod(time.perf_counter)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            sleeps.append(seconds)
+            time.sleep(seconds)
+
+    monitor = capgw.monitor(judge=EchoJudge(), executor="thread")
+    _warm(capgw, monitor)
+    monkeypatch.setattr(runner, "time", Clock)
+    monkeypatch.setattr(runner, "GIL_BREAK_AFTER_S", 0.0)  # a break before every record
+    for _ in range(10):
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    assert len(capgw.results()) == 11
+    # Preparing and emitting each record: one break each, each of GIL_BREAK_S.
+    assert len(sleeps) == 20 and set(sleeps) == {runner.GIL_BREAK_S}
+    monkeypatch.setattr(runner, "GIL_BREAK_AFTER_S", 3600.0)
+    sleeps.clear()
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    assert len(capgw.results()) == 12 and not sleeps

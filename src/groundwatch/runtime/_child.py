@@ -68,7 +68,9 @@ def _evaluate_batch(judge: Any, payload: Any, out: IO[bytes]) -> None:
             prepared = Prepared(answer, passages, question, False)
             start = time.perf_counter_ns()
             evaluation = evaluate_prepared(judge, prepared, policy, name)
-            reply: Any = ("ok", (compact(evaluation), time.perf_counter_ns() - start))
+            # The wall-clock end too: the host may read the reply a little later.
+            elapsed = time.perf_counter_ns() - start
+            reply: Any = ("ok", (compact(evaluation), elapsed, time.time_ns()))
         except BaseException as exc:
             reply = _error(exc)
         try:

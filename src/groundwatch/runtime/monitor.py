@@ -365,7 +365,8 @@ class Monitor:
                 False,
                 span_context if valid else None,
             )
-            return Decision(self.sampler.decide(record))
+            decision = self.sampler.decide(record)
+            return decision if type(decision) is Decision else Decision(decision)
         except Exception as exc:
             _guard.user_error("sampler", exc)
             return Decision.ERROR
@@ -377,7 +378,8 @@ class Monitor:
         sampler raised, ``error.type=sampler_error``). Never raises.
         """
         try:
-            decision = Decision(decision)
+            if type(decision) is not Decision:
+                decision = Decision(decision)
             if decision is Decision.ERROR:
                 self.stats.count_decision(decision.value, sc.ERROR_SAMPLER)
             elif self._shut:

@@ -16,9 +16,10 @@ judge is pickled once (``init``; ``ping`` starts a process ahead of its first ba
 worker sends ``evaluate_batch``: a list of
 records, each pickled on its own as plain ``(answer, [(text, id, score, metadata)], question)``
 (one record that cannot be pickled fails alone), and the child answers with one reply per
-record as each is done, ``(compact evaluation fields, judge ns)``: the host's CPU per record is
-what its request threads compete with, so it pays one message, one thread hop and no pydantic
-validation per batch rather than per record (see :class:`LazyEvaluation`). The child
+record as each is done, ``(compact evaluation fields, judge ns, wall-clock end ns)``: the host's
+CPU per record is what its request threads compete with, so it pays one message, one thread
+hop, a few wake-ups of its pipe thread and no pydantic validation per batch rather than per
+record (see :class:`LazyEvaluation` and :data:`REPLY_GATHER_S`). The child
 writes its replies to a private copy of fd 1 and points fd 1 at stderr, so a judge that prints
 cannot corrupt the protocol. It exits when its stdin closes (the host exited or shut down).
 """
@@ -43,11 +44,11 @@ from ..judging import scoring
 from ..judging.evaluate import judge_name
 from ..types import VERDICTS, Evaluation, Usage, Verdict
 from .runner import (
+    DaemonThreads,
     JudgeSpeed,
     Prepared,
     Result,
     error_evaluation,
-    run_in_daemon_thread,
     timeout_evaluation,
 )
 from .thread import ThreadRunner
@@ -60,6 +61,17 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 LOST = "worker_process_lost"
 START_FAILED = "worker_process_start_failed"
+
+REPLY_GATHER_S = 0.1
+"""The worker process answers one record at a time, as each is done; the pipe thread waits for
+about half of the replies still due (from the judge's recent speed, at most this long and half
+the evaluation timeout) before it looks, so one wake-up takes several. Each wake-up costs the
+host's CPU (system calls, a take of the GIL), which is what its request threads compete with.
+The batch's results are handed on together at its end anyway; replies carry the child's own
+timestamps, so the spans are not moved; a deadline still counts from the previous reply."""
+
+REPLY_GATHER_MAX = 8
+"""Replies the pipe thread lets gather at most before it looks."""
 
 START_RETRY_S = 30.0
 """After a failed start, calls fail fast for this long instead of starting (and paying for)
@@ -236,6 +248,8 @@ class _Child:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin: IO[bytes] = self.proc.stdin
         self.stdout: IO[bytes] = self.proc.stdout
+        self._fd = self.stdout.fileno()
+        self._buffer = bytearray()  # replies read ahead of the one asked for
         try:
             self.call(("init", judge_bytes))
         except WorkerProcessError as exc:
@@ -274,19 +288,46 @@ class _Child:
     def reply(self, timeout_s: float | None) -> Any:
         """The next reply's value; ``TimeoutError`` when none starts within ``timeout_s``."""
         try:
-            ready = True
-            if timeout_s is not None:
-                ready = bool(select.select([self.stdout], [], [], max(0.0, timeout_s))[0])
-            if ready:
-                status, value = read_message(self.stdout)
+            status, value = self._next_message(timeout_s)
+        except TimeoutError:  # an OSError, but the child is only slow
+            raise
         except (OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error) as exc:
             raise self._lost(exc) from exc
-        if not ready:
-            raise TimeoutError
         if status == "ok":
             return value
         error_type, text = value
         raise WorkerProcessError(error_type, text)
+
+    def has_buffered(self) -> bool:
+        """Whether (part of) a reply has been read already."""
+        return bool(self._buffer)
+
+    def _next_message(self, timeout_s: float | None) -> Any:
+        # One read takes whatever the pipe holds (usually the whole reply, sometimes several):
+        # on the host's CPU each system call also costs a release and a take of the GIL.
+        buffer = self._buffer
+        while True:
+            if len(buffer) >= _HEADER.size:
+                (size,) = _HEADER.unpack_from(buffer)
+                if size > MAX_MESSAGE_BYTES:
+                    raise WorkerProcessError(LOST, f"message of {size} bytes")
+                end = _HEADER.size + size
+                if len(buffer) >= end:
+                    with memoryview(buffer) as view:
+                        message = pickle.loads(view[_HEADER.size : end])
+                    del buffer[:end]
+                    return message
+            elif (
+                not buffer
+                and timeout_s is not None
+                # The deadline is for the reply to start: the child answers when it is done.
+                and not select.select([self._fd], [], [], max(0.0, timeout_s))[0]
+            ):
+                raise TimeoutError
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                raise EOFError("worker process closed its pipe")
+            buffer += chunk
 
     def _lost(self, exc: BaseException) -> WorkerProcessError:
         return WorkerProcessError(LOST, f"exit code {self.proc.poll()}: {exc}")
@@ -349,6 +390,7 @@ class ProcessRunner:
         self._lock = threading.Lock()
         self.started = 0
         self.speed = JudgeSpeed()
+        self._pipe_threads = DaemonThreads("groundwatch-judge-pipe")
 
     def _fall_back(self, why: str) -> None:
         _logger.warning(
@@ -396,6 +438,11 @@ class ProcessRunner:
             if child in self._all:
                 self._all.remove(child)
 
+    def _gather_s(self) -> float:
+        """The judge's recent time per record (0 while unknown)."""
+        ns = self.speed.ns
+        return ns / 1e9 if ns is not None else 0.0
+
     async def start(self) -> None:
         """Start a worker process if none is ready; the worker awaits this *outside* the
         evaluation deadline, so a slow interpreter start is not a judge timeout. A failed
@@ -413,7 +460,7 @@ class ProcessRunner:
 
         try:
             with contextlib.suppress(WorkerProcessError):
-                await run_in_daemon_thread(start_one, name="groundwatch-judge-pipe")
+                await self._pipe_threads.run(start_one)
         except asyncio.CancelledError:
             if call.child is not None:  # shut down while it started: nobody will use it
                 self._discard(call.child)
@@ -456,9 +503,20 @@ class ProcessRunner:
                 continue
             rest, pending = pending, []
             last = sent
+            per_reply_s = self._gather_s()
             for k, i in enumerate(rest):
+                waited = 0.0
+                # Waiting pays only when a wake-up can take more than one reply: about half of
+                # those still due, so a batch takes a few wake-ups, not one per record (and no
+                # more than REPLY_GATHER_MAX, which the pipe's buffer holds without making the
+                # child wait).
+                due = len(rest) - k
+                if per_reply_s and due > 1 and not child.has_buffered():
+                    expected = min(due / 2, REPLY_GATHER_MAX)
+                    waited = min(REPLY_GATHER_S, timeout_s / 2, per_reply_s * expected)
+                    time.sleep(waited)
                 try:
-                    fields, judge_ns = child.reply(timeout_s)
+                    fields, judge_ns, end_ns = child.reply(timeout_s - waited)
                 except TimeoutError:
                     self._discard(child)
                     outcomes[i] = ("timeout", None, last, now())
@@ -474,7 +532,10 @@ class ProcessRunner:
                     last = now()
                     continue
                 last = now()
-                outcomes[i] = ("ok", fields, last - judge_ns, last)
+                # The child's clock for the end (it may have been read a little later); the
+                # same machine's wall clock, so never after this side's "now".
+                end_ns = min(end_ns, last)
+                outcomes[i] = ("ok", fields, end_ns - judge_ns, end_ns)
             else:
                 self._give_back(child)
         end = now()
@@ -509,9 +570,8 @@ class ProcessRunner:
                 blobs.append(exc)
         call = _BatchCall()
         try:
-            outcomes = await run_in_daemon_thread(
-                lambda: self._batch_blocking(blobs, policy, timeout_s, call),
-                name="groundwatch-judge-pipe",
+            outcomes = await self._pipe_threads.run(
+                lambda: self._batch_blocking(blobs, policy, timeout_s, call)
             )
         except asyncio.CancelledError:
             call.cancelled = True
@@ -546,6 +606,7 @@ class ProcessRunner:
             children, self._all, self._idle = self._all, [], []
         for child in children:
             child.close()
+        self._pipe_threads.close()
 
     def at_fork_reinit(self) -> None:
         # The processes belong to the parent; the forked child starts its own when needed.
@@ -553,6 +614,7 @@ class ProcessRunner:
         for child in self._all:
             child.close_pipes()
         self._all, self._idle = [], []
+        self._pipe_threads.at_fork_reinit()
         if self.fallback is not None:
             self.fallback.at_fork_reinit()
 

@@ -8,6 +8,7 @@ from typing import Any
 from .. import _guard
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
+from .runner import GilBreaks
 from .sampling import Sampler, inner_samplers, sampling_rate
 
 ResultCallback = Callable[[RagRecord, Evaluation], None]
@@ -49,7 +50,9 @@ class Results:
         telemetry = self.telemetry
         need_full = bool(self.observers or self.callbacks or telemetry.capture_content)
         batch = telemetry.batch()
+        breaks = GilBreaks()
         for record, evaluation, start_ns, end_ns in finished:
+            breaks.maybe()
             if need_full and not isinstance(evaluation, Evaluation):
                 evaluation = evaluation.full()
             rate: float | None = None

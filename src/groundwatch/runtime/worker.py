@@ -41,7 +41,15 @@ from ..telemetry import Stats
 from ..telemetry import semconv as sc
 from ..types import RagRecord
 from .results import Results
-from .runner import InvalidRecord, Prepared, Result, Runner, error_evaluation, prepare_record
+from .runner import (
+    GilBreaks,
+    InvalidRecord,
+    Prepared,
+    Result,
+    Runner,
+    error_evaluation,
+    prepare_record,
+)
 
 BATCH_DELAY_S = 0.02
 """How long the worker lets records gather before sending a batch smaller than the runner
@@ -238,9 +246,15 @@ class Worker:
         queue = self.queue
         if len(queue) < size and not self._flush_waiters and not self._stopping:
             # _awake stays True meanwhile: submit() does not wake the loop per record.
-            self._hurry.clear()
-            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                await asyncio.wait_for(self._hurry.wait(), BATCH_DELAY_S)
+            hurry = self._hurry
+            hurry.clear()
+            # A timer that sets the event, not asyncio.wait_for: that costs a task and a
+            # cancellation per batch, about 0.08 ms of the host's CPU each time.
+            timer = asyncio.get_running_loop().call_later(BATCH_DELAY_S, hurry.set)
+            try:
+                await hurry.wait()
+            finally:
+                timer.cancel()
         records: list[RagRecord] = []
         while len(records) < size and not self._stopping:
             try:
@@ -398,7 +412,9 @@ async def evaluate_records(
     results: list[Result | None] = [None] * len(records)
     items: list[Prepared] = []
     where: list[int] = []
+    breaks = GilBreaks()
     for i, record in enumerate(records):
+        breaks.maybe()
         try:
             items.append(prepare_record(record))
         except InvalidRecord as exc:

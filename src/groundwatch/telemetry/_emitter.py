@@ -247,11 +247,13 @@ class _Reported(Exception):
     """A failure already counted and logged where it happened (a ``redact`` that raised)."""
 
 
-def _guarded(where: str, family: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
-    """The pairs ``family`` yields up to its first exception, which is counted and logged
-    (``groundwatch.errors{groundwatch.component="telemetry <where>"}``), never raised."""
+def _collect(attrs: dict[str, Any], where: str, family: Iterator[tuple[str, Any]]) -> None:
+    """Put the pairs ``family`` yields into ``attrs`` up to its first exception, which is
+    counted and logged (``groundwatch.errors{groundwatch.component="telemetry <where>"}``),
+    never raised."""
     try:
-        yield from family
+        for key, value in family:
+            attrs[key] = value
     except _Reported:
         pass
     except Exception as exc:
@@ -324,7 +326,7 @@ class Telemetry:
 
     # --- span attributes: small generators, each guarded --------------------------------------
     #
-    # One family of attributes per generator. ``_guarded`` stops a generator at its first
+    # One family of attributes per generator. ``_collect`` stops a generator at its first
     # exception, logs and counts it, and keeps what it yielded so far: one bad field costs its
     # family, never the span, its events or its metrics (OpenInference's extractors do the same).
 
@@ -335,16 +337,13 @@ class Telemetry:
         sampling_rate: float | None,
         counts: Mapping[Any, int],
     ) -> dict[str, Any]:
-        families: list[tuple[str, Iterator[tuple[str, Any]]]] = [
-            ("user attributes", _user_attributes(record)),
-            ("score attributes", _score_attributes(evaluation, counts)),
-            ("record attributes", _record_attributes(record, evaluation, sampling_rate)),
-        ]
-        if self.capture_content:
-            families.append(("content attributes", self._content_attributes(record, evaluation)))
         attrs: dict[str, Any] = {}
-        for where, family in families:
-            attrs.update(_guarded(where, family))
+        if record.attributes:
+            _collect(attrs, "user attributes", _user_attributes(record))
+        _collect(attrs, "score attributes", _score_attributes(evaluation, counts))
+        _collect(attrs, "record attributes", _record_attributes(record, evaluation, sampling_rate))
+        if self.capture_content:
+            _collect(attrs, "content attributes", self._content_attributes(record, evaluation))
         return attrs
 
     def _content(self, text: str) -> str:
@@ -444,21 +443,22 @@ class Telemetry:
             batch.flush()
 
     def _emit_events(self, evaluation: Evaluation | Any, ctx: Context, *, timestamp: int) -> None:
-        explanation = self._explanation(evaluation)
+        # What both events share is built once; the SDK copies the attributes it is given.
+        shared: dict[str, Any] = {
+            sc.GEN_AI_EVALUATION_SCORE_LABEL: evaluation.label,
+            sc.GEN_AI_EVALUATION_EXPLANATION: self._explanation(evaluation),
+        }
+        if evaluation.label == "error":
+            shared[sc.ERROR_TYPE] = evaluation.error_type or "error"
+        emit = self.event_logger.emit
         for name, value in (
             (sc.EVALUATION_FAITHFULNESS, evaluation.faithfulness),
             (sc.EVALUATION_GROUNDEDNESS, evaluation.groundedness),
         ):
-            attrs: dict[str, Any] = {
-                sc.GEN_AI_EVALUATION_NAME: name,
-                sc.GEN_AI_EVALUATION_SCORE_LABEL: evaluation.label,
-                sc.GEN_AI_EVALUATION_EXPLANATION: explanation,
-            }
+            attrs = {sc.GEN_AI_EVALUATION_NAME: name, **shared}
             if value is not None:
                 attrs[sc.GEN_AI_EVALUATION_SCORE_VALUE] = value
-            if evaluation.label == "error":
-                attrs[sc.ERROR_TYPE] = evaluation.error_type or "error"
-            self.event_logger.emit(
+            emit(
                 LogRecord(
                     timestamp=timestamp,
                     event_name=sc.EVENT_EVALUATION_RESULT,

@@ -366,7 +366,10 @@ class Capture:
                     ):
                         self._spans[id_] = parent_root
                         parent_root.span_ids.append(id_)
-                        if _kind(instance) == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
+                        kind = _kinds.get(type(instance))  # _kind() without a call, mostly
+                        if kind is None:
+                            kind = _kind(instance)
+                        if kind == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
                             # Counted at the root's exit already when it exited first.
                             if not (parent_root.exited and not parent_root.writer_seen):
                                 parent_root.pending += 1
@@ -419,7 +422,11 @@ class Capture:
             return
         if id_ == root.id:
             self._root_exit(root, result)
-        elif _kind(instance) == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
+            return
+        kind = _kinds.get(type(instance))  # _kind() without a call, mostly
+        if kind is None:
+            kind = _kind(instance)
+        if kind == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
             # The chat writer has consumed the whole LLM stream; .response is the full text.
             with self._lock:
                 root.answer = instance.response

@@ -62,6 +62,39 @@ def test_accounting_identity_under_a_burst_with_a_small_queue(capgw: Groundwatch
     assert len(capgw.results()) == seen["sampled"]
 
 
+def test_flush_while_the_first_record_is_still_starting_the_worker(
+    capgw: GroundwatchTelemetry,
+) -> None:
+    # The first record is queued before its submit() starts the worker thread; a flush from
+    # another thread in that window must wait for it, not answer False at once.
+    import threading
+
+    monitor = capgw.monitor(judge=EchoJudge())
+    worker: Any = monitor._worker
+    queued, release = threading.Event(), threading.Event()
+    wake = worker._wake
+
+    def slow_wake() -> None:
+        queued.set()
+        release.wait(10)
+        wake()
+
+    worker._wake = slow_wake
+    recorder = threading.Thread(
+        target=lambda: monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    )
+    recorder.start()
+    assert queued.wait(10)
+    try:
+        assert monitor.force_flush(5000) is True
+        assert len(capgw.results()) == 1
+    finally:
+        release.set()
+        recorder.join(10)
+    assert monitor.force_flush(5000) is True
+    assert len(capgw.results()) == 1 and decisions(capgw) == {"sampled": 1}
+
+
 def test_shutdown_with_work_queued_scores_what_fits_and_counts_the_rest(
     capgw: GroundwatchTelemetry,
 ) -> None:

@@ -325,7 +325,14 @@ class Worker:
         """Wait until everything queued now is scored and emitted; ``False`` on timeout."""
         loop = self._loop
         if loop is None:
-            return not self.queue
+            if not self.queue:
+                return True
+            # A record is queued but its submit() has not started the worker yet (it runs on
+            # another thread, between its append and _start): start it here and wait for it.
+            self._start()
+            loop = self._loop
+            if loop is None:  # shut down meanwhile: shutdown() counted what is queued
+                return not self.queue
         if self.in_worker_thread():
             return False  # an on_result callback flushing would wait for itself
         if self._stop_sent:

@@ -30,3 +30,12 @@ def require_semantic_extra() -> None:
 def require_zh_extra() -> None:
     """Skip this test (or, with ``CI`` set, fail it) unless ``groundwatch[zh]`` is installed."""
     _require("zh", ZH_MODULES, module_level=False)
+
+
+NLI_MODULES = ("numpy", "onnxruntime", "tokenizers", "onnx")
+
+
+def require_nli_extra() -> None:
+    """Skip (or, with ``CI`` set, fail) unless NLIJudge's runtime is installed, with ``onnx``
+    to build the test models (both come with requirements-dev.txt)."""
+    _require("nli", NLI_MODULES, module_level=True)

@@ -94,10 +94,10 @@ def run_judge(judge: Any, rows: list[dict[str, Any]]) -> tuple[list[bool], float
     return out, (time.process_time() - start) / max(len(rows), 1)
 
 
-def snli_accuracy(judge: NLIJudge, path: Path) -> tuple[float, int, float]:
+def snli_accuracy(judge: NLIJudge, path: Path, limit: int | None) -> tuple[float, int, float]:
     pairs, golds = [], []
     with path.open(encoding="utf-8") as fh:
-        for line in fh:
+        for line, _ in zip(fh, range(limit or 10**9), strict=False):
             r = json.loads(line)
             pairs.append((r["premise"], r["hypothesis"]))
             golds.append(r["label"])
@@ -213,7 +213,7 @@ def main() -> None:
         )
     print("(UHGEval: the models are English and read no Chinese claim; SemanticJudge = Local)")
 
-    acc, n, pairs_per_s = snli_accuracy(judge, args.snli_test)
+    acc, n, pairs_per_s = snli_accuracy(judge, args.snli_test, args.limit)
     print(
         f"\nSNLI test, 3-way accuracy of the int8 model: {acc:.3f} ({n} pairs, "
         f"{pairs_per_s:.0f} pairs/s on one core)"

@@ -28,9 +28,9 @@ from groundwatch.judging.judges._nli_model import (
 )
 from groundwatch.judging.judges.nli import NLI_FEATURES, NLIJudge, load_combiner
 
-from ..extras import require_nli_extra
+from ..extras import require_nli_runtime
 
-require_nli_extra()
+require_nli_runtime()
 
 CONTEXT = [
     "Acme Corporation was started in 1998 by the siblings Ana and Luis Ortega in a garage in "
@@ -319,7 +319,7 @@ def test_missing_extra_raises_with_the_install_hint(
     models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(ImportError, match=r"groundwatch\[nli\]"):
+    with pytest.raises(ImportError, match=r"experimental NLI judge.*groundwatch\[semantic\]"):
         NLIJudge(models["entailment"], COMBINER)
 
 

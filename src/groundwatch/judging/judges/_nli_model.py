@@ -26,7 +26,11 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-INSTALL_HINT = 'the NLI judge needs the "nli" extra: pip install "groundwatch[nli]"'
+# No "nli" extra exists while the model is not shipped; the semantic extra has the runtime.
+INSTALL_HINT = (
+    'the experimental NLI judge needs numpy, onnxruntime and tokenizers, which the "semantic" '
+    'extra installs: pip install "groundwatch[semantic]"'
+)
 
 LABELS = ("entailment", "neutral", "contradiction")
 """The model's output classes, in the order of its logits."""

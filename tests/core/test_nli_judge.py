@@ -27,6 +27,7 @@ from groundwatch.judging.judges._nli_model import (
     encode_pairs,
 )
 from groundwatch.judging.judges.nli import NLI_FEATURES, NLIJudge, load_combiner
+from groundwatch.testing import GroundwatchTelemetry, capgw  # noqa: F401
 
 from ..extras import require_nli_runtime
 
@@ -188,6 +189,19 @@ def test_the_judge_survives_pickling_for_the_worker_process(models: dict[str, Pa
     assert clone.encoder is not None and clone.encoder is not judge.encoder
     assert clone.judge(PARAPHRASE, passages, None) == judge.judge(PARAPHRASE, passages, None)
     assert clone.judge(PARAPHRASE, passages, None).claims[0].verdict == "inferred"
+
+
+def test_a_monitor_scores_with_it_in_its_worker_process(
+    models: dict[str, Path],
+    capgw: GroundwatchTelemetry,  # noqa: F811
+) -> None:
+    # The judge travels to the worker process pickled; the model session is rebuilt there.
+    monitor = capgw.monitor(judge=_judge(models, "entailment"), executor="process")
+    monitor.record(question="Who founded Acme?", contexts=CONTEXT, answer=PARAPHRASE)
+    ((record, evaluation),) = capgw.results()
+    assert record.answer == PARAPHRASE
+    assert evaluation.label == "grounded"
+    assert [c.verdict for c in evaluation.claims] == ["inferred"]
 
 
 def test_a_model_file_that_cannot_load_leaves_lexical_verdicts_counted(

@@ -35,7 +35,16 @@ from typing import Any
 from accuracy import default_data_dir, folds_of, rates
 from calibrate_local import FIT_SETS, Row, fit, load_rows
 from calibrate_local import measure as measure_lexical
-from calibrate_nli import NLIRow, fit_combiner, measure, placeholder_combiner, samples, verdicts
+from calibrate_nli import (
+    NLIRow,
+    best_threshold,
+    combiner_json,
+    fit_combiner,
+    measure,
+    placeholder_combiner,
+    samples,
+    verdicts,
+)
 from nli_data import encoder_half
 from semantic import _grounded_row, calibrated_predictions
 
@@ -77,6 +86,8 @@ def attributionbench_kfold(
         ]
         first = fit(lexical + chinese)
         combiner = fit_combiner(samples(train))
+        t = best_threshold(judge, train, first, combiner, _grounded_row)
+        print(f"  fold {k}: combiner threshold {t} (chosen on the other folds)", flush=True)
         for i, f in enumerate(folds):
             if f == k:
                 combined[i] = _grounded_row(rows[i], verdicts(judge, rows[i], first, combiner))
@@ -146,10 +157,12 @@ def main() -> None:
     ]
     nli_ab, alone_ab = attributionbench_kfold(judge, ab, chinese)
     full = fit_combiner(samples(ab))
+    # The threshold for FaithBench and UHGEval: chosen on all of AttributionBench, with the
+    # shipped lexical calibration those sets are judged with.
+    threshold = best_threshold(judge, ab, None, full, _grounded_row)
+    print(f"  combiner fitted on all of AttributionBench: threshold {threshold}", flush=True)
     if args.combiner_out:
-        from calibrate_nli import combiner_json
-
-        text = json.dumps(combiner_json(full, len(samples(ab))), indent=2) + "\n"
+        text = json.dumps(combiner_json(full, len(samples(ab)), threshold), indent=2) + "\n"
         args.combiner_out.write_text(text, encoding="utf-8")
     judge.combiner = full
 

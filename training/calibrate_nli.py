@@ -5,18 +5,15 @@ this small logistic model is the only part fitted on labels: AttributionBench de
 labels of ``calibrate_local.py``) that no lexical rule decides. ``benchmarks/nli.py`` refits it
 on four folds and measures the fifth; FaithBench is never fitted on.
 
-Usage::
-
-    python training/calibrate_nli.py --model /work/nli-run/model/model.int8.onnx \\
-        [--out /work/nli-run/model/combiner.json] [--data ../shared/data]
+The functions here are used by ``benchmarks/nli.py``, which measures the combiner held out and
+writes the one fitted on all of AttributionBench (``--combiner-out``), with its threshold chosen
+on answer labels by the same grounded-or-not rule the benchmark scores with.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "training"))
 
-from calibrate_local import REGULARISATION_C, _claim_labels, default_data_dir, load_rows  # noqa: E402
+from calibrate_local import REGULARISATION_C, _claim_labels  # noqa: E402
 
 from groundwatch._inputs import prepare  # noqa: E402
 from groundwatch.judging.judges._calibration import Calibration, LogisticModel  # noqa: E402
@@ -120,34 +117,44 @@ def verdicts(
     return out
 
 
-def combiner_json(model: LogisticModel, claims: int) -> dict[str, Any]:
+THRESHOLDS = tuple(round(0.3 + 0.05 * i, 2) for i in range(9))  # 0.3 .. 0.7
+
+
+def best_threshold(
+    judge: NLIJudge,
+    rows: Sequence[NLIRow],
+    calibration: Calibration | None,
+    combiner: LogisticModel,
+    grounded: Callable[[NLIRow, list[str]], bool],
+) -> float:
+    """The combiner threshold with the best answer-level balanced accuracy on ``rows``: the
+    combiner is fitted on claims, but an answer is grounded only when most of its claims are
+    backed, so the claim-level 0.5 rejects too many faithful answers."""
+
+    def ba(t: float) -> float:
+        judge.min_probability = t
+        preds = [grounded(r, verdicts(judge, r, calibration, combiner)) for r in rows]
+        pos = [p for p, r in zip(preds, rows, strict=True) if r.faithful]
+        neg = [not p for p, r in zip(preds, rows, strict=True) if not r.faithful]
+        return 0.5 * (sum(pos) / max(len(pos), 1) + sum(neg) / max(len(neg), 1))
+
+    best = max(THRESHOLDS, key=lambda t: (ba(t), -abs(t - 0.5)))
+    judge.min_probability = best
+    return best
+
+
+def combiner_json(model: LogisticModel, claims: int, threshold: float) -> dict[str, Any]:
     return {
         "version": 1,
         "features": list(NLI_FEATURES),
         "model": model.to_json(),
-        "meta": {"fitted_on": [FIT_SET], "claims": claims, "script": "training/calibrate_nli.py"},
+        "threshold": threshold,
+        "meta": {"fitted_on": [FIT_SET], "claims": claims, "script": "benchmarks/nli.py"},
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", type=Path, required=True)
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--data", type=Path, default=default_data_dir())
-    args = parser.parse_args(argv)
-    judge = NLIJudge(args.model, placeholder_combiner())
-    print(f"measuring {FIT_SET} ...", flush=True)
-    rows = measure(judge, load_rows(args.data / f"{FIT_SET}.jsonl"))
-    data = samples(rows)
-    model = fit_combiner(data)
-    for name, c in zip(NLI_FEATURES, model.coef, strict=True):
-        print(f"  {name:<22}{c:>9.3f}")
-    print(f"  {'intercept':<22}{model.intercept:>9.3f}  ({len(data)} claims)")
-    out = args.out or args.model.parent / "combiner.json"
-    out.write_text(json.dumps(combiner_json(model, len(data)), indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(
+        "the combiner and its threshold are fitted by benchmarks/nli.py --combiner-out PATH "
+        "(which measures them held out first)"
+    )

@@ -147,6 +147,16 @@ def test_the_lexical_judge_already_decides_the_same_claims_otherwise(
     assert [c.verdict for c in gw.evaluate(STATED, CONTEXT).claims] == ["supported"]
 
 
+def test_backing_needs_the_combiner_probability_the_judge_asks_for(
+    models: dict[str, Path],
+) -> None:
+    # The entailment model gives p = sigmoid(10 * 0.995 - 5) ~ 0.993 for every claim.
+    assert gw.evaluate(PARAPHRASE, CONTEXT, judge=_judge(models, "entailment")).label == "grounded"
+    strict = _judge(models, "entailment", min_probability=0.999)
+    (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=strict).claims
+    assert claim.verdict == "unsupported"
+
+
 def test_a_contradiction_needs_a_sure_model(models: dict[str, Path]) -> None:
     judge = _judge(models, "contradiction", contradiction_threshold=1.0)
     (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=judge).claims
@@ -338,7 +348,13 @@ def test_missing_extra_raises_with_the_install_hint(
 
 
 def test_bad_arguments_are_refused(models: dict[str, Path]) -> None:
-    for kwargs in ({"threads": 0}, {"max_claims": -1}, {"contradiction_threshold": 1.5}):
+    bad = (
+        {"threads": 0},
+        {"max_claims": -1},
+        {"contradiction_threshold": 1.5},
+        {"min_probability": -0.1},
+    )
+    for kwargs in bad:
         with pytest.raises(ValueError):
             _judge(models, "entailment", **kwargs)
     wrong = LogisticModel(coef=(1.0,), intercept=0.0)

@@ -52,7 +52,7 @@ _PREMISE_ROOM = MAX_LENGTH - 3 - MAX_HYPOTHESIS_PIECES
 
 def load_combiner(path: str | Path) -> LogisticModel:
     """A combiner written by ``training/calibrate_nli.py``."""
-    data = json.loads(Path(path).read_text("utf-8"))
+    data = json.loads(Path(path).read_text("utf-8"))  # its "threshold" is min_probability
     if tuple(data["features"]) != NLI_FEATURES:
         raise ValueError(f"combiner features {data['features']} differ from {NLI_FEATURES}")
     return LogisticModel.from_json(data["model"]).expect(NLI_FEATURES)
@@ -74,6 +74,8 @@ class NLIJudge:
         combiner: the fitted logistic combiner over :data:`NLI_FEATURES`.
         local: the lexical judge that runs first (default ``LocalJudge()``).
         threads: CPU threads for the model.
+        min_probability: combiner probability from which a claim is backed (chosen with the
+            combiner, on answer labels: ``benchmarks/nli.py``).
         contradiction_threshold: model probability of contradiction for ``contradicted``.
         max_claims: claims per answer the model reads at most.
         sha256: the model file's expected checksum (``None`` accepts any file).
@@ -88,6 +90,7 @@ class NLIJudge:
         local: LocalJudge | None = None,
         threads: int = 1,
         *,
+        min_probability: float = 0.5,
         contradiction_threshold: float = DEFAULT_CONTRADICTION_THRESHOLD,
         max_claims: int = DEFAULT_MAX_CLAIMS,
         sha256: str | None = None,
@@ -96,6 +99,8 @@ class NLIJudge:
             raise ValueError(f"threads must be at least 1, got {threads!r}")
         if max_claims < 0:
             raise ValueError(f"max_claims must not be negative, got {max_claims!r}")
+        if not 0.0 <= min_probability <= 1.0:
+            raise ValueError(f"min_probability must be within [0, 1], got {min_probability!r}")
         if not 0.0 <= contradiction_threshold <= 1.0:
             raise ValueError(
                 f"contradiction_threshold must be within [0, 1], got {contradiction_threshold!r}"
@@ -105,6 +110,7 @@ class NLIJudge:
         self.combiner = combiner.expect(NLI_FEATURES)
         self.local = local if local is not None else LocalJudge()
         self.threads = threads
+        self.min_probability = min_probability
         self.contradiction_threshold = contradiction_threshold
         self.max_claims = max_claims
         self.sha256 = sha256
@@ -192,7 +198,7 @@ class NLIJudge:
         entail, _, contra, premise = probs
         p = self.combiner.probability(nli_vector(f, entail, contra))
         model = f"entailment {entail:.0%}, contradiction {contra:.0%}"
-        if p >= 0.5:
+        if p >= self.min_probability:
             lexical = claim.verdict in ("supported", "inferred") and claim.evidence
             single = f.sentence_score >= self.local.support_threshold
             verdict = "supported" if single and claim.verdict == "supported" else "inferred"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._weakhooks import reinit_after_fork
-from ._minilm import _load_vocab
+from ._minilm import build_tokenizer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,20 +40,6 @@ MAX_LENGTH = 256
 MAX_HYPOTHESIS_PIECES = 64
 """Word pieces of the hypothesis (the claim) at most; claims are short sentences."""
 BATCH = 16
-
-
-def build_tokenizer(tokenizers: Any) -> tuple[Any, int, int]:
-    """The WordPiece tokenizer of all-MiniLM-L6-v2 from the bundled vocabulary, with the ids
-    of ``[CLS]`` and ``[SEP]`` (``tokenizers`` is the imported ``tokenizers`` package)."""
-    vocab = _load_vocab()
-    tok = tokenizers.Tokenizer(
-        tokenizers.models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100)
-    )
-    tok.normalizer = tokenizers.normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
-    )
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
-    return tok, vocab["[CLS]"], vocab["[SEP]"]
 
 
 def encode_pairs(

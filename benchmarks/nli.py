@@ -15,6 +15,8 @@ on: the combiner fitted on all of AttributionBench judges it through ``NLIJudge.
 * SNLI test accuracy (3-way) of the int8 model;
 * answers per second on one core for each judge, on the first ``--speed-rows`` rows of
   AttributionBench dev (CPU time, one thread);
+* with ``--threshold T``, the combiner's threshold fixed at T instead of chosen on the training
+  folds (an ablation);
 * the stop rule: NLIJudge must beat SemanticJudge by 0.03 on AttributionBench and FaithBench.
 
 Needs the ``semantic`` extra and a model from ``training/export_nli.py``. Usage::
@@ -72,7 +74,7 @@ def _model_alone(row: NLIRow, calibration: Any) -> list[str]:
 
 
 def attributionbench_kfold(
-    judge: NLIJudge, rows: list[NLIRow], chinese: list[Row]
+    judge: NLIJudge, rows: list[NLIRow], chinese: list[Row], fixed: float | None
 ) -> tuple[list[bool], list[bool]]:
     """(NLIJudge, model alone) grounded-or-not per row, each from a fold not fitted on it."""
     folds = folds_of(len(rows), 5)
@@ -86,8 +88,11 @@ def attributionbench_kfold(
         ]
         first = fit(lexical + chinese)
         combiner = fit_combiner(samples(train))
-        t = best_threshold(judge, train, first, combiner, _grounded_row)
-        print(f"  fold {k}: combiner threshold {t} (chosen on the other folds)", flush=True)
+        if fixed is None:
+            t = best_threshold(judge, train, first, combiner, _grounded_row)
+            print(f"  fold {k}: combiner threshold {t} (chosen on the other folds)", flush=True)
+        else:
+            judge.min_probability = fixed
         for i, f in enumerate(folds):
             if f == k:
                 combined[i] = _grounded_row(rows[i], verdicts(judge, rows[i], first, combiner))
@@ -134,6 +139,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--speed-rows", type=int, default=150)
     parser.add_argument("--combiner-out", type=Path, default=None)
+    parser.add_argument(
+        "--threshold", type=float, default=None, help="fix the combiner threshold (ablation)"
+    )
     args = parser.parse_args()
     data = default_data_dir() if args.data is None else args.data
     try:
@@ -155,11 +163,14 @@ def main() -> None:
         if name != AB and (data / f"{name}.jsonl").exists()
         for r in measure_lexical(name, load_rows(data / f"{name}.jsonl", args.limit))
     ]
-    nli_ab, alone_ab = attributionbench_kfold(judge, ab, chinese)
+    nli_ab, alone_ab = attributionbench_kfold(judge, ab, chinese, args.threshold)
     full = fit_combiner(samples(ab))
     # The threshold for FaithBench and UHGEval: chosen on all of AttributionBench, with the
     # shipped lexical calibration those sets are judged with.
-    threshold = best_threshold(judge, ab, None, full, _grounded_row)
+    if args.threshold is None:
+        threshold = best_threshold(judge, ab, None, full, _grounded_row)
+    else:
+        threshold = judge.min_probability = args.threshold
     print(f"  combiner fitted on all of AttributionBench: threshold {threshold}", flush=True)
     if args.combiner_out:
         text = json.dumps(combiner_json(full, len(samples(ab)), threshold), indent=2) + "\n"

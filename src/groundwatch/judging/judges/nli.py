@@ -13,11 +13,12 @@ How a claim is judged:
    those, so they veto whatever the model says.
 3. Every other claim in Latin script goes to the model as (premise = its evidence window,
    hypothesis = the claim); the model gives the probability of entailment, neutral and
-   contradiction. A logistic combiner (``_calibration_nli.json`` or one passed in) turns the
-   lexical measurements and those probabilities into the probability that the context backs
-   the claim: ``supported`` when it is backed and one sentence states it, ``inferred`` when it
-   is backed otherwise, ``contradicted`` when it is not backed and the model is at least
-   ``contradiction_threshold`` sure of a contradiction, ``unsupported`` otherwise. Evidence is
+   contradiction. A logistic combiner (passed in: ``benchmarks/nli.py --combiner-out`` writes
+   one, :func:`load_combiner` reads it) turns the lexical measurements and those probabilities
+   into the probability that the context backs the claim: backed from ``min_probability`` on,
+   ``supported`` when the lexical judge also found one sentence stating it, ``inferred``
+   otherwise; ``contradicted`` when it is not backed and the model is at least
+   ``contradiction_threshold`` sure of a contradiction; ``unsupported`` otherwise. Evidence is
    the window (or the lexical judge's own evidence), with exact offsets.
 
 If the model cannot be loaded, or fails on a call, the lexical verdicts stand and the failure

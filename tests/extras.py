@@ -38,4 +38,3 @@ def require_nli_runtime() -> None:
 def require_zh_extra() -> None:
     """Skip this test (or, with ``CI`` set, fail it) unless ``groundwatch[zh]`` is installed."""
     _require("zh", ZH_MODULES, module_level=False)
-

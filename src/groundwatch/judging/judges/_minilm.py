@@ -69,6 +69,20 @@ def _load_vocab() -> dict[str, int]:
     return {piece: i for i, piece in enumerate(raw.decode("utf-8").splitlines())}
 
 
+def build_tokenizer(tokenizers: Any) -> tuple[Any, int, int]:
+    """The WordPiece tokenizer of all-MiniLM-L6-v2 from the bundled vocabulary, with the ids
+    of ``[CLS]`` and ``[SEP]`` (``tokenizers`` is the imported ``tokenizers`` package)."""
+    vocab = _load_vocab()
+    tok = tokenizers.Tokenizer(
+        tokenizers.models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100)
+    )
+    tok.normalizer = tokenizers.normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
+    )
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    return tok, vocab["[CLS]"], vocab["[SEP]"]
+
+
 class MiniLMEncoder:
     """Runs the model on texts and returns one :class:`TokenVectors` per text.
 
@@ -99,16 +113,7 @@ class MiniLMEncoder:
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        vocab = _load_vocab()
-        self._cls, self._sep = vocab["[CLS]"], vocab["[SEP]"]
-        tok = tokenizers.Tokenizer(
-            tokenizers.models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100)
-        )
-        tok.normalizer = tokenizers.normalizers.BertNormalizer(
-            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
-        )
-        tok.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
-        self._tokenizer = tok
+        self._tokenizer, self._cls, self._sep = build_tokenizer(tokenizers)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, TokenVectors] = OrderedDict()
         self._cached_bytes = 0

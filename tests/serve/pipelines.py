@@ -10,12 +10,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import groundwatch as gw
+from groundwatch.telemetry import semconv as sc
 
 
 @dataclass
@@ -100,3 +104,21 @@ def llamaindex_instrumented(provider: TracerProvider) -> Iterator[None]:
         yield
     finally:
         LlamaIndexInstrumentor().uninstrument()
+
+
+def assert_evaluation_of(
+    span: Any, app: App, question: str, passages: list[str], answer: str
+) -> None:
+    """``span`` is the evaluation of this run: under its root span, scored as ``gw.evaluate``
+    scores the same inputs, read from OpenInference spans of the ``rag-app`` service."""
+    root = app.root()
+    # Same trace, child of the pipeline's root span.
+    assert span.context.trace_id == root.context.trace_id
+    assert span.parent is not None and span.parent.span_id == root.context.span_id
+    expected = gw.evaluate(answer, passages, question=question)
+    attrs = dict(span.attributes)
+    assert attrs.pop(sc.GROUNDWATCH_LABEL) == expected.label
+    assert attrs.pop(sc.GROUNDWATCH_FAITHFULNESS) == pytest.approx(expected.faithfulness)
+    assert attrs.pop(sc.GROUNDWATCH_GROUNDEDNESS) == pytest.approx(expected.groundedness)
+    assert attrs.pop(sc.GROUNDWATCH_SERVE_SOURCE) == "openinference"
+    assert attrs.pop(sc.GROUNDWATCH_ROUTE) == "rag-app"  # the service name

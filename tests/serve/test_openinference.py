@@ -10,36 +10,19 @@ from typing import Any
 import pytest
 
 import groundwatch as gw
-from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
 from ..langchain.chains import ANSWER, build
 from .conftest import RunningReceiver, wait_for_evaluations
 from .pipelines import (
-    App,
     app_provider,
+    assert_evaluation_of,
     langchain_instrumented,
     llamaindex_engine,
     llamaindex_instrumented,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-def assert_evaluation_of(
-    span: Any, app: App, question: str, passages: list[str], answer: str
-) -> None:
-    root = app.root()
-    # Same trace, child of the pipeline's root span.
-    assert span.context.trace_id == root.context.trace_id
-    assert span.parent is not None and span.parent.span_id == root.context.span_id
-    expected = gw.evaluate(answer, passages, question=question)
-    attrs = dict(span.attributes)
-    assert attrs.pop(sc.GROUNDWATCH_LABEL) == expected.label
-    assert attrs.pop(sc.GROUNDWATCH_FAITHFULNESS) == pytest.approx(expected.faithfulness)
-    assert attrs.pop(sc.GROUNDWATCH_GROUNDEDNESS) == pytest.approx(expected.groundedness)
-    assert attrs.pop(sc.GROUNDWATCH_SERVE_SOURCE) == "openinference"
-    assert attrs.pop(sc.GROUNDWATCH_ROUTE) == "rag-app"  # the service name
 
 
 @pytest.mark.parametrize("gzip", [False, True])

@@ -22,6 +22,7 @@ from ..langchain.chains import ANSWER, build
 from .conftest import RunningReceiver, wait_for_evaluations
 from .pipelines import (
     app_provider,
+    assert_evaluation_of,
     langchain_instrumented,
     llamaindex_engine,
     llamaindex_instrumented,
@@ -116,15 +117,8 @@ def test_langchain_chain_through_rotel(
     with langchain_instrumented(app.provider):
         assert case.chain.invoke(question) == ANSWER
     (span,) = wait_for_evaluations(capgw, 1)
-    root = app.root()
-    assert span.context.trace_id == root.context.trace_id  # type: ignore[attr-defined]
-    assert span.parent.span_id == root.context.span_id  # type: ignore[attr-defined]
     passages = [text for _, text in case.expected_docs(question)]
-    expected = gw.evaluate(ANSWER, passages, question=question)
-    attrs = span.attributes  # type: ignore[attr-defined]
-    assert attrs[sc.GROUNDWATCH_LABEL] == expected.label
-    assert attrs[sc.GROUNDWATCH_FAITHFULNESS] == pytest.approx(expected.faithfulness)
-    assert attrs[sc.GROUNDWATCH_GROUNDEDNESS] == pytest.approx(expected.groundedness)
+    assert_evaluation_of(span, app, question, passages, ANSWER)
     # Our span came back through the Collector and was not ingested again.
     deadline = time.monotonic() + 10
     while receiver.service.health()["spans"].get("own", 0) < 1 and time.monotonic() < deadline:

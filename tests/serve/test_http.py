@@ -270,3 +270,26 @@ def test_shutdown_scores_what_is_pending_and_refuses_with_503(
     assert receiver.stop()
     (span,) = capgw.spans()
     assert span.attributes[sc.GROUNDWATCH_LABEL] == "grounded"
+
+
+def test_serve_instruments_report_what_health_reports(
+    capgw: GroundwatchTelemetry, make_receiver: Callable[..., RunningReceiver]
+) -> None:
+    receiver = make_receiver(sampler=gw.RatioSampler(1.0))
+    with recorded() as (provider, exported):
+        openinference_trace(provider)
+        body = protobuf(exported.get_finished_spans())
+    assert post(receiver.url, body).status == 200
+    assert post(receiver.url, b"\xff" * 40).status == 400
+    wait_for_evaluations(capgw, 1)
+    health = receiver.service.health()
+
+    def points(name: str, attribute: str) -> dict[Any, float]:
+        return {attrs[attribute]: value for attrs, value in capgw.metric_points(name)}
+
+    outcome = sc.GROUNDWATCH_SERVE_OUTCOME
+    assert points(sc.METRIC_SERVE_SPANS, outcome) == health["spans"] != {}
+    assert points(sc.METRIC_SERVE_TRACES, outcome) == health["traces"] != {}
+    requests = points(sc.METRIC_SERVE_REQUESTS, sc.HTTP_RESPONSE_STATUS_CODE)
+    assert requests == {200: 1, 400: 1}
+    assert [v for _, v in capgw.metric_points(sc.METRIC_SERVE_PENDING)] == [0]

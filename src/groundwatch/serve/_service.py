@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,8 @@ from ._intake import IntakeSampler
 from ._otlp import LogEvent, SpanData
 
 _logger = logging.getLogger(__name__)
+
+_Observe = Callable[[CallbackOptions], list[Observation]]
 
 BACKPRESSURE_FILL = 0.9
 """Share of the monitor's queue in use past which exports are answered 429: the scorer is
@@ -271,56 +274,51 @@ class TraceService:
         meter = provider.get_meter(sc.INSTRUMENTATION_NAME)
         counts = self.assembler.counts
 
-        def outcomes(by_outcome: dict[str, int]) -> list[Observation]:
-            return [
-                Observation(n, {sc.GROUNDWATCH_SERVE_OUTCOME: k}) for k, n in by_outcome.items()
-            ]
+        def by(attribute: str, snapshot: Callable[[], Mapping[Any, int]]) -> _Observe:
+            def observe(_: CallbackOptions) -> list[Observation]:
+                return [Observation(n, {attribute: k}) for k, n in snapshot().items()]
 
-        def spans(_: CallbackOptions) -> list[Observation]:
-            return outcomes(counts.snapshot()[0])
+            return observe
 
-        def traces(_: CallbackOptions) -> list[Observation]:
-            return outcomes(counts.snapshot()[1])
-
-        def log_records(_: CallbackOptions) -> list[Observation]:
-            return outcomes(counts.log_snapshot())
-
-        def skipped(_: CallbackOptions) -> list[Observation]:
-            return [
-                Observation(n, {sc.GROUNDWATCH_COMPONENT: k})
-                for k, n in self.skips.snapshot().items()
-            ]
-
-        def requests(_: CallbackOptions) -> list[Observation]:
-            return [
-                Observation(n, {sc.HTTP_RESPONSE_STATUS_CODE: k})
-                for k, n in self.requests.snapshot().items()
-            ]
+        outcome = sc.GROUNDWATCH_SERVE_OUTCOME
+        counters: tuple[tuple[str, _Observe, str, str], ...] = (
+            (
+                sc.METRIC_SERVE_SPANS,
+                by(outcome, lambda: counts.snapshot()[0]),
+                "{span}",
+                "Spans received over OTLP",
+            ),
+            (
+                sc.METRIC_SERVE_LOG_RECORDS,
+                by(outcome, counts.log_snapshot),
+                "{log_record}",
+                "Log records received over OTLP",
+            ),
+            (
+                sc.METRIC_SERVE_TRACES,
+                by(outcome, lambda: counts.snapshot()[1]),
+                "{trace}",
+                "Traces assembled",
+            ),
+            (
+                sc.METRIC_SERVE_SKIPPED,
+                by(sc.GROUNDWATCH_COMPONENT, self.skips.snapshot),
+                "{attribute}",
+                "Attributes an extractor could not read",
+            ),
+            (
+                sc.METRIC_SERVE_REQUESTS,
+                by(sc.HTTP_RESPONSE_STATUS_CODE, self.requests.snapshot),
+                "{request}",
+                "OTLP exports",
+            ),
+        )
+        for name, callback, unit, description in counters:
+            meter.create_observable_counter(name, [callback], unit=unit, description=description)
 
         def pending(_: CallbackOptions) -> list[Observation]:
             return [Observation(len(self.assembler))]
 
-        meter.create_observable_counter(
-            sc.METRIC_SERVE_SPANS, [spans], unit="{span}", description="Spans received over OTLP"
-        )
-        meter.create_observable_counter(
-            sc.METRIC_SERVE_LOG_RECORDS,
-            [log_records],
-            unit="{log_record}",
-            description="Log records received over OTLP",
-        )
-        meter.create_observable_counter(
-            sc.METRIC_SERVE_TRACES, [traces], unit="{trace}", description="Traces assembled"
-        )
-        meter.create_observable_counter(
-            sc.METRIC_SERVE_SKIPPED,
-            [skipped],
-            unit="{attribute}",
-            description="Attributes an extractor could not read",
-        )
-        meter.create_observable_counter(
-            sc.METRIC_SERVE_REQUESTS, [requests], unit="{request}", description="OTLP exports"
-        )
         meter.create_observable_gauge(
             sc.METRIC_SERVE_PENDING, [pending], unit="{trace}", description="Traces assembling"
         )

@@ -77,8 +77,7 @@ def suppressed() -> bool:
     """Whether instrumentation is suppressed in the current context."""
     # One context lookup: integrations ask this when an interaction starts.
     ctx = otel_context.get_current()
-    first, second = SUPPRESS_INSTRUMENTATION_KEYS
-    return bool(ctx.get(first) or ctx.get(second))
+    return any(ctx.get(key) for key in SUPPRESS_INSTRUMENTATION_KEYS)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -90,7 +90,7 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-_positive_int = _int_at_least(1)
+positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
 
 
@@ -108,27 +108,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("file", type=Path, metavar="FILE", help="a .jsonl or .csv file")
     p.add_argument("--format", choices=("jsonl", "csv"), help="override the format detection")
     judge = p.add_argument_group("judge")
-    judge.add_argument(
-        "--judge",
-        choices=("local", "semantic", "openai", "cascade"),
-        default="local",
-        help="local (embedded, no network; default), semantic (local plus a small embedding "
-        "model for reworded claims; needs groundwatch[semantic]), openai (an OpenAI-compatible "
-        "LLM), or cascade (local first, the LLM where the local judge is unsure)",
-    )
-    judge.add_argument("--model", help="the LLM judge's model name")
-    judge.add_argument(
-        "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
-    )
-    judge.add_argument(
-        "--api-key-env",
-        default="OPENAI_API_KEY",
-        metavar="VAR",
-        help="environment variable holding the API key (default: OPENAI_API_KEY)",
-    )
+    add_judge_options(judge)
     judge.add_argument(
         "--concurrency",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_CONCURRENCY,
         metavar="N",
         help=f"answers judged at a time (default {DEFAULT_CONCURRENCY})",
@@ -167,7 +150,7 @@ def add_parser(subparsers: Any) -> None:
     out.add_argument("--html", type=Path, metavar="OUT", help="a self-contained HTML report")
     out.add_argument(
         "--html-limit",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_MAX_CASES_PER_LABEL,
         metavar="N",
         help="answer cards per label in the HTML report "
@@ -190,6 +173,37 @@ def add_parser(subparsers: Any) -> None:
 
 
 # --- judge --------------------------------------------------------------------------------------
+
+
+def add_judge_options(group: Any) -> None:
+    """``--judge``, ``--model``, ``--base-url`` and ``--api-key-env`` on a parser or argument
+    group: the options every command that scores (check, worker, serve) takes, read back by
+    :func:`judge_from_args`."""
+    group.add_argument(
+        "--judge",
+        choices=("local", "semantic", "openai", "cascade"),
+        default="local",
+        help="local (embedded, no network; default), semantic (local plus a small embedding "
+        "model for reworded claims; needs groundwatch[semantic]), openai (an OpenAI-compatible "
+        "LLM), or cascade (local first, the LLM where the local judge is unsure)",
+    )
+    group.add_argument("--model", help="the LLM judge's model name")
+    group.add_argument(
+        "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
+    )
+    group.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="environment variable holding the API key (default: OPENAI_API_KEY)",
+    )
+
+
+def judge_from_args(args: argparse.Namespace) -> Judge:
+    """The judge the options of :func:`add_judge_options` ask for (see :func:`build_judge`)."""
+    return build_judge(
+        args.judge, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env
+    )
 
 
 def build_judge(kind: str, *, model: str | None, base_url: str | None, api_key_env: str) -> Judge:
@@ -241,7 +255,7 @@ def build_judge(kind: str, *, model: str | None, base_url: str | None, api_key_e
         raise UsageError(f"--judge {kind}: cannot build the judge: {type(exc).__name__}") from exc
 
 
-async def _close_judge(judge: Any) -> None:
+async def close_judge(judge: Any) -> None:
     """Release the judge's clients and threads (a cascade's inner judges too); best effort."""
     for part in (judge, getattr(judge, "first", None), getattr(judge, "then", None)):
         for name in ("aclose", "close"):
@@ -451,9 +465,7 @@ def run(args: argparse.Namespace) -> int:
             stream.reconfigure(errors="replace")
     err = sys.stderr
     try:
-        judge = build_judge(
-            args.judge, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env
-        )
+        judge = judge_from_args(args)
     except UsageError as exc:
         print(f"groundwatch check: error: {exc}", file=err)
         return EXIT_BAD_INPUT
@@ -489,7 +501,7 @@ def run(args: argparse.Namespace) -> int:
         print("groundwatch check: interrupted; the reports are incomplete", file=err)
         return EXIT_INTERRUPTED
     finally:
-        asyncio.run(_close_judge(judge))
+        asyncio.run(close_judge(judge))
     print(summary.render(thresholds, code))
     for bad in summary.invalid_rows:
         print(f"groundwatch check: invalid input: {bad}", file=err)

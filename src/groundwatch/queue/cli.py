@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from .._commands import run_command, stop_event
-from ..check.cli import _close_judge, _positive_int, build_judge
+from ..check.cli import add_judge_options, close_judge, judge_from_args, positive_int
 from .consumer import StreamWorker
 from .redis import DEFAULT_STREAM, INSTALL_HINT
 
@@ -39,22 +39,19 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--group", required=True, help="the consumer group")
     p.add_argument("--stream", default=DEFAULT_STREAM, help=f"default {DEFAULT_STREAM}")
     p.add_argument("--consumer", help="this consumer's name in the group (default host-pid)")
-    p.add_argument("--judge", choices=("local", "semantic", "openai", "cascade"), default="local")
-    p.add_argument("--model", help="the LLM judge's model name")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR")
+    add_judge_options(p)
     p.add_argument(
         "--concurrency",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="LLM calls in flight, or judge processes for local judges (default 1)",
     )
     p.add_argument("--executor", choices=("auto", "process", "thread"), default="auto")
-    p.add_argument("--visibility-timeout-ms", type=_positive_int, default=30_000)
-    p.add_argument("--max-deliveries", type=_positive_int, default=5)
-    p.add_argument("--evaluation-timeout-ms", type=_positive_int, default=60_000)
-    p.add_argument("--shutdown-timeout-ms", type=_positive_int, default=20_000)
+    p.add_argument("--visibility-timeout-ms", type=positive_int, default=30_000)
+    p.add_argument("--max-deliveries", type=positive_int, default=5)
+    p.add_argument("--evaluation-timeout-ms", type=positive_int, default=60_000)
+    p.add_argument("--shutdown-timeout-ms", type=positive_int, default=20_000)
     p.add_argument(
         "--health-port",
         type=int,
@@ -99,9 +96,7 @@ async def _serve_health(worker: StreamWorker, port: int) -> asyncio.AbstractServ
 
 
 async def _main(args: argparse.Namespace) -> int:
-    judge = build_judge(
-        args.judge, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env
-    )
+    judge = judge_from_args(args)
     # --concurrency is the LLM judge's own limit too (a cascade's second judge), which it
     # reads on first use: otherwise its default would decide.
     for part in (judge, getattr(judge, "then", None)):
@@ -131,7 +126,7 @@ async def _main(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.close()
-        await _close_judge(judge)
+        await close_judge(judge)
     return 0
 
 

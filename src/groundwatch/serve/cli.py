@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import _config
 from .._commands import run_command, stop_event
-from ..check.cli import _close_judge, _positive_int, build_judge
+from ..check.cli import add_judge_options, close_judge, judge_from_args, positive_int
 from . import INSTALL_HINT
 
 _logger = logging.getLogger("groundwatch")
@@ -82,7 +82,7 @@ def add_parser(subparsers: Any) -> None:
     )
     g.add_argument(
         "--max-body-bytes",
-        type=_positive_int,
+        type=positive_int,
         default=e.env_int(e.SERVE_MAX_BODY_BYTES, e.DEFAULT_SERVE_MAX_BODY_BYTES),
         help=f"request body cap, compressed and decompressed; 413 past it "
         f"({e.SERVE_MAX_BODY_BYTES})",
@@ -90,7 +90,7 @@ def add_parser(subparsers: Any) -> None:
     g = p.add_argument_group("assembly")
     g.add_argument(
         "--quiet-period-ms",
-        type=_positive_int,
+        type=positive_int,
         default=e.env_int(e.SERVE_QUIET_PERIOD_MILLIS, e.DEFAULT_SERVE_QUIET_PERIOD_MILLIS),
         help=(
             "a trace is complete when its root span arrived and no span came for this long "
@@ -99,7 +99,7 @@ def add_parser(subparsers: Any) -> None:
     )
     g.add_argument(
         "--orphan-timeout-ms",
-        type=_positive_int,
+        type=positive_int,
         default=e.env_int(e.SERVE_ORPHAN_TIMEOUT_MILLIS, e.DEFAULT_SERVE_ORPHAN_TIMEOUT_MILLIS),
         help=(
             "a trace whose root never arrives is assembled under its earliest span after "
@@ -108,14 +108,14 @@ def add_parser(subparsers: Any) -> None:
     )
     g.add_argument(
         "--max-pending-traces",
-        type=_positive_int,
+        type=positive_int,
         default=e.env_int(e.SERVE_MAX_PENDING_TRACES, e.DEFAULT_SERVE_MAX_PENDING_TRACES),
         help="traces held while assembling; the oldest is evicted and counted "
         f"({e.SERVE_MAX_PENDING_TRACES})",
     )
     g.add_argument(
         "--max-spans-per-trace",
-        type=_positive_int,
+        type=positive_int,
         default=e.env_int(e.SERVE_MAX_SPANS_PER_TRACE, e.DEFAULT_SERVE_MAX_SPANS_PER_TRACE),
         help=(
             "spans kept per trace; the oldest are evicted and counted, the root is always "
@@ -163,20 +163,7 @@ def add_parser(subparsers: Any) -> None:
         help="sample rate of one route instead of --sample-rate (repeatable)",
     )
     g = p.add_argument_group("scoring")
-    g.add_argument(
-        "--judge",
-        choices=("local", "semantic", "openai", "cascade"),
-        default="local",
-        help="the judge (as for `groundwatch check`; openai and cascade need --model)",
-    )
-    g.add_argument("--model", help="the LLM judge's model name")
-    g.add_argument("--base-url", help="the LLM judge's OpenAI-compatible endpoint")
-    g.add_argument(
-        "--api-key-env",
-        default="OPENAI_API_KEY",
-        metavar="VAR",
-        help="environment variable holding the LLM judge's API key",
-    )
+    add_judge_options(g)
     g.add_argument(
         "--executor",
         choices=_config.EXECUTORS,
@@ -185,7 +172,7 @@ def add_parser(subparsers: Any) -> None:
     )
     g.add_argument(
         "--max-queue-size",
-        type=_positive_int,
+        type=positive_int,
         default=e.env_int(e.MAX_QUEUE_SIZE, e.DEFAULT_MAX_QUEUE_SIZE),
         help=(
             "interactions waiting to be scored; exports are answered 429 with Retry-After "
@@ -194,7 +181,7 @@ def add_parser(subparsers: Any) -> None:
     )
     g.add_argument(
         "--evaluation-timeout-ms",
-        type=_positive_int,
+        type=positive_int,
         default=e.env_int(e.EVALUATION_TIMEOUT_MILLIS, e.DEFAULT_EVALUATION_TIMEOUT_MILLIS),
         help=f"deadline of one evaluation ({e.EVALUATION_TIMEOUT_MILLIS})",
     )
@@ -215,7 +202,7 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument("--stream", default=None, help="the Redis stream (default groundwatch:records)")
     p.add_argument(
         "--shutdown-timeout-ms",
-        type=_positive_int,
+        type=positive_int,
         default=20_000,
         help="on SIGTERM, how long pending interactions may take to be scored or sent",
     )
@@ -273,9 +260,7 @@ def build_service(args: argparse.Namespace, judge: Any) -> Any:
 async def _main(args: argparse.Namespace) -> int:
     from ._http import Receiver
 
-    judge = build_judge(
-        args.judge, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env
-    )
+    judge = judge_from_args(args)
     service = build_service(args, judge)
     poll_s = min(0.5, args.quiet_period_ms / 4000)
     receiver = Receiver(service, args.host, args.port, poll_s)
@@ -287,7 +272,7 @@ async def _main(args: argparse.Namespace) -> int:
         await stop.wait()
     finally:
         ok = await receiver.stop(args.shutdown_timeout_ms)
-        await _close_judge(judge)
+        await close_judge(judge)
     spans, traces = service.assembler.counts.snapshot()
     _logger.warning("groundwatch serve: stopped (spans %s, traces %s)", spans, traces)
     return 0 if ok else 1

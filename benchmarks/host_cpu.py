@@ -8,7 +8,7 @@ thread CPU time spent inside the worker's steps (``prepare_record``, ``Results.f
 the span attributes, events and metrics inside it, the process runner's pipe thread).
 
 Run: python benchmarks/host_cpu.py [--records 2000] [--executor process|thread] [--no-steps]
-                                   [--burst 20] [--pause-ms 10]
+                                   [--burst 20] [--pause-ms 10] [--no-telemetry]
 
 ``--instructions`` counts instead, under callgrind, the instructions of every host thread for
 ``--records`` and for three times as many records (``--no-steps --no-probe``), and prints the
@@ -16,6 +16,10 @@ difference per scored record: start-up and imports cancel out, and the figure do
 with the machine's load (the worker process is not counted, as its CPU is not the host's).
 Under callgrind the host runs about 50 times slower than the judge beside it, so batches form
 differently than at full speed: the figure is for comparing versions, not a time.
+
+``--no-telemetry`` replaces ``Telemetry.emit`` with a function that does nothing: the difference
+to a run without it is what the span, the two events and the metric points cost the host (nearly
+all of it the OpenTelemetry SDK's own work).
 
 Records come in bursts of ``--burst`` with ``--pause-ms`` between them (``--burst 1 --pause-ms
 50``: a quiet service, where every batch holds one record and per-batch costs count in full).
@@ -148,6 +152,12 @@ def main(argv: list[str] | None = None) -> int:
         "--no-gil-breaks", action="store_true", help="the worker takes no breaks between records"
     )
     parser.add_argument(
+        "--no-telemetry",
+        action="store_true",
+        help="emit no span, events or metrics: what is left of the host's share without the "
+        "OpenTelemetry SDK's work",
+    )
+    parser.add_argument(
         "--instructions", action="store_true", help="count instructions under callgrind"
     )
     args = parser.parse_args(argv)
@@ -155,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         return count_instructions(args)
     if args.no_gil_breaks:
         runner.GIL_BREAK_AFTER_S = float("inf")
+    if args.no_telemetry:
+
+        def emit_nothing(self: _emitter.Telemetry, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        _emitter.Telemetry.emit = emit_nothing  # type: ignore[method-assign]
 
     if not args.no_steps:
         timed(worker, "prepare_record", "prepare_record")
@@ -215,7 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     assert decisions.get(("sampled", None)) == n + 1 and not dropped, (decisions, dropped)
 
     steps = "no step timers" if args.no_steps else "with step timers"
-    print(f"{n} records, executor={args.executor}, {steps}, load average {os.getloadavg()[0]:.1f}")
+    telemetry = ", no telemetry" if args.no_telemetry else ""
+    print(
+        f"{n} records, executor={args.executor}, {steps}{telemetry}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print(
         f"host process CPU (every thread but the probe, short-lived ones too): "
         f"{process_cpu / n * 1e3:.3f} ms"

@@ -31,6 +31,7 @@ one warning and falls back to the default; it never raises.
 |---|---|---|
 | ``GROUNDWATCH_SERVE_HOST`` | ``0.0.0.0`` | address the OTLP/HTTP receiver listens on |
 | ``GROUNDWATCH_SERVE_PORT`` | ``4328`` | its port (not the Collector's 4317/4318) |
+| ``GROUNDWATCH_SERVE_GRPC_PORT`` | ``4327`` | the OTLP/gRPC receiver's port; ``off``: none |
 | ``GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS`` | ``10000`` | quiet time that completes a trace |
 | ``GROUNDWATCH_SERVE_ORPHAN_TIMEOUT_MILLIS`` | ``60000`` | same, for a trace with no root |
 | ``GROUNDWATCH_SERVE_MAX_PENDING_TRACES`` | ``10000`` | traces held; the oldest evicted |
@@ -117,6 +118,8 @@ SERVE_HOST = "GROUNDWATCH_SERVE_HOST"
 DEFAULT_SERVE_HOST = "0.0.0.0"
 SERVE_PORT = "GROUNDWATCH_SERVE_PORT"
 DEFAULT_SERVE_PORT = 4328
+SERVE_GRPC_PORT = "GROUNDWATCH_SERVE_GRPC_PORT"
+DEFAULT_SERVE_GRPC_PORT = 4327
 """Not OTLP's 4318: serve usually runs beside the app's Collector, which listens on 4317 and 4318
 and forwards to serve (4318 + 10 is easy to remember and free of the Collector's other ports)."""
 SERVE_QUIET_PERIOD_MILLIS = "GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS"
@@ -175,6 +178,31 @@ def env_float(name: str, default: float, lo: float, hi: float) -> float:
 
 def env_int(name: str, default: int, lo: int = 1) -> int:
     return _read(name, default, int, lambda v: v >= lo)
+
+
+def parse_port_or_off(raw: str) -> int | None:
+    """A TCP port (0: the system picks a free one), or ``None`` for ``off``.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if raw.strip().lower() == "off":
+        return None
+    port = int(raw)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port out of range: {port}")
+    return port
+
+
+def env_port_or_off(name: str, default: int | None) -> int | None:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return parse_port_or_off(raw)
+    except ValueError:
+        _logger.warning("ignoring %s=%r: invalid value; using %r", name, raw, default)
+        return default
 
 
 def env_bool(name: str, default: bool) -> bool:

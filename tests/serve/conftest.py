@@ -1,6 +1,6 @@
-"""``groundwatch serve`` tests: the real receiver (aiohttp on a loopback port, its own event
-loop on a thread), the real OTLP/HTTP exporter of the SDK sending to it, and the monitor on
-the in-memory telemetry of ``capgw``, where the evaluation spans land."""
+"""``groundwatch serve`` tests: the real receiver (aiohttp, and grpcio when asked for, on
+loopback ports, its own event loop on a thread), the SDK's real OTLP exporters sending to it,
+and the monitor on the in-memory telemetry of ``capgw``, where the evaluation spans land."""
 
 from __future__ import annotations
 
@@ -25,14 +25,18 @@ from groundwatch.serve import Receiver, TraceAssembler, TraceService  # noqa: E4
 class RunningReceiver:
     """A :class:`Receiver` on a loopback port, its loop on a daemon thread."""
 
-    def __init__(self, service: TraceService) -> None:
+    def __init__(self, service: TraceService, *, grpc: bool = False) -> None:
         self.service = service
-        self.receiver = Receiver(service, "127.0.0.1", 0, poll_s=0.02)
+        self.receiver = Receiver(
+            service, "127.0.0.1", 0, poll_s=0.02, grpc_port=0 if grpc else None
+        )
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         self.call(self.receiver.start())
         self.url = f"http://127.0.0.1:{self.receiver.port}"
+        self.grpc_target = f"127.0.0.1:{self.receiver.grpc_port}"
+        """Where its OTLP/gRPC receiver listens (with ``grpc=True``)."""
         self.stopped = False
 
     def call(self, coro: Any, timeout: float = 30.0) -> Any:
@@ -72,6 +76,7 @@ def make_receiver(
         per_pair: bool = False,
         route_attribute: str | None = None,
         max_queue_size: int = 64,
+        grpc: bool = False,
         **monitor_kwargs: Any,
     ) -> RunningReceiver:
         monitor_kwargs.setdefault("executor", "thread")
@@ -88,7 +93,7 @@ def make_receiver(
             route_attribute=route_attribute,
             meter_provider=capgw.meter_provider,
         )
-        receiver = RunningReceiver(service)
+        receiver = RunningReceiver(service, grpc=grpc)
         running.append(receiver)
         return receiver
 

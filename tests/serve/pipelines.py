@@ -1,7 +1,7 @@
-"""Real instrumented pipelines exporting OTLP/HTTP: OpenInference's LangChain and LlamaIndex
-instrumentors on a real LCEL chain and a real query engine (fake models, real retrievers),
-with no groundwatch callback attached. Each run's spans also land in an in-memory exporter,
-so a test knows the root span the evaluation must hang under."""
+"""Real instrumented pipelines exporting OTLP (HTTP or gRPC): OpenInference's LangChain and
+LlamaIndex instrumentors on a real LCEL chain and a real query engine (fake models, real
+retrievers), with no groundwatch callback attached. Each run's spans also land in an in-memory
+exporter, so a test knows the root span the evaluation must hang under."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import groundwatch as gw
@@ -35,18 +35,32 @@ class App:
         return roots[0]
 
 
-def app_provider(endpoint: str, *, service: str = "rag-app", gzip: bool = False) -> App:
+def app_provider(
+    endpoint: str, *, service: str = "rag-app", gzip: bool = False, grpc: bool = False
+) -> App:
+    """An app's tracer provider exporting to ``endpoint``: the SDK's OTLP/HTTP exporter, or
+    with ``grpc`` its OTLP/gRPC exporter (``endpoint`` is then ``host:port``)."""
     exported = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(SimpleSpanProcessor(exported))
-    provider.add_span_processor(
-        SimpleSpanProcessor(
-            OTLPSpanExporter(
-                endpoint=f"{endpoint}/v1/traces",
-                compression=Compression.Gzip if gzip else Compression.NoCompression,
-            )
+    exporter: SpanExporter
+    if grpc:
+        from grpc import Compression as GrpcCompression
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcSpanExporter,
         )
-    )
+
+        exporter = GrpcSpanExporter(
+            endpoint=endpoint,
+            insecure=True,
+            compression=GrpcCompression.Gzip if gzip else GrpcCompression.NoCompression,
+        )
+    else:
+        exporter = OTLPSpanExporter(
+            endpoint=f"{endpoint}/v1/traces",
+            compression=Compression.Gzip if gzip else Compression.NoCompression,
+        )
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
     return App(provider, exported)
 
 

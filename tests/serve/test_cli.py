@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import http.server
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from groundwatch.cli import build_parser
 from groundwatch.telemetry import semconv as sc
 
-from .otlp import get, openinference_trace, post, protobuf, recorded
+from .otlp import get, openinference_trace, protobuf, recorded
+from .test_grpc import export
 
 
 def test_help_documents_every_option() -> None:
@@ -34,6 +36,7 @@ def test_help_documents_every_option() -> None:
             assert action.help, f"{action.option_strings} has no help"
     for variable in (
         "GROUNDWATCH_SERVE_PORT",
+        "GROUNDWATCH_SERVE_GRPC_PORT",
         "GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS",
         "GROUNDWATCH_SERVE_MAX_PENDING_TRACES",
         "GROUNDWATCH_SERVE_MAX_SPANS_PER_TRACE",
@@ -41,6 +44,25 @@ def test_help_documents_every_option() -> None:
         "GROUNDWATCH_SAMPLE_RATE",
     ):
         assert variable in text
+
+
+def test_grpc_port_from_flag_or_environment_and_off() -> None:
+    parse = build_parser().parse_args
+    assert parse(["serve"]).grpc_port == 4327
+    assert parse(["serve", "--grpc-port", "off"]).grpc_port is None
+    assert parse(["serve", "--grpc-port", "0"]).grpc_port == 0
+    with pytest.raises(SystemExit):
+        parse(["serve", "--grpc-port", "70000"])
+
+
+def test_grpc_port_environment_off_and_a_bad_value_falls_back(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("GROUNDWATCH_SERVE_GRPC_PORT", "OFF")
+    assert build_parser().parse_args(["serve"]).grpc_port is None
+    monkeypatch.setenv("GROUNDWATCH_SERVE_GRPC_PORT", "grpc")
+    assert build_parser().parse_args(["serve"]).grpc_port == 4327
+    assert "GROUNDWATCH_SERVE_GRPC_PORT" in caplog.text
 
 
 def test_environment_sets_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,7 +119,7 @@ def test_sigterm_scores_the_pending_trace_and_exports_over_otlp(
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "groundwatch", "serve",
-            "--host", "127.0.0.1", "--port", "0",
+            "--host", "127.0.0.1", "--port", "0", "--grpc-port", "0",
             "--quiet-period-ms", "600000",  # only the shutdown completes the trace
             "--executor", "thread",
         ],
@@ -109,13 +131,15 @@ def test_sigterm_scores_the_pending_trace_and_exports_over_otlp(
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        assert "listening on" in line, (line, proc.stderr.read() if proc.stderr else "")
-        url = line.strip().rsplit(" ", 1)[-1]
+        found = re.search(r"listening on (http://\S+) and grpc://(\S+)", line)
+        assert found, (line, proc.stderr.read() if proc.stderr else "")
+        url, grpc_target = found.groups()
         assert get(url, "/health").status == 200
         with recorded() as (provider, exported):
             openinference_trace(provider)
             spans = exported.get_finished_spans()
-        assert post(url, protobuf(spans)).status == 200
+        # The trace goes in over OTLP/gRPC, the health check over HTTP: one service behind both.
+        assert export(grpc_target, protobuf(spans)).code.name == "OK"
         time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
@@ -151,11 +175,15 @@ def test_default_port_does_not_clash_with_a_collector_on_the_same_host(
     from pathlib import Path
 
     monkeypatch.delenv("GROUNDWATCH_SERVE_PORT", raising=False)
-    port = build_parser().parse_args(["serve"]).port
-    assert port not in COLLECTOR_PORTS
+    monkeypatch.delenv("GROUNDWATCH_SERVE_GRPC_PORT", raising=False)
+    args = build_parser().parse_args(["serve"])
+    port, grpc_port = args.port, args.grpc_port
+    assert port not in COLLECTOR_PORTS and grpc_port not in COLLECTOR_PORTS
     serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
     assert f"default: {port}" in serve.format_help()
+    assert f"default: {grpc_port}" in serve.format_help()
     doc = (Path(__file__).parents[2] / "docs" / "serve.md").read_text()
     assert f"| `--port` | `GROUNDWATCH_SERVE_PORT` | `{port}` |" in doc
+    assert f"| `--grpc-port` | `GROUNDWATCH_SERVE_GRPC_PORT` | `{grpc_port}` |" in doc
     # Every example sends to serve on its default port, never on the Collector's.
     assert "groundwatch-serve:4318" not in doc and f"groundwatch-serve:{port}" in doc

@@ -1,6 +1,7 @@
 """End to end through a real Collector: the app's OTLP/HTTP exporter sends to ``rotel`` (the
-PyPI wheel ships the collector binary), rotel forwards to ``groundwatch serve``, serve scores
-and emits; the evaluation span lands in the app's trace, under its root span."""
+PyPI wheel ships the collector binary), rotel forwards to ``groundwatch serve`` over OTLP/HTTP
+or OTLP/gRPC (rotel's default exporter protocol), serve scores and emits; the evaluation span
+lands in the app's trace, under its root span."""
 
 from __future__ import annotations
 
@@ -60,11 +61,12 @@ def wait_port(port: int, timeout: float = 15) -> None:
 
 
 @pytest.fixture
-def rotel(tmp_path: Path) -> Iterator[Callable[[str], str]]:
-    """Start rotel forwarding traces to a given OTLP/HTTP endpoint; returns its own."""
+def rotel(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Start rotel forwarding traces to a given OTLP endpoint (``protocol``: rotel's exporter
+    protocol, ``http`` or ``grpc``); returns its own OTLP/HTTP endpoint."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(upstream: str) -> str:
+    def start(upstream: str, protocol: str = "http") -> str:
         http_port, grpc_port = free_port(), free_port()
         log = open(tmp_path / "rotel.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
@@ -74,7 +76,7 @@ def rotel(tmp_path: Path) -> Iterator[Callable[[str], str]]:
                 "--otlp-http-endpoint", f"127.0.0.1:{http_port}",
                 "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_port}",
                 "--exporter", "otlp",
-                "--otlp-exporter-protocol", "http",
+                "--otlp-exporter-protocol", protocol,
                 "--otlp-exporter-endpoint", upstream,
                 "--batch-timeout", "100ms",
                 "--pid-file", str(tmp_path / "rotel.pid"),
@@ -99,7 +101,7 @@ def rotel(tmp_path: Path) -> Iterator[Callable[[str], str]]:
 def test_langchain_chain_through_rotel(
     capgw: GroundwatchTelemetry,
     make_receiver: Callable[..., RunningReceiver],
-    rotel: Callable[[str], str],
+    rotel: Callable[..., str],
 ) -> None:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -128,13 +130,16 @@ def test_langchain_chain_through_rotel(
     assert len(capgw.spans()) == 1
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_llamaindex_query_engine_through_rotel(
     capgw: GroundwatchTelemetry,
     make_receiver: Callable[..., RunningReceiver],
-    rotel: Callable[[str], str],
+    rotel: Callable[..., str],
+    protocol: str,
 ) -> None:
-    receiver = make_receiver(sampler=gw.RatioSampler(1.0))
-    collector = rotel(receiver.url)
+    receiver = make_receiver(sampler=gw.RatioSampler(1.0), grpc=protocol == "grpc")
+    upstream = receiver.url if protocol == "http" else f"http://{receiver.grpc_target}"
+    collector = rotel(upstream, protocol)
     app = app_provider(collector, gzip=True)
     engine = llamaindex_engine()
     question = "How high is Mount Fuji?"

@@ -1,7 +1,7 @@
-"""``groundwatch serve``: score RAG traces received over OTLP/HTTP (docs/serve.md).
+"""``groundwatch serve``: score RAG traces received over OTLP/HTTP and OTLP/gRPC (docs/serve.md).
 
-Needs the ``serve`` extra (``pip install "groundwatch[serve]"``: opentelemetry-proto and
-aiohttp); the core never imports this package. The names below load on first use, so that
+Needs the ``serve`` extra (``pip install "groundwatch[serve]"``: opentelemetry-proto, aiohttp
+and grpcio); the core never imports this package. The names below load on first use, so that
 ``groundwatch --help`` (which imports :mod:`groundwatch.serve.cli`) works without the extra.
 """
 

@@ -1,5 +1,6 @@
 """The OTLP/HTTP endpoint on aiohttp: ``POST /v1/traces``, ``POST /v1/logs`` (GenAI content
-events), ``GET /health``; ``POST /v1/metrics`` is refused with a reason.
+events), ``GET /health``; ``POST /v1/metrics`` is refused with a reason. :class:`Receiver`
+also runs the OTLP/gRPC endpoint (``_grpc``) beside it when asked to.
 
 aiohttp rather than an ASGI framework plus a server: one well-kept package that is both the
 HTTP server and (for the tests) the client, runs inside an event loop we own
@@ -14,10 +15,14 @@ import asyncio
 import contextlib
 import json
 import logging
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from ._service import Reply, TraceService
+
+if TYPE_CHECKING:
+    from ._grpc import GrpcReceiver
 
 _logger = logging.getLogger(__name__)
 
@@ -83,20 +88,32 @@ def build_app(service: TraceService) -> web.Application:
 
 
 class Receiver:
-    """The HTTP server and the completion loop of one :class:`TraceService`.
+    """The OTLP/HTTP server, the OTLP/gRPC server when asked for, and the completion loop of
+    one :class:`TraceService`, all on the running event loop.
 
     Args:
         service: what requests go to.
         host, port: where to listen (port 0 picks a free one: see :attr:`port`).
         poll_s: how often finished traces are looked for.
+        grpc_port: where OTLP/gRPC listens on ``host`` (0 picks a free one: see
+            :attr:`grpc_port`); ``None`` serves OTLP/HTTP only. Needs ``grpcio``.
     """
 
-    def __init__(self, service: TraceService, host: str, port: int, poll_s: float) -> None:
+    def __init__(
+        self,
+        service: TraceService,
+        host: str,
+        port: int,
+        poll_s: float,
+        grpc_port: int | None = None,
+    ) -> None:
         self.service = service
         self.host = host
         self.port = port
         self.poll_s = poll_s
+        self.grpc_port = grpc_port
         self._runner: web.AppRunner | None = None
+        self._grpc: GrpcReceiver | None = None
         self._poller: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -106,6 +123,16 @@ class Receiver:
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
         self.port = int(self._runner.addresses[0][1])  # the real one, with port 0
+        if self.grpc_port is not None:
+            from ._grpc import GrpcReceiver  # grpcio is loaded only when gRPC is served
+
+            self._grpc = GrpcReceiver(self.service, self.host, self.grpc_port)
+            try:
+                await self._grpc.start()
+            except BaseException:
+                await self._runner.cleanup()
+                raise
+            self.grpc_port = self._grpc.port
         self._poller = asyncio.create_task(self._poll(), name="groundwatch-serve-poll")
 
     async def _poll(self) -> None:
@@ -124,6 +151,8 @@ class Receiver:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
+        if self._grpc is not None:
+            await self._grpc.stop(grace_s=1.0)  # calls in progress get answered
         if self._runner is not None:
             await self._runner.cleanup()
         self.service.drain()

@@ -1,4 +1,5 @@
-"""``groundwatch serve``: an OTLP/HTTP receiver that scores the RAG traces it is sent.
+"""``groundwatch serve``: an OTLP/HTTP and OTLP/gRPC receiver that scores the RAG traces it is
+sent.
 
 Every option's default comes from a ``GROUNDWATCH_*`` variable (``groundwatch._config``), a
 flag overrides it. Telemetry (the evaluation spans, events and metrics, and serve's own
@@ -40,6 +41,15 @@ def _rate(raw: str) -> float:
     return value
 
 
+def _grpc_port(raw: str) -> int | None:
+    try:
+        return _config.parse_port_or_off(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a port (0: a free one) or off, got {raw!r}"
+        ) from None
+
+
 def _route_rate(raw: str) -> tuple[str, float]:
     route, sep, rate = raw.rpartition("=")
     if not sep or not route:
@@ -51,10 +61,11 @@ def add_parser(subparsers: Any) -> None:
     e = _config
     p = subparsers.add_parser(
         "serve",
-        help="score RAG traces received over OTLP/HTTP (from a Collector or an SDK)",
+        help="score RAG traces received over OTLP (from a Collector or an SDK)",
         description=(
-            "An OTLP/HTTP trace receiver (POST /v1/traces, protobuf or JSON, gzip; POST "
-            "/v1/logs for GenAI content sent as log records): it "
+            "An OTLP trace receiver, over HTTP (POST /v1/traces, protobuf or JSON, gzip; POST "
+            "/v1/logs for GenAI content sent as log records) and gRPC (the TraceService and "
+            "LogsService Export methods): it "
             "assembles each trace, finds its RAG interaction in OpenInference or OpenLLMetry "
             "spans (retrieved documents, answer, question), scores a sampled share and emits "
             "the evaluation span as a child of the trace's root span, with the "
@@ -81,11 +92,22 @@ def add_parser(subparsers: Any) -> None:
         ),
     )
     g.add_argument(
+        "--grpc-port",
+        type=_grpc_port,
+        default=e.env_port_or_off(e.SERVE_GRPC_PORT, e.DEFAULT_SERVE_GRPC_PORT),
+        metavar="PORT|off",
+        help=(
+            "port of the OTLP/gRPC receiver (TraceService and LogsService Export), beside "
+            "OTLP/HTTP; 0 picks a free one, off serves OTLP/HTTP only. Not OTLP's 4317, for "
+            f"the same reason as --port ({e.SERVE_GRPC_PORT})"
+        ),
+    )
+    g.add_argument(
         "--max-body-bytes",
         type=positive_int,
         default=e.env_int(e.SERVE_MAX_BODY_BYTES, e.DEFAULT_SERVE_MAX_BODY_BYTES),
-        help=f"request body cap, compressed and decompressed; 413 past it "
-        f"({e.SERVE_MAX_BODY_BYTES})",
+        help=f"request body cap, compressed and decompressed; 413 past it (gRPC: "
+        f"RESOURCE_EXHAUSTED) ({e.SERVE_MAX_BODY_BYTES})",
     )
     g = p.add_argument_group("assembly")
     g.add_argument(
@@ -263,11 +285,16 @@ async def _main(args: argparse.Namespace) -> int:
     judge = judge_from_args(args)
     service = build_service(args, judge)
     poll_s = min(0.5, args.quiet_period_ms / 4000)
-    receiver = Receiver(service, args.host, args.port, poll_s)
+    grpc_port = args.grpc_port
+    if grpc_port is not None and not _importable("grpc"):
+        _logger.warning("groundwatch serve: OTLP/gRPC is off: %s", INSTALL_HINT)
+        grpc_port = None
+    receiver = Receiver(service, args.host, args.port, poll_s, grpc_port=grpc_port)
     stop = stop_event()
     await receiver.start()
-    # One line a supervisor (or a test) can wait for; the port is the real one with --port 0.
-    print(f"groundwatch serve: listening on http://{args.host}:{receiver.port}", flush=True)
+    # One line a supervisor (or a test) can wait for; the ports are the real ones with 0.
+    grpc = "" if receiver.grpc_port is None else f" and grpc://{args.host}:{receiver.grpc_port}"
+    print(f"groundwatch serve: listening on http://{args.host}:{receiver.port}{grpc}", flush=True)
     try:
         await stop.wait()
     finally:

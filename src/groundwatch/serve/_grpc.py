@@ -1,0 +1,143 @@
+"""The OTLP/gRPC endpoint: ``TraceService/Export`` and ``LogsService/Export`` on grpcio's
+asyncio server, on the same event loop and the same :class:`TraceService` as OTLP/HTTP.
+
+OTLP/gRPC is what the Collector's ``otlp`` exporter and most SDKs send by default. The methods
+are registered as generic handlers on raw bytes: a request body is the same protobuf message
+an OTLP/HTTP ``application/x-protobuf`` body is, so both transports go through one
+``TraceService.export`` (decoding, caps, backpressure, accounting) and only the status mapping
+differs. grpcio itself decompresses ``grpc-encoding: gzip`` and refuses a message past
+``--max-body-bytes`` with ``RESOURCE_EXHAUSTED``.
+
+Status mapping (https://opentelemetry.io/docs/specs/otlp/#failures-1): an undecodable body is
+``INVALID_ARGUMENT``; a full scoring queue is ``RESOURCE_EXHAUSTED`` and a stopping server
+``UNAVAILABLE``, both with a ``google.rpc.RetryInfo`` in the status details, which makes
+exporters retry after the delay it gives (``RESOURCE_EXHAUSTED`` without one, for a message
+over the cap, is final); metrics are ``UNIMPLEMENTED`` with the reason; our own failure is
+``INTERNAL``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import DecodeError
+from google.rpc.error_details_pb2 import RetryInfo
+from google.rpc.status_pb2 import Status
+from grpc import aio
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from . import _otlp
+from ._service import Reply, TraceService
+
+TRACE_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
+LOGS_SERVICE = logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name
+METRICS_SERVICE = metrics_service_pb2.DESCRIPTOR.services_by_name["MetricsService"].full_name
+
+_CODES: dict[int, grpc.StatusCode] = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    404: grpc.StatusCode.UNIMPLEMENTED,
+    413: grpc.StatusCode.RESOURCE_EXHAUSTED,  # no RetryInfo: the same message fails again
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,  # with RetryInfo: retry after its delay
+    500: grpc.StatusCode.INTERNAL,
+    503: grpc.StatusCode.UNAVAILABLE,
+}
+"""The gRPC status for each HTTP status ``TraceService`` answers with."""
+
+_Method = Callable[[bytes, aio.ServicerContext[bytes, bytes]], Awaitable[bytes]]
+
+
+def _message(reply: Reply) -> str:
+    try:
+        return str(Status.FromString(reply.body).message)
+    except DecodeError:  # pragma: no cover - error bodies are our own Status messages
+        return f"HTTP {reply.status}"
+
+
+async def _answer(reply: Reply, context: aio.ServicerContext[bytes, bytes]) -> bytes:
+    """The response body of a 200; otherwise abort the call with the mapped status."""
+    if reply.status == 200:
+        return reply.body
+    code = _CODES.get(reply.status, grpc.StatusCode.INTERNAL)
+    message = _message(reply)
+    retry_after = dict(reply.headers).get("Retry-After")
+    trailing: tuple[tuple[str, bytes], ...] = ()
+    if retry_after is not None:
+        # The OTLP exporters read the delay from the status details, as the spec asks.
+        detail = Status(code=code.value[0], message=message)
+        detail.details.add().Pack(RetryInfo(retry_delay=Duration(seconds=int(retry_after))))
+        trailing = (("grpc-status-details-bin", detail.SerializeToString()),)
+    await context.abort(code, message, trailing_metadata=trailing)
+    raise AssertionError("unreachable: abort raises")  # pragma: no cover
+
+
+def _export(service: TraceService, *, logs: bool) -> _Method:
+    async def export(body: bytes, context: aio.ServicerContext[bytes, bytes]) -> bytes:
+        # grpcio has already decompressed the message: the body is plain protobuf.
+        return await _answer(service.export(body, _otlp.PROTOBUF, "", logs=logs), context)
+
+    return export
+
+
+def _metrics(service: TraceService) -> _Method:
+    async def export(body: bytes, context: aio.ServicerContext[bytes, bytes]) -> bytes:
+        return await _answer(service.not_served(_otlp.PROTOBUF, METRICS_SERVICE), context)
+
+    return export
+
+
+def _handlers(service: TraceService) -> list[grpc.GenericRpcHandler]:
+    # No (de)serializers: the methods take and return the raw protobuf bytes.
+    def handler(name: str, method: _Method) -> grpc.GenericRpcHandler:
+        return grpc.method_handlers_generic_handler(
+            name, {"Export": grpc.unary_unary_rpc_method_handler(method)}
+        )
+
+    return [
+        handler(TRACE_SERVICE, _export(service, logs=False)),
+        handler(LOGS_SERVICE, _export(service, logs=True)),
+        handler(METRICS_SERVICE, _metrics(service)),
+    ]
+
+
+class GrpcReceiver:
+    """The OTLP/gRPC server of one :class:`TraceService` (plaintext, like the Collector's
+    default receiver; put TLS in front of it where the network needs it).
+
+    Args:
+        service: what requests go to.
+        host, port: where to listen (port 0 picks a free one: see :attr:`port`).
+    """
+
+    def __init__(self, service: TraceService, host: str, port: int) -> None:
+        self.service = service
+        self.host = host
+        self.port = port
+        self._server: aio.Server | None = None
+
+    async def start(self) -> None:
+        limit = self.service.max_body_bytes
+        server = aio.server(
+            handlers=_handlers(self.service),
+            options=(
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", limit),
+                # One port per server: a second serve on the same port must fail to start.
+                ("grpc.so_reuseport", 0),
+            ),
+        )
+        bound = server.add_insecure_port(f"{self.host}:{self.port}")
+        if bound == 0:
+            raise OSError(f"cannot listen on {self.host}:{self.port} for OTLP/gRPC")
+        self.port = bound
+        await server.start()
+        self._server = server
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop taking calls; calls in progress get ``grace_s`` to finish."""
+        if self._server is not None:
+            await self._server.stop(grace_s)
+            self._server = None

@@ -13,7 +13,10 @@ import pytest
 from google.rpc.error_details_pb2 import RetryInfo
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 import groundwatch as gw
 from groundwatch.serve._grpc import LOGS_SERVICE, METRICS_SERVICE, TRACE_SERVICE
@@ -84,7 +87,7 @@ def test_sdk_grpc_exporter_langchain_chain_is_scored_under_its_root(
     app.provider.shutdown()
 
 
-def test_undecodable_message_is_invalid_argument_and_serve_stays_up(
+def test_undecodable_message_is_invalid_argument_and_bad_spans_are_a_partial_success(
     capgw: GroundwatchTelemetry, make_receiver: Callable[..., RunningReceiver]
 ) -> None:
     receiver = make_receiver(sampler=gw.RatioSampler(1.0), grpc=True)
@@ -92,9 +95,13 @@ def test_undecodable_message_is_invalid_argument_and_serve_stays_up(
     bad = export(receiver.grpc_target, body[: len(body) // 2])
     assert bad.code == grpc.StatusCode.INVALID_ARGUMENT, (bad.code, bad.message)
     assert bad.retry_delay_s() is None  # final: the same bytes fail again
-    good = export(receiver.grpc_target, body)
+    request = ExportTraceServiceRequest.FromString(body)
+    request.resource_spans[0].scope_spans[0].spans.add().name = "no ids"
+    good = export(receiver.grpc_target, request.SerializeToString())
     assert good.code == grpc.StatusCode.OK
-    assert not ExportTraceServiceResponse.FromString(good.body).HasField("partial_success")
+    partial = ExportTraceServiceResponse.FromString(good.body).partial_success
+    assert partial.rejected_spans == 1 and "trace_id" in partial.error_message
+    # serve stayed up, and the valid spans of the same request are scored.
     (span,) = wait_for_evaluations(capgw, 1)
     assert span.attributes[sc.GROUNDWATCH_LABEL] == "grounded"
 

@@ -118,10 +118,11 @@ SERVE_HOST = "GROUNDWATCH_SERVE_HOST"
 DEFAULT_SERVE_HOST = "0.0.0.0"
 SERVE_PORT = "GROUNDWATCH_SERVE_PORT"
 DEFAULT_SERVE_PORT = 4328
-SERVE_GRPC_PORT = "GROUNDWATCH_SERVE_GRPC_PORT"
-DEFAULT_SERVE_GRPC_PORT = 4327
 """Not OTLP's 4318: serve usually runs beside the app's Collector, which listens on 4317 and 4318
 and forwards to serve (4318 + 10 is easy to remember and free of the Collector's other ports)."""
+SERVE_GRPC_PORT = "GROUNDWATCH_SERVE_GRPC_PORT"
+DEFAULT_SERVE_GRPC_PORT = 4327
+"""Not OTLP's 4317, for the same reason (4317 + 10)."""
 SERVE_QUIET_PERIOD_MILLIS = "GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS"
 DEFAULT_SERVE_QUIET_PERIOD_MILLIS = 10_000
 """Exporters batch (the SDK's BatchSpanProcessor waits up to 5 s, a Collector's batch processor

@@ -19,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 import groundwatch as gw
+from groundwatch.serve import Receiver
 from groundwatch.serve._grpc import LOGS_SERVICE, METRICS_SERVICE, TRACE_SERVICE
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
@@ -164,3 +165,17 @@ def test_metrics_are_unimplemented_with_the_reason_and_logs_are_taken(
 def test_grpc_is_off_unless_asked_for(make_receiver: Callable[..., RunningReceiver]) -> None:
     receiver = make_receiver()
     assert receiver.receiver.grpc_port is None
+
+
+def test_a_taken_grpc_port_fails_the_start_and_frees_the_http_port(
+    make_receiver: Callable[..., RunningReceiver],
+) -> None:
+    taken = make_receiver(grpc=True)
+    port = int(taken.grpc_target.rsplit(":", 1)[1])
+    service = taken.service
+    second = Receiver(service, "127.0.0.1", 0, poll_s=0.1, grpc_port=port)
+    with pytest.raises(OSError, match="OTLP/gRPC"):
+        taken.call(second.start())
+    # The HTTP site it had opened is closed again: nothing of the failed start keeps running.
+    assert second._runner is not None and not second._runner.sites
+    assert export(taken.grpc_target, trace_body()).code == grpc.StatusCode.OK

@@ -125,13 +125,18 @@ class GrpcReceiver:
             options=(
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
-                # One port per server: a second serve on the same port must fail to start.
+                # One server per port: a second serve on a taken port fails to start (with
+                # SO_REUSEPORT, grpcio's default, both would listen and share the calls).
                 ("grpc.so_reuseport", 0),
             ),
         )
-        bound = server.add_insecure_port(f"{self.host}:{self.port}")
+        address = f"{self.host}:{self.port}"
+        try:
+            bound = server.add_insecure_port(address)
+        except RuntimeError as exc:  # grpcio's "Failed to bind" (older ones return 0)
+            raise OSError(f"cannot listen on {address} for OTLP/gRPC: {exc}") from None
         if bound == 0:
-            raise OSError(f"cannot listen on {self.host}:{self.port} for OTLP/gRPC")
+            raise OSError(f"cannot listen on {address} for OTLP/gRPC")
         self.port = bound
         await server.start()
         self._server = server

@@ -14,6 +14,11 @@ and int8 graphs of ``export_nli.export``) with ``fine_tune.json``: the ids of th
 trained on, which ``benchmarks/nli.py --fold-models OUT`` checks against the fold it measures.
 FaithBench is never read here.
 
+Training is ``train_nli.train``: seeded, AdamW, linear warm-up over the first tenth of the
+steps and linear decay to zero by the last; ``--max-minutes`` only caps a model whose run the
+shared machine slows to a crawl (it also shortens the schedule then, so it sits well above the
+few minutes a model takes).
+
 Needs ``pip install -r training/requirements.txt``. Usage::
 
     python training/finetune_nli.py --base /work/nli-run/model --out /work/nli-run/folds \\
@@ -130,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--max-minutes", type=float, default=12.0, help="per model")
+    parser.add_argument(
+        "--max-minutes", type=float, default=20.0, help="per model: a safety cap, not the schedule"
+    )
     parser.add_argument("--only", nargs="*", default=None, help="e.g. fold0 all")
     parser.add_argument("--probe", type=int, default=0, help="only this many steps per model")
     args = parser.parse_args(argv)

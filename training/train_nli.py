@@ -115,6 +115,8 @@ def train(
     every ``save_minutes``; ``probe`` > 0 takes only that many steps (to time a run)."""
     model.train()
     plan = [b for _ in range(epochs) for b in batches(encoded, batch, rng)]
+    if not plan:
+        return 0
     steps = len(plan) if not probe else min(probe, len(plan))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     warm = max(1, int(warmup * steps))

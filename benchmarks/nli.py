@@ -1,12 +1,12 @@
 """The experimental NLIJudge next to LocalJudge and SemanticJudge, held out, in one run.
 
-Protocol (``training/README.md``): the cross-encoder never saw an AttributionBench label; its
-synthetic training pairs come from the passages of one half of AttributionBench dev's rows
-(``nli_data.encoder_half``). Only the small combiner (and, as for the other judges, the lexical
-calibration) is fitted on labels, on four folds of AttributionBench dev, and measured on the
-fifth: the same folds as ``benchmarks/semantic.py --calibrated``. FaithBench is never fitted
-on: the combiner fitted on all of AttributionBench judges it through ``NLIJudge.judge`` and
-``gw.evaluate``, exactly as a user would run it. Printed:
+Protocol (``training/README.md``): the cross-encoder of the NLIJudge column never saw an
+AttributionBench label; its synthetic training pairs come from the passages of one half of
+AttributionBench dev's rows (``nli_data.encoder_half``). Only the small combiner (and, as for
+the other judges, the lexical calibration) is fitted on labels, on four folds of
+AttributionBench dev, and measured on the fifth: the same folds as ``benchmarks/semantic.py
+--calibrated``. FaithBench is never fitted on: the combiner fitted on all of AttributionBench
+judges it through ``NLIJudge.judge`` and ``gw.evaluate``, exactly as a user would run it. Printed:
 
 * balanced accuracy (BA) with the recall of each class on AttributionBench (5-fold; and on the
   rows whose passages the encoder never read), FaithBench and UHGEval, for all three judges,
@@ -17,12 +17,20 @@ on: the combiner fitted on all of AttributionBench judges it through ``NLIJudge.
   AttributionBench dev (CPU time, one thread);
 * with ``--threshold T``, the combiner's threshold fixed at T instead of chosen on the training
   folds (an ablation);
-* the stop rule: NLIJudge must beat SemanticJudge by 0.03 on AttributionBench and FaithBench.
+* with ``--fold-models DIR`` (``training/finetune_nli.py --out DIR``), the next step of the
+  protocol next to it: the same cross-encoder fine-tuned on AttributionBench claim labels. Fold
+  k is judged by the model fine-tuned on the other four folds (checked against its
+  ``fine_tune.json``), with the combiner and threshold refit on those four folds as that model
+  measures them; FaithBench, UHGEval and SNLI test by the model fine-tuned on all of
+  AttributionBench, with the combiner fitted on all of it (written to ``DIR/all/combiner.json``);
+* the stop rule: NLIJudge must beat SemanticJudge by 0.03 on AttributionBench and FaithBench
+  (for each variant).
 
 Needs the ``semantic`` extra and a model from ``training/export_nli.py``. Usage::
 
     python benchmarks/nli.py --model /work/nli-run/model/model.int8.onnx \\
-        [--snli-test /work/nli-run/data/snli_test.jsonl] [--data ../shared/data] [--limit N]
+        [--snli-test /work/nli-run/data/snli_test.jsonl] [--data ../shared/data] [--limit N] \\
+        [--fold-models /work/nli-run/folds]
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +57,12 @@ from calibrate_nli import (
     samples,
     verdicts,
 )
+from finetune_nli import FOLDS, MANIFEST, model_names
 from nli_data import encoder_half
 from semantic import _grounded_row, calibrated_predictions
 
 import groundwatch as gw
+from groundwatch.judging.judges._calibration import LogisticModel
 from groundwatch.judging.judges.nli import NLIJudge
 
 STOP_MARGIN = 0.03
@@ -74,13 +86,20 @@ def _model_alone(row: NLIRow, calibration: Any) -> list[str]:
 
 
 def attributionbench_kfold(
-    judge: NLIJudge, rows: list[NLIRow], chinese: list[Row], fixed: float | None
-) -> tuple[list[bool], list[bool]]:
-    """(NLIJudge, model alone) grounded-or-not per row, each from a fold not fitted on it."""
-    folds = folds_of(len(rows), 5)
-    combined = [False] * len(rows)
-    alone = [False] * len(rows)
-    for k in range(5):
+    judge: NLIJudge,
+    rows_by_fold: Sequence[list[NLIRow]],
+    chinese: list[Row],
+    fixed: float | None,
+) -> tuple[list[bool], list[bool], list[float]]:
+    """(NLIJudge, model alone) grounded-or-not per row, each from a fold not fitted on it, and
+    each fold's combiner threshold. ``rows_by_fold[k]``: AttributionBench dev as fold k's
+    model measured it (the same rows, in file order, for every fold)."""
+    n = len(rows_by_fold[0])
+    folds = folds_of(n, len(rows_by_fold))
+    combined = [False] * n
+    alone = [False] * n
+    thresholds = []
+    for k, rows in enumerate(rows_by_fold):
         train = [r for r, f in zip(rows, folds, strict=True) if f != k]
         lexical = [
             Row(AB, i, r.faithful, "", r.substantive, r.features, r.claim_labels)
@@ -92,12 +111,96 @@ def attributionbench_kfold(
             t = best_threshold(judge, train, first, combiner, _grounded_row)
             print(f"  fold {k}: combiner threshold {t} (chosen on the other folds)", flush=True)
         else:
-            judge.min_probability = fixed
+            t = judge.min_probability = fixed
+        thresholds.append(t)
         for i, f in enumerate(folds):
             if f == k:
                 combined[i] = _grounded_row(rows[i], verdicts(judge, rows[i], first, combiner))
                 alone[i] = _grounded_row(rows[i], _model_alone(rows[i], first))
-    return combined, alone
+    return combined, alone, thresholds
+
+
+@dataclass
+class NLIColumns:
+    """One NLIJudge variant's grounded-or-not per row of each set, held out as the module doc
+    says, and what was fitted on all of AttributionBench for FaithBench and UHGEval."""
+
+    ab: list[bool]
+    ab_alone: list[bool]
+    fb: list[bool]
+    fb_alone: list[bool]
+    zh: list[bool] | None
+    fb_cost: float
+    fold_thresholds: list[float]
+    threshold: float
+    combiner: LogisticModel
+    claims: int
+
+
+def nli_columns(
+    judge: NLIJudge,
+    rows_by_fold: Sequence[list[NLIRow]],
+    full: list[NLIRow],
+    fb_raw: list[dict[str, Any]],
+    zh_raw: list[dict[str, Any]] | None,
+    chinese: list[Row],
+    fixed: float | None,
+) -> NLIColumns:
+    """Measure one NLIJudge variant: AttributionBench k-fold from ``rows_by_fold``, then the
+    combiner fitted on ``full`` (AttributionBench as ``judge``'s own model measured it) judges
+    FaithBench and UHGEval through ``NLIJudge.judge``."""
+    ab, ab_alone, fold_thresholds = attributionbench_kfold(judge, rows_by_fold, chinese, fixed)
+    combiner = fit_combiner(samples(full))
+    # The threshold for FaithBench and UHGEval: chosen on all of AttributionBench, with the
+    # shipped lexical calibration those sets are judged with.
+    if fixed is None:
+        threshold = best_threshold(judge, full, None, combiner, _grounded_row)
+    else:
+        threshold = judge.min_probability = fixed
+    print(f"  combiner fitted on all of AttributionBench: threshold {threshold}", flush=True)
+    judge.combiner = combiner
+    print("  FaithBench and UHGEval through NLIJudge.judge ...", flush=True)
+    fb, fb_cost = run_judge(judge, fb_raw)
+    fb_alone = [_grounded_row(r, _model_alone(r, None)) for r in measure(judge, fb_raw)]
+    zh = run_judge(judge, zh_raw)[0] if zh_raw is not None else None
+    return NLIColumns(
+        ab,
+        ab_alone,
+        fb,
+        fb_alone,
+        zh,
+        fb_cost,
+        fold_thresholds,
+        threshold,
+        combiner,
+        len(samples(full)),
+    )
+
+
+def fold_judges(folder: Path, ab_raw: list[dict[str, Any]]) -> tuple[list[NLIJudge], NLIJudge]:
+    """The fine-tuned models of ``training/finetune_nli.py``: one per fold, then the one
+    fine-tuned on all of AttributionBench. Refuses a fold model that was trained on a row of
+    the fold it is to be measured on."""
+    ids = [r["id"] for r in ab_raw]
+    folds = folds_of(len(ids), FOLDS)
+    judges = []
+    for name in model_names(FOLDS):
+        manifest = json.loads((folder / name / MANIFEST).read_text("utf-8"))
+        trained = set(manifest["train_ids"])
+        if name == "all":
+            expected = set(ids)
+        else:
+            k = int(name.removeprefix("fold"))
+            expected = {i for i, f in zip(ids, folds, strict=True) if f != k}
+            leaked = trained & {i for i, f in zip(ids, folds, strict=True) if f == k}
+            if leaked:
+                sys.exit(f"{name} was fine-tuned on {len(leaked)} rows of its held-out fold")
+        if trained != expected:
+            sys.exit(f"{name} was fine-tuned on other rows than this run's folds (--limit?)")
+        judges.append(NLIJudge(folder / name / "model.int8.onnx", placeholder_combiner()))
+    if any(j.encoder is None for j in judges):
+        sys.exit(f"could not load the models in {folder}")
+    return judges[:-1], judges[-1]
 
 
 def run_judge(judge: Any, rows: list[dict[str, Any]]) -> tuple[list[bool], float]:
@@ -129,6 +232,16 @@ def _fmt(r: tuple[float, float, float]) -> str:
     return f"{r[0]:.3f} {r[1]:.2f} {r[2]:.2f}"
 
 
+COLUMNS = (
+    ("local", "LocalJudge"),
+    ("semantic", "SemanticJudge"),
+    ("nli", "NLIJudge"),
+    ("alone", "model alone"),
+    ("tuned", "NLI fold-tuned"),
+    ("tuned_alone", "tuned alone"),
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, required=True)
@@ -142,6 +255,12 @@ def main() -> None:
     parser.add_argument(
         "--threshold", type=float, default=None, help="fix the combiner threshold (ablation)"
     )
+    parser.add_argument(
+        "--fold-models",
+        type=Path,
+        default=None,
+        help="add the models of training/finetune_nli.py --out DIR (fine-tuned per fold)",
+    )
     args = parser.parse_args()
     data = default_data_dir() if args.data is None else args.data
     try:
@@ -154,6 +273,7 @@ def main() -> None:
 
     print("measuring AttributionBench dev with the model ...", flush=True)
     ab_raw = load_rows(data / f"{AB}.jsonl", args.limit)
+    tuned_judges = fold_judges(args.fold_models, ab_raw) if args.fold_models else None
     start = time.process_time()
     ab = measure(judge, ab_raw)
     print(f"  {time.process_time() - start:.0f} s CPU", flush=True)
@@ -163,116 +283,118 @@ def main() -> None:
         if name != AB and (data / f"{name}.jsonl").exists()
         for r in measure_lexical(name, load_rows(data / f"{name}.jsonl", args.limit))
     ]
-    nli_ab, alone_ab = attributionbench_kfold(judge, ab, chinese, args.threshold)
-    full = fit_combiner(samples(ab))
-    # The threshold for FaithBench and UHGEval: chosen on all of AttributionBench, with the
-    # shipped lexical calibration those sets are judged with.
-    if args.threshold is None:
-        threshold = best_threshold(judge, ab, None, full, _grounded_row)
-    else:
-        threshold = judge.min_probability = args.threshold
-    print(f"  combiner fitted on all of AttributionBench: threshold {threshold}", flush=True)
+    fb_raw = load_rows(data / f"{FB}.jsonl", args.limit)
+    zh_raw = (
+        load_rows(data / f"{ZH}.jsonl", args.limit) if (data / f"{ZH}.jsonl").exists() else None
+    )
+    nli = nli_columns(judge, [ab] * FOLDS, ab, fb_raw, zh_raw, chinese, args.threshold)
     if args.combiner_out:
-        text = json.dumps(combiner_json(full, len(samples(ab)), threshold), indent=2) + "\n"
-        args.combiner_out.write_text(text, encoding="utf-8")
-    judge.combiner = full
+        text = json.dumps(combiner_json(nli.combiner, nli.claims, nli.threshold), indent=2)
+        args.combiner_out.write_text(text + "\n", encoding="utf-8")
+    tuned = None
+    if tuned_judges is not None:
+        folds, tuned_all = tuned_judges
+        print("fold-tuned models: measuring AttributionBench dev with each ...", flush=True)
+        tuned = nli_columns(
+            tuned_all,
+            [measure(j, ab_raw) for j in folds],
+            measure(tuned_all, ab_raw),
+            fb_raw,
+            zh_raw,
+            chinese,
+            args.threshold,
+        )
+        assert args.fold_models is not None
+        text = json.dumps(combiner_json(tuned.combiner, tuned.claims, tuned.threshold), indent=2)
+        (args.fold_models / "all" / "combiner.json").write_text(text + "\n", encoding="utf-8")
 
     print("LocalJudge and SemanticJudge, held out ...", flush=True)
     others = calibrated_predictions(semantic, data, args.limit)
-    table: dict[str, dict[str, tuple[float, float, float]]] = {}
     gold_ab = [r.faithful for r in ab]
-    unseen = [i for i, r in enumerate(ab) if not encoder_half(r.id)]
-    ref = others[AB]
-    table["attributionbench_dev (5-fold)"] = {
-        "local": rates(ref["local"], ref["gold"]),
-        "semantic": rates(ref["semantic"], ref["gold"]),
-        "nli": rates(nli_ab, gold_ab),
-        "alone": rates(alone_ab, gold_ab),
-    }
-    table[f"  unseen passages ({len(unseen)})"] = {
-        key: rates([preds[i] for i in unseen], [gold_ab[i] for i in unseen])
-        for key, preds in (
-            ("local", ref["local"]),
-            ("semantic", ref["semantic"]),
-            ("nli", nli_ab),
-            ("alone", alone_ab),
-        )
-    }
-
-    print("FaithBench and UHGEval through NLIJudge.judge ...", flush=True)
-    fb_raw = load_rows(data / f"{FB}.jsonl", args.limit)
-    fb_nli, fb_cost = run_judge(judge, fb_raw)
     fb_gold = [r["label"] == "faithful" for r in fb_raw]
-    fb_rows = measure(judge, fb_raw)
-    table["faithbench_dev (never fitted)"] = {
-        "local": rates(others[FB]["local"], others[FB]["gold"]),
-        "semantic": rates(others[FB]["semantic"], others[FB]["gold"]),
-        "nli": rates(fb_nli, fb_gold),
-        "alone": rates([_grounded_row(r, _model_alone(r, None)) for r in fb_rows], fb_gold),
+    unseen = [i for i, r in enumerate(ab) if not encoder_half(r.id)]
+    ab_preds: dict[str, list[bool]] = {
+        "local": others[AB]["local"],
+        "semantic": others[AB]["semantic"],
+        "nli": nli.ab,
+        "alone": nli.ab_alone,
     }
-    if (data / f"{ZH}.jsonl").exists():
-        zh_raw = load_rows(data / f"{ZH}.jsonl", args.limit)
+    fb_preds: dict[str, list[bool]] = {
+        "local": others[FB]["local"],
+        "semantic": others[FB]["semantic"],
+        "nli": nli.fb,
+        "alone": nli.fb_alone,
+    }
+    if tuned is not None:
+        ab_preds |= {"tuned": tuned.ab, "tuned_alone": tuned.ab_alone}
+        fb_preds |= {"tuned": tuned.fb, "tuned_alone": tuned.fb_alone}
+    table: dict[str, dict[str, tuple[float, float, float]]] = {
+        "attributionbench_dev (5-fold)": {k: rates(v, gold_ab) for k, v in ab_preds.items()},
+        f"  unseen passages ({len(unseen)})": {
+            k: rates([v[i] for i in unseen], [gold_ab[i] for i in unseen])
+            for k, v in ab_preds.items()
+        },
+        "faithbench_dev (never fitted)": {k: rates(v, fb_gold) for k, v in fb_preds.items()},
+    }
+    if zh_raw is not None:
         zh_gold = [r["label"] == "faithful" for r in zh_raw]
-        zh_local, _ = run_judge(gw.LocalJudge(), zh_raw)
-        zh_nli, _ = run_judge(judge, zh_raw)
-        table["uhgeval_zh_dev (shipped lexical)"] = {
-            "local": rates(zh_local, zh_gold),
-            "semantic": rates(zh_local, zh_gold),  # an English model: the same verdicts
-            "nli": rates(zh_nli, zh_gold),
-            "alone": rates(zh_nli, zh_gold),
-        }
+        zh_local = rates(run_judge(gw.LocalJudge(), zh_raw)[0], zh_gold)
+        assert nli.zh is not None
+        zh_nli = rates(nli.zh, zh_gold)
+        # English models: SemanticJudge gives the local verdicts, the models read no claim.
+        row = {"local": zh_local, "semantic": zh_local, "nli": zh_nli, "alone": zh_nli}
+        if tuned is not None and tuned.zh is not None:
+            row |= dict.fromkeys(("tuned", "tuned_alone"), rates(tuned.zh, zh_gold))
+        table["uhgeval_zh_dev (shipped lexical)"] = row
 
+    columns = [(k, title) for k, title in COLUMNS if k in ab_preds]
     print(
         "\nBA R+ R- (grounded vs not); FaithBench: shipped lexical calibrations, combiner fit "
         "on all of AttributionBench"
     )
-    print(
-        f"{'dataset':36} {'LocalJudge':>15} {'SemanticJudge':>15} {'NLIJudge':>15} "
-        f"{'model alone':>15}"
-    )
+    print(f"{'dataset':36} " + " ".join(f"{title:>15}" for _, title in columns))
     for name, r in table.items():
-        print(
-            f"{name:36} {_fmt(r['local']):>15} {_fmt(r['semantic']):>15} {_fmt(r['nli']):>15} "
-            f"{_fmt(r['alone']):>15}"
-        )
+        print(f"{name:36} " + " ".join(f"{_fmt(r[k]):>15}" for k, _ in columns))
     print("(UHGEval: the models are English and read no Chinese claim; SemanticJudge = Local)")
 
-    acc, n, pairs_per_s = snli_accuracy(judge, args.snli_test, args.limit)
-    print(
-        f"\nSNLI test, 3-way accuracy of the int8 model: {acc:.3f} ({n} pairs, "
-        f"{pairs_per_s:.0f} pairs/s on one core)"
-    )
+    variants = [("NLIJudge", judge, nli)]
+    if tuned_judges is not None and tuned is not None:
+        variants.append(("NLI fold-tuned (all-AB model)", tuned_judges[1], tuned))
+        print(f"\nfold-tuned combiner thresholds per fold: {tuned.fold_thresholds}")
+    print()
+    for label, j, _ in variants:
+        acc, n, pairs_per_s = snli_accuracy(j, args.snli_test, args.limit)
+        print(
+            f"SNLI test, 3-way accuracy of the int8 {label}: {acc:.3f} ({n} pairs, "
+            f"{pairs_per_s:.0f} pairs/s on one core)"
+        )
 
     speed = ab_raw[: args.speed_rows]
     print(f"\nanswers/s on one core (CPU time), first {len(speed)} AttributionBench rows:")
-    costs = {}
-    for label, j in (
+    for label, sj in (
         ("LocalJudge", gw.LocalJudge()),
         ("SemanticJudge", semantic),
         ("NLIJudge", judge),
     ):
-        _, costs[label] = run_judge(j, speed)
-        print(f"  {label:14} {1 / costs[label]:8.1f}")
-    print(f"  NLIJudge on FaithBench: {1 / fb_cost:.1f} answers/s")
+        print(f"  {label:14} {1 / run_judge(sj, speed)[1]:8.1f}")
+    print(f"  NLIJudge on FaithBench: {1 / nli.fb_cost:.1f} answers/s")
 
-    d_ab = (
-        table["attributionbench_dev (5-fold)"]["nli"][0]
-        - table["attributionbench_dev (5-fold)"]["semantic"][0]
-    )
-    d_unseen = (
-        table[f"  unseen passages ({len(unseen)})"]["nli"][0]
-        - table[f"  unseen passages ({len(unseen)})"]["semantic"][0]
-    )
-    d_fb = (
-        table["faithbench_dev (never fitted)"]["nli"][0]
-        - table["faithbench_dev (never fitted)"]["semantic"][0]
-    )
-    wins = min(d_ab, d_unseen) >= STOP_MARGIN and d_fb >= STOP_MARGIN
-    print(
-        f"\nstop rule: NLIJudge - SemanticJudge = {d_ab:+.3f} AttributionBench (5-fold), "
-        f"{d_unseen:+.3f} on its unseen passages, {d_fb:+.3f} FaithBench; needs "
-        f"+{STOP_MARGIN} on both: {'SHIP' if wins else 'do not ship'}"
-    )
+    print()
+    for label, key in [("NLIJudge", "nli")] + ([("NLI fold-tuned", "tuned")] if tuned else []):
+        d_ab, d_unseen, d_fb = (
+            table[name][key][0] - table[name]["semantic"][0]
+            for name in (
+                "attributionbench_dev (5-fold)",
+                f"  unseen passages ({len(unseen)})",
+                "faithbench_dev (never fitted)",
+            )
+        )
+        wins = min(d_ab, d_unseen) >= STOP_MARGIN and d_fb >= STOP_MARGIN
+        print(
+            f"stop rule: {label} - SemanticJudge = {d_ab:+.3f} AttributionBench (5-fold), "
+            f"{d_unseen:+.3f} on its unseen passages, {d_fb:+.3f} FaithBench; needs "
+            f"+{STOP_MARGIN} on both: {'SHIP' if wins else 'do not ship'}"
+        )
 
 
 if __name__ == "__main__":

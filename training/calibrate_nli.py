@@ -13,7 +13,7 @@ on answer labels by the same grounded-or-not rule the benchmark scores with.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,14 +80,22 @@ def measure(judge: NLIJudge, rows: Sequence[dict[str, Any]]) -> list[NLIRow]:
     return out
 
 
+def labelled_claims(
+    rows: Sequence[NLIRow],
+) -> Iterator[tuple[Claim, ClaimFeatures, Probs, bool]]:
+    """(claim, measurements, model output, backed?) of every labelled claim the model reads:
+    what the combiner is fitted on, and what ``finetune_nli.py`` fine-tunes the model on."""
+    for row in rows:
+        for c, f, p, label in zip(
+            row.claims, row.features, row.probs, row.claim_labels, strict=True
+        ):
+            if p is not None and label is not None:
+                yield c, f, p, label
+
+
 def samples(rows: Sequence[NLIRow]) -> list[tuple[list[float], bool]]:
     """(combiner inputs, backed?) for every labelled claim the model reads."""
-    return [
-        (nli_vector(f, p[0], p[2]), label)
-        for row in rows
-        for f, p, label in zip(row.features, row.probs, row.claim_labels, strict=True)
-        if p is not None and label is not None
-    ]
+    return [(nli_vector(f, p[0], p[2]), label) for _, f, p, label in labelled_claims(rows)]
 
 
 def fit_combiner(data: Sequence[tuple[list[float], bool]]) -> LogisticModel:

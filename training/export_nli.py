@@ -46,17 +46,13 @@ class _Logits(torch.nn.Module):
         ).logits
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", type=Path, required=True)
-    parser.add_argument("--data", type=Path, default=Path("/work/nli-run/data"))
-    parser.add_argument("--check-pairs", type=int, default=500)
-    args = parser.parse_args(argv)
+def export(model_dir: Path) -> tuple[Path, Path]:
+    """Write ``model.onnx`` (fp32) and ``model.int8.onnx`` (dynamic int8) into ``model_dir``,
+    from its ``save_pretrained`` files; return their paths."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from transformers import AutoModelForSequenceClassification
 
-    torch.set_num_threads(1)
-    model = AutoModelForSequenceClassification.from_pretrained(args.model).eval()
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
     wrapped = _Logits(model)
     tok, cls, sep = build_tokenizer(tokenizers)
     # Any pair traces the graph; batch and sequence stay dynamic (checked below on padded
@@ -67,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.ones((1, len(ids)), dtype=torch.long),
         torch.tensor([seg]),
     )
-    fp32 = args.model / "model.onnx"
-    int8 = args.model / "model.int8.onnx"
+    fp32 = model_dir / "model.onnx"
+    int8 = model_dir / "model.int8.onnx"
     axes = {name: {0: "batch", 1: "sequence"} for name in INPUTS}
     torch.onnx.export(
         wrapped,
@@ -81,6 +77,17 @@ def main(argv: list[str] | None = None) -> int:
         dynamo=False,
     )
     quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+    return fp32, int8
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--data", type=Path, default=Path("/work/nli-run/data"))
+    parser.add_argument("--check-pairs", type=int, default=500)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    fp32, int8 = export(args.model)
     for path in (fp32, int8):
         print(f"{path.name}: {path.stat().st_size / 1e6:.1f} MB")
     # What quantisation costs: accuracy of the fp32 and the int8 graph on SNLI test pairs,

@@ -19,6 +19,7 @@ import json
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,77 @@ def accuracy(model: Any, encoded: list, size: int = 64) -> float:
     return right / max(len(encoded), 1)
 
 
+def train(
+    model: Any,
+    encoded: list[tuple[list[int], list[int], int]],
+    rng: random.Random,
+    *,
+    batch: int,
+    lr: float,
+    warmup: float = 0.06,
+    epochs: int = 1,
+    max_minutes: float = 75.0,
+    probe: int = 0,
+    save: Callable[[], None] | None = None,
+    save_minutes: float = 10.0,
+) -> int:
+    """Train ``model`` in place on ``encoded`` (``epochs`` shuffled passes, batches of similar
+    length); return the number of steps taken. AdamW (weight decay 0.01), linear warm-up over
+    ``warmup`` of the steps, then linear decay; gradients clipped at 1.0. ``save`` is called
+    every ``save_minutes``; ``probe`` > 0 takes only that many steps (to time a run)."""
+    model.train()
+    plan = [b for _ in range(epochs) for b in batches(encoded, batch, rng)]
+    if not plan:
+        return 0
+    steps = len(plan) if not probe else min(probe, len(plan))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    warm = max(1, int(warmup * steps))
+    budget = max_minutes * 60
+
+    def lr_at(step: int) -> float:
+        # Warm up over the first steps, then decay linearly to zero by the planned last step
+        # or by the time budget, whichever comes first: on a shared CPU the throughput is not
+        # known in advance, and a run cut by the budget still ends at a small learning rate.
+        if step < warm:
+            return (step + 1) / warm
+        by_steps = (steps - step) / max(1, steps - warm)
+        by_time = 1.0 - (time.monotonic() - start) / budget
+        return max(0.0, min(by_steps, by_time))
+
+    start = last_save = time.monotonic()
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
+    seen = 0
+    running = 0.0
+    step = 0
+    for step, rows in enumerate(plan[:steps]):
+        loss = model(**tensors(encoded, rows)).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        seen += len(rows)
+        value = float(loss.detach())
+        running = 0.98 * running + 0.02 * value if step else value
+        elapsed = time.monotonic() - start
+        if step % 25 == 0 or step == steps - 1:
+            eta = elapsed / (step + 1) * (steps - step - 1)
+            print(
+                f"step {step + 1}/{steps} pairs {seen} {seen / elapsed:.1f} pairs/s loss "
+                f"{running:.3f} lr {scheduler.get_last_lr()[0]:.2e} elapsed {elapsed / 60:.1f}m"
+                f" eta {eta / 60:.1f}m",
+                flush=True,
+            )
+        if save is not None and time.monotonic() - last_save > save_minutes * 60:
+            save()
+            last_save = time.monotonic()
+            print(f"checkpoint saved at step {step + 1}", flush=True)
+        if elapsed > budget:
+            print(f"time budget reached at step {step + 1}/{steps}", flush=True)
+            break
+    return step + 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, required=True)
@@ -121,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     snli = load(args.data / "snli_train.jsonl")
     rng.shuffle(snli)
     synthetic = load(args.data / "synthetic_train.jsonl")
-    train = snli[: args.snli] + synthetic * args.synthetic_epochs
-    encoded = encode(tok, cls, sep, train, args.max_length)
+    pairs = snli[: args.snli] + synthetic * args.synthetic_epochs
+    encoded = encode(tok, cls, sep, pairs, args.max_length)
     valid_snli = encode(tok, cls, sep, load(args.data / "snli_test.jsonl")[:1000], args.max_length)
     valid_syn = encode(tok, cls, sep, load(args.data / "synthetic_valid.jsonl"), args.max_length)
     lengths = sorted(len(e[0]) for e in encoded)
@@ -138,56 +210,20 @@ def main(argv: list[str] | None = None) -> int:
         id2label=dict(enumerate(LABELS)),
         label2id={name: i for i, name in enumerate(LABELS)},
     )
-    model.train()
-    plan = batches(encoded, args.batch, rng)
-    steps = len(plan) if not args.probe else args.probe
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-    warm = max(1, int(args.warmup * steps))
-
-    budget = args.max_minutes * 60
-
-    def lr_at(step: int) -> float:
-        # Warm up over the first steps, then decay linearly to zero by the planned last step
-        # or by the time budget, whichever comes first: on a shared CPU the throughput is not
-        # known in advance, and a run cut by the budget still ends at a small learning rate.
-        if step < warm:
-            return (step + 1) / warm
-        by_steps = (steps - step) / max(1, steps - warm)
-        by_time = 1.0 - (time.monotonic() - start) / budget
-        return max(0.0, min(by_steps, by_time))
-
-    start = last_save = time.monotonic()
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
-    seen = 0
-    running = 0.0
     args.out.mkdir(parents=True, exist_ok=True)
-    for step, rows in enumerate(plan[:steps]):
-        batch = tensors(encoded, rows)
-        loss = model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
-        seen += len(rows)
-        value = float(loss.detach())
-        running = 0.98 * running + 0.02 * value if step else value
-        elapsed = time.monotonic() - start
-        if step % 25 == 0 or step == steps - 1:
-            eta = elapsed / (step + 1) * (steps - step - 1)
-            print(
-                f"step {step + 1}/{steps} pairs {seen} {seen / elapsed:.1f} pairs/s loss "
-                f"{running:.3f} lr {scheduler.get_last_lr()[0]:.2e} elapsed {elapsed / 60:.1f}m"
-                f" eta {eta / 60:.1f}m",
-                flush=True,
-            )
-        if time.monotonic() - last_save > args.save_minutes * 60:
-            model.save_pretrained(args.out)
-            last_save = time.monotonic()
-            print(f"checkpoint saved at step {step + 1}", flush=True)
-        if elapsed > budget:
-            print(f"time budget reached at step {step + 1}/{steps}", flush=True)
-            break
+    start = time.monotonic()
+    step = train(
+        model,
+        encoded,
+        rng,
+        batch=args.batch,
+        lr=args.lr,
+        warmup=args.warmup,
+        max_minutes=args.max_minutes,
+        probe=args.probe,
+        save=lambda: model.save_pretrained(args.out),
+        save_minutes=args.save_minutes,
+    )
     model.save_pretrained(args.out)
     if args.probe:
         return 0
@@ -195,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         "snli_test_1000": accuracy(model, valid_snli),
         "synthetic_valid": accuracy(model, valid_syn),
         "train_pairs": len(encoded),
-        "steps": step + 1,
+        "steps": step,
         "minutes": round((time.monotonic() - start) / 60, 1),
         "hyper": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
     }

@@ -20,6 +20,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import groundwatch as gw
 from groundwatch.telemetry import semconv as sc
+from groundwatch.testing import GroundwatchTelemetry
+
+from ..langchain.chains import ANSWER, build
 
 
 @dataclass
@@ -136,3 +139,21 @@ def assert_evaluation_of(
     assert attrs.pop(sc.GROUNDWATCH_GROUNDEDNESS) == pytest.approx(expected.groundedness)
     assert attrs.pop(sc.GROUNDWATCH_SERVE_SOURCE) == "openinference"
     assert attrs.pop(sc.GROUNDWATCH_ROUTE) == "rag-app"  # the service name
+
+
+LCEL_QUESTION = "What is the refund policy?"
+
+
+def lcel_scored_through(capgw: GroundwatchTelemetry, app: App) -> Any:
+    """Run the LCEL chain (question :data:`LCEL_QUESTION`) under OpenInference's instrumentor
+    exporting through ``app``, wait for serve's evaluation and check it with
+    :func:`assert_evaluation_of`. Returns the chain's case (its ``expected_docs``)."""
+    from .conftest import wait_for_evaluations
+
+    case = build("lcel")
+    with langchain_instrumented(app.provider):
+        assert case.chain.invoke(LCEL_QUESTION) == ANSWER
+    (span,) = wait_for_evaluations(capgw, 1)
+    passages = [text for _, text in case.expected_docs(LCEL_QUESTION)]
+    assert_evaluation_of(span, app, LCEL_QUESTION, passages, ANSWER)
+    return case

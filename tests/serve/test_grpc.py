@@ -24,10 +24,9 @@ from groundwatch.serve._grpc import LOGS_SERVICE, METRICS_SERVICE, TRACE_SERVICE
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
-from ..langchain.chains import ANSWER, build
 from .conftest import RunningReceiver, wait_for_evaluations
 from .otlp import get, openinference_trace, protobuf, recorded
-from .pipelines import app_provider, assert_evaluation_of, langchain_instrumented
+from .pipelines import app_provider, lcel_scored_through
 from .test_http import BlockingJudge, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -75,13 +74,7 @@ def test_sdk_grpc_exporter_langchain_chain_is_scored_under_its_root(
 ) -> None:
     receiver = make_receiver(sampler=gw.RatioSampler(1.0), grpc=True)
     app = app_provider(receiver.grpc_target, grpc=True, gzip=True)
-    case = build("lcel")
-    question = "What is the refund policy?"
-    with langchain_instrumented(app.provider):
-        assert case.chain.invoke(question) == ANSWER
-    (span,) = wait_for_evaluations(capgw, 1)
-    passages = [text for _, text in case.expected_docs(question)]
-    assert_evaluation_of(span, app, question, passages, ANSWER)
+    lcel_scored_through(capgw, app)
     # Each gRPC export is counted as a request, like an HTTP one.
     health = json.loads(get(receiver.url, "/health").body)
     assert set(health["requests"]) == {"200"} and health["requests"]["200"] >= 1

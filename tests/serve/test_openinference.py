@@ -12,12 +12,14 @@ import pytest
 import groundwatch as gw
 from groundwatch.testing import GroundwatchTelemetry
 
-from ..langchain.chains import ANSWER, build
+from ..langchain.chains import ANSWER
 from .conftest import RunningReceiver, wait_for_evaluations
 from .pipelines import (
+    LCEL_QUESTION,
     app_provider,
     assert_evaluation_of,
     langchain_instrumented,
+    lcel_scored_through,
     llamaindex_engine,
     llamaindex_instrumented,
 )
@@ -31,13 +33,9 @@ def test_langchain_lcel_chain_scored_in_its_trace(
 ) -> None:
     receiver = make_receiver(sampler=gw.RatioSampler(1.0), capture_content=True)
     app = app_provider(receiver.url, gzip=gzip)
-    case = build("lcel")
-    question = "What is the refund policy?"
-    with langchain_instrumented(app.provider):
-        assert case.chain.invoke(question) == ANSWER
-    (span,) = wait_for_evaluations(capgw, 1)
+    case = lcel_scored_through(capgw, app)
+    question = LCEL_QUESTION
     passages = [text for _, text in case.expected_docs(question)]
-    assert_evaluation_of(span, app, question, passages, ANSWER)
     ((record, _evaluation),) = capgw.results()
     assert record.question == question
     assert sorted(p.text for p in record.contexts) == sorted(passages)

@@ -19,12 +19,10 @@ import groundwatch as gw
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
-from ..langchain.chains import ANSWER, build
 from .conftest import RunningReceiver, wait_for_evaluations
 from .pipelines import (
     app_provider,
-    assert_evaluation_of,
-    langchain_instrumented,
+    lcel_scored_through,
     llamaindex_engine,
     llamaindex_instrumented,
 )
@@ -114,13 +112,7 @@ def test_langchain_chain_through_rotel(
         SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{collector}/v1/traces"))
     )
     app = app_provider(collector)
-    case = build("lcel")
-    question = "What is the refund policy?"
-    with langchain_instrumented(app.provider):
-        assert case.chain.invoke(question) == ANSWER
-    (span,) = wait_for_evaluations(capgw, 1)
-    passages = [text for _, text in case.expected_docs(question)]
-    assert_evaluation_of(span, app, question, passages, ANSWER)
+    lcel_scored_through(capgw, app)
     # Our span came back through the Collector and was not ingested again.
     deadline = time.monotonic() + 10
     while receiver.service.health()["spans"].get("own", 0) < 1 and time.monotonic() < deadline:

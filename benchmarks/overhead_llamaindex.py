@@ -25,7 +25,8 @@ running in the same interpreter; with a real model server most of a query is wai
 
 Configurations: no handler; a no-op span + event handler on the dispatcher; groundwatch at
 sampling 0 and 1 (LocalJudge, scoring on the background worker, and in a worker process when the
-runtime offers it); OpenInference's LlamaIndex instrumentor exporting to a discarding exporter.
+runtime offers it; its spans and log events go through the SDK's batch processors to
+discarding exporters); OpenInference's LlamaIndex instrumentor exporting to a discarding exporter.
 Sampling-1 monitors are flushed after each of their blocks (untimed, the flush time is shown),
 so their background work never runs during another configuration's block; at the end every
 sampled record must have been scored (the ``groundwatch.records`` / ``groundwatch.evaluations``
@@ -58,6 +59,12 @@ from llama_index.core.instrumentation.span.base import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import (
+    BatchLogRecordProcessor,
+    LogRecordExporter,
+    LogRecordExportResult,
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -187,6 +194,28 @@ class DiscardingExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
+class DiscardingLogExporter(LogRecordExporter):
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def discarding_providers() -> dict[str, Any]:
+    """A tracer and a logger provider of the SDK with batch processors and discarding
+    exporters: the monitor pays for its spans and log events as in production (the same set-up
+    as ``overhead_langchain.py``)."""
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(DiscardingExporter()))
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(DiscardingLogExporter()))
+    return {"tracer_provider": tracer_provider, "logger_provider": logger_provider}
+
+
 @dataclass
 class Config:
     name: str
@@ -230,8 +259,8 @@ def monitor_config(name: str, rate: float, **monitor_kwargs: Any) -> Config:
     config.monitor = gw.Monitor(
         judge=gw.LocalJudge(),
         sampler=gw.RatioSampler(rate),
-        tracer_provider=TracerProvider(),
         meter_provider=MeterProvider(metric_readers=[reader]),
+        **discarding_providers(),
         on_result=on_result,
         max_queue_size=100_000,
         shutdown_on_exit=False,

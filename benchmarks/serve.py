@@ -1,6 +1,7 @@
-"""``groundwatch serve``, measured: spans per second decoded and assembled on one core, memory
-under a sustained load past the pending-traces cap, and the delay from a trace's root span
-ending to its evaluation span.
+"""``groundwatch serve``, measured: spans per second decoded and assembled on one core, and
+through the real receiver over OTLP/HTTP and OTLP/gRPC side by side; memory under a sustained
+load past the pending-traces cap; and the delay from a trace's root span ending to its
+evaluation span.
 
 The spans are real: one run of the LCEL chain of ``tests/langchain/chains.py`` under
 OpenInference's LangChain instrumentor (9 spans: chain, retriever, prompt, LLM, parser, ...),
@@ -161,6 +162,59 @@ def memory(
     return rows
 
 
+def transports(payloads: list[bytes]) -> dict[str, float]:
+    """Spans per second through the real receiver, OTLP/HTTP and OTLP/gRPC side by side: the
+    same requests sent one after another by a client in this process (on the same core), each
+    answered before the next (every trace taken in and assembled, none completed in the
+    run)."""
+    import grpc
+
+    from groundwatch.serve._grpc import TRACE_SERVICE
+
+    # Every trace is taken in at intake and stays pending (the quiet period outlasts the run);
+    # at the stop the monitor scores what its queue holds and counts the rest.
+    monitor = gw.Monitor(
+        sampler=gw.RatioSampler(1.0),
+        meter_provider=MeterProvider(),
+        executor="thread",
+        shutdown_on_exit=False,
+    )
+    service = TraceService(
+        monitor,
+        TraceAssembler(quiet_s=3600, orphan_s=3600, max_traces=10**9, max_spans=512),
+        max_body_bytes=8 << 20,
+        max_queue_size=1024,
+        meter_provider=MeterProvider(),
+    )
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    receiver = Receiver(service, "127.0.0.1", 0, poll_s=60, grpc_port=0)
+    asyncio.run_coroutine_threadsafe(receiver.start(), loop).result(10)
+    url = f"http://127.0.0.1:{receiver.port}/v1/traces"
+
+    def over_http() -> None:
+        for body in payloads:
+            post = urllib.request.Request(url, body, {"Content-Type": PROTOBUF}, method="POST")
+            urllib.request.urlopen(post, timeout=30).read()
+
+    channel = grpc.insecure_channel(
+        f"127.0.0.1:{receiver.grpc_port}", options=[("grpc.max_send_message_length", 8 << 20)]
+    )
+    export = channel.unary_unary(f"/{TRACE_SERVICE}/Export")
+
+    def over_grpc() -> None:
+        for body in payloads:
+            export(body, timeout=30)
+
+    n = len(payloads) * BATCH
+    rates = {"OTLP/HTTP": n / best_of(over_http), "OTLP/gRPC": n / best_of(over_grpc)}
+    channel.close()
+    asyncio.run_coroutine_threadsafe(receiver.stop(1_000), loop).result(60)
+    loop.call_soon_threadsafe(loop.stop)
+    return rates
+
+
 def delay(template: ExportTraceServiceRequest, traces: int, quiet_ms: int) -> list[float]:
     """Seconds from each trace's root span end to its evaluation span's end, through the
     real receiver (HTTP, assembly, the quiet period, LocalJudge, the emitter)."""
@@ -249,6 +303,12 @@ def main() -> None:
     print("| traces | median s | p95 s | max s |\n|---:|---:|---:|---:|")
     p95 = delays[min(len(delays) - 1, int(0.95 * len(delays)))]
     print(f"| {len(delays)} | {statistics.median(delays):.3f} | {p95:.3f} | {delays[-1]:.3f} |")
+    # Last: its pending traces stay in this process's memory (RSS does not shrink back).
+    print(f"\n## Through the receiver ({len(payloads)} requests of {BATCH} spans, a client "
+          "in the same process, best of 3)\n")  # fmt: skip
+    print("| transport | spans/s |\n|---|---:|")
+    for transport, value in transports(payloads).items():
+        print(f"| {transport} | {value:,.0f} |")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
-from benchmarks.overhead_langchain import DiscardLogs, DiscardSpans, build_chain  # noqa: E402
+from benchmarks._discard import DiscardLogs, DiscardSpans  # noqa: E402
+from benchmarks.overhead_langchain import build_chain  # noqa: E402
 from groundwatch.telemetry import semconv as sc  # noqa: E402
 from tests.distributed.conftest import HARNESS, REDIS_SERVER, RedisServer, _free_port  # noqa: E402
 from tests.llm_judge.fake_openai import FakeOpenAIServer  # noqa: E402

@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,19 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
-from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
-from opentelemetry.sdk._logs.export import (  # noqa: E402
-    BatchLogRecordProcessor,
-    LogRecordExporter,
-    LogRecordExportResult,
-)
+from _discard import discarding_providers  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import (  # noqa: E402
-    BatchSpanProcessor,
-    SpanExporter,
-    SpanExportResult,
-)
 
 import groundwatch as gw  # noqa: E402
 from groundwatch.runtime import process, results, runner, worker  # noqa: E402
@@ -77,22 +66,6 @@ PASSAGES = [
     for i in range(4)
 ]
 ANSWER = "Customers may ask in store or online. Our staff answer within two business days."
-
-
-class DiscardSpans(SpanExporter):
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-
-class DiscardLogs(LogRecordExporter):
-    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
-        return LogRecordExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
 
 
 STEPS: dict[str, float] = defaultdict(float)
@@ -180,16 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         timed(_emitter.Telemetry, "_record_metrics", "  metric points")
         timed(process.ProcessRunner, "_batch_blocking", "pipe thread (send, receive)")
 
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(BatchSpanProcessor(DiscardSpans()))
-    logger_provider = LoggerProvider()
-    logger_provider.add_log_record_processor(BatchLogRecordProcessor(DiscardLogs()))
     monitor = gw.Monitor(
         judge=gw.LocalJudge(),
         executor=args.executor,
-        tracer_provider=tracer_provider,
-        logger_provider=logger_provider,
         meter_provider=MeterProvider(),
+        **discarding_providers(),
         max_queue_size=args.records + 1,
         shutdown_on_exit=False,
     )

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import _instructions
+from _discard import discarding_providers
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -57,12 +58,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
-from opentelemetry.sdk._logs.export import LogRecordExportResult as LogResult
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 ROOT = Path(__file__).resolve().parents[1]
 for extra in (ROOT / "src", ROOT / "integrations" / "langchain" / "src"):
@@ -81,22 +77,6 @@ TOPICS = [
 ]  # fmt: skip
 ANSWER = "Refunds are accepted within 30 days of purchase with a receipt."
 QUESTION = "How long do I have to return an item for a refund?"
-
-
-class DiscardSpans(SpanExporter):
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-
-class DiscardLogs(LogRecordExporter):
-    def export(self, batch: Sequence[Any]) -> LogResult:
-        return LogResult.SUCCESS
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
 
 
 class InstantJudge:
@@ -268,16 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", module="openinference")
     rng = random.Random(args.seed)
 
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(BatchSpanProcessor(DiscardSpans()))
-    logger_provider = LoggerProvider()
-    logger_provider.add_log_record_processor(BatchLogRecordProcessor(DiscardLogs()))
-    meter_provider = MeterProvider()
-    providers = {
-        "tracer_provider": tracer_provider,
-        "meter_provider": meter_provider,
-        "logger_provider": logger_provider,
-    }
+    providers = {**discarding_providers(), "meter_provider": MeterProvider()}
+    tracer_provider, logger_provider = providers["tracer_provider"], providers["logger_provider"]
 
     def groundwatch(
         name: str, rate: float, executor: str, judge: Any = None, sdk: bool = True

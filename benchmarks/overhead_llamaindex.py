@@ -44,12 +44,13 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import _instructions
 import groundwatch_llamaindex
+from _discard import DiscardSpans, discarding_providers
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
@@ -59,16 +60,10 @@ from llama_index.core.instrumentation.span.base import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import (
-    BatchLogRecordProcessor,
-    LogRecordExporter,
-    LogRecordExportResult,
-)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import groundwatch as gw
 
@@ -185,37 +180,6 @@ class NoopEventHandler(BaseEventHandler):
         return None
 
 
-class DiscardingExporter(SpanExporter):
-    def __init__(self) -> None:
-        self.spans = 0
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.spans += len(spans)
-        return SpanExportResult.SUCCESS
-
-
-class DiscardingLogExporter(LogRecordExporter):
-    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
-        return LogRecordExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
-
-
-def discarding_providers() -> dict[str, Any]:
-    """A tracer and a logger provider of the SDK with batch processors and discarding
-    exporters: the monitor pays for its spans and log events as in production (the same set-up
-    as ``overhead_langchain.py``)."""
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(BatchSpanProcessor(DiscardingExporter()))
-    logger_provider = LoggerProvider()
-    logger_provider.add_log_record_processor(BatchLogRecordProcessor(DiscardingLogExporter()))
-    return {"tracer_provider": tracer_provider, "logger_provider": logger_provider}
-
-
 @dataclass
 class Config:
     name: str
@@ -300,7 +264,7 @@ def openinference_config() -> Config | None:
     except ImportError:
         return None
     provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(DiscardingExporter()))
+    provider.add_span_processor(BatchSpanProcessor(DiscardSpans()))
     instrumentor = LlamaIndexInstrumentor()
     return Config(
         "OpenInference instrumentor (discarding exporter)",

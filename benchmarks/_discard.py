@@ -1,0 +1,51 @@
+"""The OpenTelemetry SDK set up as in production, with nothing leaving the process: batch
+processors for spans and log records in front of exporters that drop what they get. Shared by
+the benchmarks, so each measures the SDK's real per-record work and nothing of an exporter's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import (
+    BatchLogRecordProcessor,
+    LogRecordExporter,
+    LogRecordExportResult,
+)
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+
+class DiscardSpans(SpanExporter):
+    """Drops every span (and counts them)."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+class DiscardLogs(LogRecordExporter):
+    """Drops every log record."""
+
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def discarding_providers(**kwargs: Any) -> dict[str, Any]:
+    """``tracer_provider`` and ``logger_provider`` for ``gw.Monitor(**...)``: the SDK's, each
+    with a batch processor and a discarding exporter (``kwargs`` go to both providers)."""
+    tracer_provider = TracerProvider(**kwargs)
+    tracer_provider.add_span_processor(BatchSpanProcessor(DiscardSpans()))
+    logger_provider = LoggerProvider(**kwargs)
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(DiscardLogs()))
+    return {"tracer_provider": tracer_provider, "logger_provider": logger_provider}

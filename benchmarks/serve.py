@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import statistics
@@ -23,6 +24,7 @@ import threading
 import time
 import urllib.request
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +164,44 @@ def memory(
     return rows
 
 
+@contextlib.contextmanager
+def running_receiver(
+    assembler: TraceAssembler, poll_s: float, stop_ms: int, *, grpc: bool = False, **monitor: Any
+) -> Iterator[Receiver]:
+    """The real receiver on loopback ports, its loop on a thread, scoring every trace it
+    completes with LocalJudge on the monitor's thread (``monitor``: more ``gw.Monitor``
+    arguments); stopped within ``stop_ms`` on the way out."""
+    service = TraceService(
+        gw.Monitor(
+            sampler=gw.RatioSampler(1.0),
+            meter_provider=MeterProvider(),
+            executor="thread",
+            shutdown_on_exit=False,
+            **monitor,
+        ),
+        assembler,
+        max_body_bytes=8 << 20,
+        max_queue_size=1024,
+        meter_provider=MeterProvider(),
+    )
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    receiver = Receiver(service, "127.0.0.1", 0, poll_s=poll_s, grpc_port=0 if grpc else None)
+    asyncio.run_coroutine_threadsafe(receiver.start(), loop).result(10)
+    try:
+        yield receiver
+    finally:
+        asyncio.run_coroutine_threadsafe(receiver.stop(stop_ms), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+
+
+def post(receiver: Receiver, body: bytes) -> None:
+    """One OTLP/HTTP protobuf export, answered before it returns."""
+    url = f"http://127.0.0.1:{receiver.port}/v1/traces"
+    request = urllib.request.Request(url, body, {"Content-Type": PROTOBUF}, method="POST")
+    urllib.request.urlopen(request, timeout=30).read()
+
+
 def transports(payloads: list[bytes]) -> dict[str, float]:
     """Spans per second through the real receiver, OTLP/HTTP and OTLP/gRPC side by side: the
     same requests sent one after another by a client in this process (on the same core), each
@@ -171,47 +211,28 @@ def transports(payloads: list[bytes]) -> dict[str, float]:
 
     from groundwatch.serve._grpc import TRACE_SERVICE
 
-    # Every trace is taken in at intake and stays pending (the quiet period outlasts the run);
-    # at the stop the monitor scores what its queue holds and counts the rest.
-    monitor = gw.Monitor(
-        sampler=gw.RatioSampler(1.0),
-        meter_provider=MeterProvider(),
-        executor="thread",
-        shutdown_on_exit=False,
-    )
-    service = TraceService(
-        monitor,
-        TraceAssembler(quiet_s=3600, orphan_s=3600, max_traces=10**9, max_spans=512),
-        max_body_bytes=8 << 20,
-        max_queue_size=1024,
-        meter_provider=MeterProvider(),
-    )
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    receiver = Receiver(service, "127.0.0.1", 0, poll_s=60, grpc_port=0)
-    asyncio.run_coroutine_threadsafe(receiver.start(), loop).result(10)
-    url = f"http://127.0.0.1:{receiver.port}/v1/traces"
+    # Every trace stays pending (the quiet period outlasts the run); at the stop the monitor
+    # scores what its queue holds and counts the rest.
+    assembler = TraceAssembler(quiet_s=3600, orphan_s=3600, max_traces=10**9, max_spans=512)
+    with running_receiver(assembler, poll_s=60, stop_ms=1_000, grpc=True) as receiver:
 
-    def over_http() -> None:
-        for body in payloads:
-            post = urllib.request.Request(url, body, {"Content-Type": PROTOBUF}, method="POST")
-            urllib.request.urlopen(post, timeout=30).read()
+        def over_http() -> None:
+            for body in payloads:
+                post(receiver, body)
 
-    channel = grpc.insecure_channel(
-        f"127.0.0.1:{receiver.grpc_port}", options=[("grpc.max_send_message_length", 8 << 20)]
-    )
-    export = channel.unary_unary(f"/{TRACE_SERVICE}/Export")
+        channel = grpc.insecure_channel(
+            f"127.0.0.1:{receiver.grpc_port}",
+            options=[("grpc.max_send_message_length", 8 << 20)],
+        )
+        export = channel.unary_unary(f"/{TRACE_SERVICE}/Export")
 
-    def over_grpc() -> None:
-        for body in payloads:
-            export(body, timeout=30)
+        def over_grpc() -> None:
+            for body in payloads:
+                export(body, timeout=30)
 
-    n = len(payloads) * BATCH
-    rates = {"OTLP/HTTP": n / best_of(over_http), "OTLP/gRPC": n / best_of(over_grpc)}
-    channel.close()
-    asyncio.run_coroutine_threadsafe(receiver.stop(1_000), loop).result(60)
-    loop.call_soon_threadsafe(loop.stop)
+        n = len(payloads) * BATCH
+        rates = {"OTLP/HTTP": n / best_of(over_http), "OTLP/gRPC": n / best_of(over_grpc)}
+        channel.close()
     return rates
 
 
@@ -221,51 +242,29 @@ def delay(template: ExportTraceServiceRequest, traces: int, quiet_ms: int) -> li
     exported = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exported))
-    monitor = gw.Monitor(
-        sampler=gw.RatioSampler(1.0),
-        tracer_provider=provider,
-        meter_provider=MeterProvider(),
-        executor="thread",
-        shutdown_on_exit=False,
-    )
-    service = TraceService(
-        monitor,
-        TraceAssembler(quiet_s=quiet_ms / 1000, orphan_s=60, max_traces=1000, max_spans=512),
-        max_body_bytes=8 << 20,
-        max_queue_size=1024,
-        meter_provider=MeterProvider(),
-    )
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    receiver = Receiver(service, "127.0.0.1", 0, poll_s=min(0.5, quiet_ms / 4000))
-    asyncio.run_coroutine_threadsafe(receiver.start(), loop).result(10)
-    url = f"http://127.0.0.1:{receiver.port}/v1/traces"
+    assembler = TraceAssembler(quiet_s=quiet_ms / 1000, orphan_s=60, max_traces=1000, max_spans=512)
+    poll_s = min(0.5, quiet_ms / 4000)
     root_end: dict[int, int] = {}
     spans = list(template.resource_spans[0].scope_spans[0].spans)
-    for _ in range(traces):
-        request = ExportTraceServiceRequest()
-        request.CopyFrom(template)
-        trace_id = os.urandom(16)
-        duration = {s.span_id: s.end_time_unix_nano - s.start_time_unix_nano for s in spans}
-        now = time.time_ns()
-        for span in request.resource_spans[0].scope_spans[0].spans:
-            span.trace_id = trace_id
-            # The trace ends now: an exporter sends a span right after it ends.
-            span.end_time_unix_nano = now
-            span.start_time_unix_nano = now - duration[span.span_id]
-            if not span.parent_span_id:
-                root_end[int.from_bytes(trace_id, "big")] = now
-        post = urllib.request.Request(
-            url, request.SerializeToString(), {"Content-Type": PROTOBUF}, method="POST"
-        )
-        urllib.request.urlopen(post, timeout=10).read()
-        time.sleep(0.05)
-    deadline = time.monotonic() + quiet_ms / 1000 + 30
-    while len(exported.get_finished_spans()) < traces and time.monotonic() < deadline:
-        time.sleep(0.05)
-    asyncio.run_coroutine_threadsafe(receiver.stop(10_000), loop).result(30)
-    loop.call_soon_threadsafe(loop.stop)
+    duration = {s.span_id: s.end_time_unix_nano - s.start_time_unix_nano for s in spans}
+    with running_receiver(assembler, poll_s, 10_000, tracer_provider=provider) as receiver:
+        for _ in range(traces):
+            request = ExportTraceServiceRequest()
+            request.CopyFrom(template)
+            trace_id = os.urandom(16)
+            now = time.time_ns()
+            for span in request.resource_spans[0].scope_spans[0].spans:
+                span.trace_id = trace_id
+                # The trace ends now: an exporter sends a span right after it ends.
+                span.end_time_unix_nano = now
+                span.start_time_unix_nano = now - duration[span.span_id]
+                if not span.parent_span_id:
+                    root_end[int.from_bytes(trace_id, "big")] = now
+            post(receiver, request.SerializeToString())
+            time.sleep(0.05)
+        deadline = time.monotonic() + quiet_ms / 1000 + 30
+        while len(exported.get_finished_spans()) < traces and time.monotonic() < deadline:
+            time.sleep(0.05)
     return [
         (s.end_time - root_end[s.context.trace_id]) / 1e9 for s in exported.get_finished_spans()
     ]

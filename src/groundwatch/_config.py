@@ -151,17 +151,21 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 
 
 def _read(name: str, default: T, parse: Callable[[str], T], check: Callable[[T], bool]) -> T:
+    """``parse`` of the variable's value if it parses (it raises ``ValueError`` or
+    ``TypeError`` if not; ``None`` is a value like any other) and passes ``check``; otherwise
+    one warning and ``default``."""
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
     try:
         value = parse(raw.strip())
     except (TypeError, ValueError):
-        value = None
-    if value is None or not check(value):
-        _logger.warning("ignoring %s=%r: invalid value; using %r", name, raw, default)
-        return default
-    return value
+        pass
+    else:
+        if check(value):
+            return value
+    _logger.warning("ignoring %s=%r: invalid value; using %r", name, raw, default)
+    return default
 
 
 def _parse_bool(raw: str) -> bool:
@@ -196,14 +200,7 @@ def parse_port_or_off(raw: str) -> int | None:
 
 
 def env_port_or_off(name: str, default: int | None) -> int | None:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        return parse_port_or_off(raw)
-    except ValueError:
-        _logger.warning("ignoring %s=%r: invalid value; using %r", name, raw, default)
-        return default
+    return _read(name, default, parse_port_or_off, lambda v: True)
 
 
 def env_bool(name: str, default: bool) -> bool:

@@ -4,7 +4,7 @@ the benchmarks, so each measures the SDK's real per-record work and nothing of a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider
@@ -49,3 +49,12 @@ def discarding_providers(**kwargs: Any) -> dict[str, Any]:
     logger_provider = LoggerProvider(**kwargs)
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(DiscardLogs()))
     return {"tracer_provider": tracer_provider, "logger_provider": logger_provider}
+
+
+def discarding_worker_providers(resource_attributes: Mapping[str, Any]) -> tuple[Any, Any]:
+    """``Monitor(export_from_worker=...)``'s providers function: the same SDK set-up as
+    :func:`discarding_providers`, built in each worker process (module-level, so it pickles)."""
+    from opentelemetry.sdk.resources import Resource
+
+    providers = discarding_providers(resource=Resource(dict(resource_attributes)))
+    return providers["tracer_provider"], providers["logger_provider"]

@@ -9,6 +9,7 @@ the span attributes, events and metrics inside it, the process runner's pipe thr
 
 Run: python benchmarks/host_cpu.py [--records 2000] [--executor process|thread] [--no-steps]
                                    [--burst 20] [--pause-ms 10] [--no-telemetry]
+                                   [--export-from-worker]
 
 ``--instructions`` counts instead, under callgrind, the instructions of every host thread for
 ``--records`` and for three times as many records (``--no-steps --no-probe``), and prints the
@@ -20,6 +21,10 @@ differently than at full speed: the figure is for comparing versions, not a time
 ``--no-telemetry`` replaces ``Telemetry.emit`` with a function that does nothing: the difference
 to a run without it is what the span, the two events and the metric points cost the host (nearly
 all of it the OpenTelemetry SDK's own work).
+
+``--export-from-worker`` has the worker process export the spans and events itself
+(``Monitor(export_from_worker=...)``, through the same discarding SDK set-up built out there);
+the host keeps the metric points.
 
 Records come in bursts of ``--burst`` with ``--pause-ms`` between them (``--burst 1 --pause-ms
 50``: a quiet service, where every batch holds one record and per-batch costs count in full).
@@ -49,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
-from _discard import discarding_providers  # noqa: E402
+from _discard import discarding_providers, discarding_worker_providers  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
@@ -103,6 +108,8 @@ def count_instructions(args: argparse.Namespace) -> int:
 
     common = ["--no-steps", "--no-probe", "--executor", args.executor]
     common += ["--burst", str(args.burst), "--pause-ms", str(args.pause_ms)]
+    if args.export_from_worker:
+        common.append("--export-from-worker")
     few = _instructions.run_whole(__file__, [*common, "--records", str(args.records)])
     many = _instructions.run_whole(__file__, [*common, "--records", str(3 * args.records)])
     print(
@@ -129,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="emit no span, events or metrics: what is left of the host's share without the "
         "OpenTelemetry SDK's work",
+    )
+    parser.add_argument(
+        "--export-from-worker",
+        action="store_true",
+        help="the worker process exports the spans and events (process executor)",
     )
     parser.add_argument(
         "--instructions", action="store_true", help="count instructions under callgrind"
@@ -160,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         **discarding_providers(),
         max_queue_size=args.records + 1,
         shutdown_on_exit=False,
+        export_from_worker=discarding_worker_providers if args.export_from_worker else False,
     )
     monitor.record(question="q", contexts=PASSAGES, answer=ANSWER)  # start the worker (process)
     assert monitor.force_flush(60_000)
@@ -200,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
 
     steps = "no step timers" if args.no_steps else "with step timers"
     telemetry = ", no telemetry" if args.no_telemetry else ""
+    if args.export_from_worker:
+        telemetry += ", spans and events exported by the worker process"
     print(
         f"{n} records, executor={args.executor}, {steps}{telemetry}, "
         f"load average {os.getloadavg()[0]:.1f}"

@@ -16,6 +16,7 @@ from .runtime.sampling import (
     Sampler,
     TokenBudgetSampler,
 )
+from .telemetry.worker_export import otlp_worker_providers
 from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -50,4 +51,5 @@ __all__ = [
     "__version__",
     "aevaluate",
     "evaluate",
+    "otlp_worker_providers",
 ]

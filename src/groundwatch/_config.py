@@ -15,6 +15,7 @@ one warning and falls back to the default; it never raises.
 | ``GROUNDWATCH_CAPTURE_CONTENT`` | ``false`` | put question, answer, claims on spans |
 | ``GROUNDWATCH_CONTENT_MAX_CHARS`` | ``2048`` | cap per captured text attribute |
 | ``GROUNDWATCH_EXECUTOR`` | ``auto`` | where sync judges run: ``auto``, ``process``, ``thread`` |
+| ``GROUNDWATCH_EXPORT_FROM_WORKER`` | ``false`` | worker processes export their spans, events |
 | ``GROUNDWATCH_DISABLED`` | ``false`` | records are counted ``not_sampled``, nothing is scored |
 | ``OTEL_SDK_DISABLED`` | ``false`` | OpenTelemetry's off switch: nothing is scored either |
 | ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` | ``false`` | content capture, |
@@ -88,6 +89,7 @@ DEFAULT_EXECUTOR = EXECUTOR_AUTO
 EXECUTORS = ("auto", "thread", "process")
 
 DISABLED = "GROUNDWATCH_DISABLED"
+EXPORT_FROM_WORKER = "GROUNDWATCH_EXPORT_FROM_WORKER"
 
 OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
 """OpenTelemetry's switch for the whole SDK (the spec's "disable the SDK for all signals"). With
@@ -244,6 +246,7 @@ class RuntimeConfig:
     content_max_chars: int
     executor: str
     disabled: bool
+    export_from_worker: bool
 
 
 def from_env() -> RuntimeConfig:
@@ -263,6 +266,7 @@ def from_env() -> RuntimeConfig:
         content_max_chars=env_int(CONTENT_MAX_CHARS, DEFAULT_CONTENT_MAX_CHARS),
         executor=env_choice(EXECUTOR, DEFAULT_EXECUTOR, EXECUTORS),
         disabled=env_bool(DISABLED, False) or env_bool(OTEL_SDK_DISABLED, False),
+        export_from_worker=env_bool(EXPORT_FROM_WORKER, False),
     )
 
 

@@ -24,6 +24,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         "GROUNDWATCH_CONTENT_MAX_CHARS",
         "GROUNDWATCH_EXECUTOR",
         "GROUNDWATCH_DISABLED",
+        "GROUNDWATCH_EXPORT_FROM_WORKER",
         "OTEL_SDK_DISABLED",
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
     ):
@@ -38,6 +39,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         content_max_chars=2048,
         executor="auto",
         disabled=False,
+        export_from_worker=False,
     )
 
 
@@ -47,7 +49,9 @@ def test_values_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GROUNDWATCH_MAX_QUEUE_SIZE", "7")
     monkeypatch.setenv("GROUNDWATCH_CAPTURE_CONTENT", "TRUE")
     monkeypatch.setenv("GROUNDWATCH_EXECUTOR", "Process")
+    monkeypatch.setenv("GROUNDWATCH_EXPORT_FROM_WORKER", "yes")
     config = _config.from_env()
+    assert config.export_from_worker is True
     assert (config.sample_rate, config.rate_limit_per_minute, config.max_queue_size) == (
         0.25,
         120.0,

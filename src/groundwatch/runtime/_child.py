@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import signal
 import sys
 import time
 from typing import IO, Any
 
 from ..judging.evaluate import judge_name
+from ..telemetry.worker_export import ChildExport
 from ..types import Passage
 from .process import compact, read_message, write_message
 from .runner import Prepared, evaluate_prepared
@@ -23,43 +25,85 @@ def _error(exc: BaseException) -> tuple[str, tuple[str, str]]:
     return "error", (type(exc).__qualname__, str(exc)[:500])
 
 
+EXIT_FLUSH_MILLIS = 1500
+"""At exit (the host closed its end), what the worker process's own exporters may take to
+send what they hold; the host kills it 2 s after closing the pipes anyway."""
+
+
 def serve(inp: IO[bytes], out: IO[bytes]) -> None:
     judge: Any = None
-    while True:
-        try:
-            op, payload = read_message(inp)
-        except (EOFError, OSError):
-            return
-        try:
-            if op == "init":
-                judge = pickle.loads(payload)
-                reply: Any = ("ok", None)
-            elif op == "ping":
-                reply = ("ok", None)
-            elif op == "evaluate_batch":
-                _evaluate_batch(judge, payload, out)
-                continue
-            else:
-                reply = ("error", ("protocol", f"unknown op {op!r}"))
-        except Exception as exc:
-            reply = _error(exc)
-        try:
+    exporter: ChildExport | None = None
+    try:
+        while True:
             try:
-                write_message(out, reply)
-            except (pickle.PicklingError, TypeError, AttributeError) as exc:
-                write_message(out, _error(exc))
-        except OSError:
-            return  # the host closed its end (shutdown, or it gave up on this call)
+                op, payload = read_message(inp)
+            except (EOFError, OSError):
+                return
+            try:
+                if op == "init":
+                    judge_bytes, export_setup = payload
+                    judge = pickle.loads(judge_bytes)
+                    exporter, why = _exporter(export_setup)
+                    if exporter is not None:
+                        _export_at_sigterm(exporter)
+                    reply: Any = ("ok", why)
+                elif op == "ping":
+                    reply = ("ok", None)
+                elif op == "evaluate_batch":
+                    _evaluate_batch(judge, exporter, payload, out)
+                    continue
+                elif op == "flush":
+                    reply = ("ok", exporter.flush(payload) if exporter is not None else True)
+                else:
+                    reply = ("error", ("protocol", f"unknown op {op!r}"))
+            except Exception as exc:
+                reply = _error(exc)
+            try:
+                try:
+                    write_message(out, reply)
+                except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                    write_message(out, _error(exc))
+            except OSError:
+                return  # the host closed its end (shutdown, or it gave up on this call)
+    finally:
+        if exporter is not None:
+            with contextlib.suppress(Exception):
+                exporter.shutdown(EXIT_FLUSH_MILLIS)
 
 
-def _evaluate_batch(judge: Any, payload: Any, out: IO[bytes]) -> None:
+def _export_at_sigterm(exporter: ChildExport) -> None:
+    """The host stops a process stuck past a deadline with SIGTERM, and SIGKILL a moment
+    later: what its batch processors hold is exported first (from the main thread, between
+    two bytecodes of the stuck judge; a judge stuck inside C code gets the SIGKILL)."""
+
+    def export_and_exit(signum: int, frame: Any) -> None:
+        with contextlib.suppress(BaseException):
+            exporter.shutdown(EXIT_FLUSH_MILLIS)
+        os._exit(0)  # not SystemExit: a judge catching BaseException would swallow it
+
+    with contextlib.suppress(ValueError):  # not the main thread (serve() called by a test)
+        signal.signal(signal.SIGTERM, export_and_exit)
+
+
+def _exporter(setup: bytes | None) -> tuple[ChildExport | None, str | None]:
+    """This process's own exporting (``export_from_worker``), or why there is none: the host
+    then exports what this process scores."""
+    if setup is None:
+        return None, None
+    try:
+        return ChildExport(setup), None
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _evaluate_batch(judge: Any, exporter: ChildExport | None, payload: Any, out: IO[bytes]) -> None:
     """One reply per item, each as soon as it is done: the host times every evaluation on its
     own (the per-evaluation deadline), not the batch as a whole."""
     items, policy = payload
     name = judge_name(judge)
     for item in items:
         try:
-            answer, contexts, question = pickle.loads(item)
+            answer, contexts, question, span_fields = pickle.loads(item)
             passages = [
                 Passage.model_construct(text=text, id=pid, score=score, metadata=metadata)
                 for text, pid, score, metadata in contexts
@@ -70,7 +114,17 @@ def _evaluate_batch(judge: Any, payload: Any, out: IO[bytes]) -> None:
             evaluation = evaluate_prepared(judge, prepared, policy, name)
             # The wall-clock end too: the host may read the reply a little later.
             elapsed = time.perf_counter_ns() - start
-            reply: Any = ("ok", (compact(evaluation), elapsed, time.time_ns()))
+            end_ns = time.time_ns()
+            exported = False
+            if exporter is not None and span_fields is not None:
+                try:
+                    exporter.emit(
+                        span_fields, answer, question, evaluation, end_ns - elapsed, end_ns
+                    )
+                    exported = True
+                except Exception as exc:  # the host exports this one instead
+                    print(f"groundwatch worker process: export failed: {exc!r}", file=sys.stderr)
+            reply: Any = ("ok", (compact(evaluation), elapsed, end_ns, exported))
         except BaseException as exc:
             reply = _error(exc)
         try:

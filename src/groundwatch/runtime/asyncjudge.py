@@ -90,6 +90,9 @@ class AsyncRunner:
     def close(self) -> None:
         """Nothing to stop."""
 
+    def flush(self, timeout_s: float) -> bool:
+        return True  # it exports nothing itself: the host's telemetry does
+
     def at_fork_reinit(self) -> None:
         if self.off_loop is not None:
             self.off_loop.at_fork_reinit()

@@ -13,6 +13,7 @@ import inspect
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from ..judging.evaluate import default_judge
 from ..judging.judges import CascadeJudge, Judge
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
+from ..telemetry.worker_export import WorkerExport, WorkerProviders, otlp_worker_providers
 from ..types import RagRecord
 from .asyncjudge import AsyncRunner
 from .process import ProcessRunner
@@ -58,10 +60,17 @@ _get_current_span = trace.get_current_span
 _SAMPLED = Decision.SAMPLED
 
 
-def runner_for(judge: Judge, executor: str, processes: int, max_concurrency: int) -> Runner:
+def runner_for(
+    judge: Judge,
+    executor: str,
+    processes: int,
+    max_concurrency: int,
+    export: WorkerExport | None = None,
+) -> Runner:
     """Where ``judge`` runs: an async judge on the worker's loop (``max_concurrency`` calls at
     once, or the judge's own ``concurrency``); a sync judge on a thread, or in worker
-    processes (``process``; ``auto`` falls back to a thread when that cannot work)."""
+    processes (``process``; ``auto`` falls back to a thread when that cannot work), which
+    export their evaluations' spans themselves when ``export`` is given."""
     if inspect.iscoroutinefunction(getattr(judge, "judge", None)):
         concurrency = getattr(judge, "concurrency", None)
         if not isinstance(concurrency, int) or concurrency < 1:
@@ -69,7 +78,9 @@ def runner_for(judge: Judge, executor: str, processes: int, max_concurrency: int
         return AsyncRunner(judge, concurrency=concurrency)
     if executor == "thread":
         return ThreadRunner(judge)
-    return ProcessRunner(judge, processes, fallback=executor == _config.EXECUTOR_AUTO)
+    return ProcessRunner(
+        judge, processes, fallback=executor == _config.EXECUTOR_AUTO, export=export
+    )
 
 
 def default_sampler(config: _config.RuntimeConfig) -> Sampler:
@@ -133,6 +144,14 @@ class Monitor:
         queue: send sampled records to a queue for ``groundwatch worker`` processes to score,
             instead of scoring them here (a :class:`~groundwatch.RedisQueue`;
             docs/distributed.md). ``judge`` and ``executor`` then go unused: the workers judge.
+        export_from_worker: with the process executor, each worker process exports the span
+            and the two events of what it scores itself, so this interpreter no longer pays
+            the OpenTelemetry SDK's work for them; metric points stay here
+            (:mod:`groundwatch.telemetry.worker_export`, docs/runtime.md). ``True``: over OTLP,
+            configured by the standard ``OTEL_EXPORTER_OTLP_*`` variables
+            (:func:`~groundwatch.otlp_worker_providers`); or a picklable function that builds
+            the worker process's tracer and logger providers. Default off
+            (``GROUNDWATCH_EXPORT_FROM_WORKER``): this process's providers export everything.
 
     Raises:
         ValueError: a size, count or timeout below 1, or an unknown ``executor``. (Only the
@@ -160,6 +179,7 @@ class Monitor:
         shutdown_on_exit: bool = True,
         processes: int = 1,
         queue: RecordSink | None = None,
+        export_from_worker: bool | WorkerProviders | None = None,
     ) -> None:
         for name, value in (
             ("max_queue_size", max_queue_size),
@@ -203,7 +223,13 @@ class Monitor:
         self._results = Results(self.sampler, self._telemetry, callbacks)
         self._worker: Worker = Worker(
             runner=runner_for(
-                self.judge, self.executor, processes, max_concurrency or config.max_concurrency
+                self.judge,
+                self.executor,
+                processes,
+                max_concurrency or config.max_concurrency,
+                self._worker_export(
+                    config.export_from_worker if export_from_worker is None else export_from_worker
+                ),
             ),
             results=self._results,
             stats=self.stats,
@@ -219,6 +245,23 @@ class Monitor:
             self._atexit = weak_callback(self._shutdown_at_exit)
             atexit.register(self._atexit)
         reinit_after_fork(self._at_fork_reinit)
+
+    def _worker_export(self, wanted: bool | WorkerProviders) -> WorkerExport | None:
+        if wanted is False:
+            return None
+        providers = otlp_worker_providers if wanted is True else wanted
+        if self.executor == "thread":
+            _logger.warning(
+                "export_from_worker needs executor='process' (or 'auto'); with %r this "
+                "process exports the evaluations",
+                self.executor,
+            )
+            return None
+
+        def rate(record: RagRecord) -> float | None:
+            return 1.0 if record.always_score else self._sampling_rate(record)
+
+        return WorkerExport(providers, self._telemetry, rate)
 
     def _queue_size(self) -> int:
         worker: Worker | None = getattr(self, "_worker", None)  # None while constructing
@@ -426,7 +469,11 @@ class Monitor:
             from an ``on_result`` callback, which would wait for itself). Never raises.
         """
         try:
-            return self._worker.flush(timeout_millis / 1000)
+            deadline = time.monotonic() + timeout_millis / 1000
+            if not self._worker.flush(timeout_millis / 1000):
+                return False
+            # The worker processes' own exporters (export_from_worker) hold the spans now.
+            return self._worker.runner.flush(max(0.0, deadline - time.monotonic()))
         except Exception as exc:
             _guard.internal_error("force_flush", exc)
             return False

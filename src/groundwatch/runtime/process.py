@@ -42,6 +42,7 @@ from typing import IO, Any
 
 from ..judging import scoring
 from ..judging.evaluate import judge_name
+from ..telemetry.worker_export import WorkerExport
 from ..types import VERDICTS, Evaluation, Usage, Verdict
 from .runner import (
     DaemonThreads,
@@ -73,6 +74,10 @@ timestamps, so the spans are not moved; a deadline still counts from the previou
 REPLY_GATHER_MAX = 8
 """Replies the pipe thread lets gather at most before it looks."""
 
+STOP_GRACE_S = 2.0
+"""With ``export_from_worker``, a worker process stopped at a deadline gets this long to export
+what its batch processors hold before it is killed."""
+
 START_RETRY_S = 30.0
 """After a failed start, calls fail fast for this long instead of starting (and paying for)
 another interpreter per record."""
@@ -94,6 +99,7 @@ class LazyEvaluation:
         "error_type",
         "evidence_rejected",
         "explanation",
+        "exported",
         "faithfulness",
         "groundedness",
         "judge",
@@ -104,7 +110,10 @@ class LazyEvaluation:
         "verdict_counts",
     )
 
-    def __init__(self, fields: tuple[Any, ...], truncated: bool) -> None:
+    def __init__(self, fields: tuple[Any, ...], truncated: bool, exported: bool = False) -> None:
+        self.exported = exported
+        """The worker process exported the span and the events already (the host records the
+        metric points only)."""
         (
             self.label,
             self.faithfulness,
@@ -177,7 +186,8 @@ def compact(evaluation: Evaluation) -> tuple[Any, ...]:
 
 Outcome = tuple[str, Any, int, int]
 """Per batch item: ``(kind, value, start_ns, end_ns)`` with kind ``"ok"`` (value: compact
-fields), ``"timeout"`` or ``"fail"`` (value: a :class:`WorkerProcessError`)."""
+fields and whether the worker process exported the span), ``"timeout"`` or ``"fail"`` (value:
+a :class:`WorkerProcessError`)."""
 
 
 class _BatchCall:
@@ -237,7 +247,7 @@ def _read_exact(stream: IO[bytes], n: int) -> bytes:
 class _Child:
     """One worker process and its pipes."""
 
-    def __init__(self, judge_bytes: bytes) -> None:
+    def __init__(self, judge_bytes: bytes, export_setup: bytes | None = None) -> None:
         env = dict(os.environ)
         # The child imports what the host can import: groundwatch and the judge's module.
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
@@ -251,7 +261,8 @@ class _Child:
         self._fd = self.stdout.fileno()
         self._buffer = bytearray()  # replies read ahead of the one asked for
         try:
-            self.call(("init", judge_bytes))
+            self.export_failure: str | None = self.call(("init", (judge_bytes, export_setup)))
+            """Why this process cannot export its evaluations (``export_from_worker``)."""
         except WorkerProcessError as exc:
             self.kill()
             raise WorkerProcessError(START_FAILED, str(exc)) from exc
@@ -337,6 +348,24 @@ class _Child:
             self.proc.kill()
         self.close_pipes()
 
+    def stop(self, grace_s: float) -> None:
+        """SIGTERM now (a process that exports its own spans sends what it holds first: see
+        ``_child``), SIGKILL after ``grace_s`` if it still runs; the caller does not wait."""
+        self.close_pipes()
+        with contextlib.suppress(OSError):
+            self.proc.terminate()
+        proc = self.proc
+
+        def kill_late() -> None:
+            try:
+                proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    proc.kill()
+                    proc.wait(1.0)
+
+        threading.Thread(target=kill_late, name="groundwatch-judge-stop", daemon=True).start()
+
     def close(self, timeout_s: float = 2.0) -> None:
         self.close_pipes()  # the child sees EOF and exits
         try:
@@ -363,8 +392,19 @@ class ProcessRunner:
     a :class:`~.thread.ThreadRunner` instead, with a warning.
     """
 
-    def __init__(self, judge: Any, processes: int = 1, *, fallback: bool = False) -> None:
+    def __init__(
+        self,
+        judge: Any,
+        processes: int = 1,
+        *,
+        fallback: bool = False,
+        export: WorkerExport | None = None,
+    ) -> None:
         self.inner = judge
+        self.export = export
+        """Set: each worker process exports the spans and events of what it scores."""
+        self._export_setup: bytes | None = None
+        self._export_warned = False
         self.name = judge_name(judge)
         self.concurrency = max(1, processes)
         self.allow_fallback = fallback
@@ -388,6 +428,8 @@ class ProcessRunner:
         self._all: list[_Child] = []
         self._start_failure: tuple[float, str] | None = None
         self._lock = threading.Lock()
+        self._returned = threading.Condition(self._lock)
+        self._flushing = 0
         self.started = 0
         self.speed = JudgeSpeed()
         self._pipe_threads = DaemonThreads("groundwatch-judge-pipe")
@@ -410,6 +452,10 @@ class ProcessRunner:
 
     def _take(self) -> _Child:
         with self._lock:
+            while self._flushing and not self._idle and len(self._all) >= self.concurrency:
+                # A force_flush has the process for a moment: wait for it rather than start
+                # one more than ``processes``.
+                self._returned.wait(0.5)
             if self._idle:
                 return self._idle.pop()
             failed = self._start_failure
@@ -417,23 +463,44 @@ class ProcessRunner:
             raise WorkerProcessError(START_FAILED, f"(not retried yet) {failed[1]}")
         assert self._judge_bytes is not None
         try:
-            child = _Child(self._judge_bytes)
+            child = _Child(self._judge_bytes, self._export_setup_once())
         except WorkerProcessError as exc:
             with self._lock:
                 self._start_failure = (time.monotonic(), str(exc))
             raise
+        if child.export_failure is not None and not self._export_warned:
+            self._export_warned = True
+            _logger.warning(
+                "export_from_worker: the worker process cannot export (%s); this process "
+                "exports the evaluations instead",
+                child.export_failure,
+            )
         with self._lock:
             self._start_failure = None
             self._all.append(child)
             self.started += 1
         return child
 
+    def _export_setup_once(self) -> bytes | None:
+        # Built at the first start (providers set after the monitor count), then kept: one
+        # warning when it cannot be pickled, not one per process.
+        if self.export is None:
+            return None
+        if self._export_setup is None and not self._export_warned:
+            self._export_setup = self.export.setup()
+            self._export_warned = self._export_setup is None
+        return self._export_setup
+
     def _give_back(self, child: _Child) -> None:
         with self._lock:
             self._idle.append(child)
+            self._returned.notify()
 
     def _discard(self, child: _Child) -> None:
-        child.kill()
+        if self.export is not None:
+            child.stop(STOP_GRACE_S)  # its batch processors may hold spans of earlier records
+        else:
+            child.kill()
         with self._lock:
             if child in self._all:
                 self._all.remove(child)
@@ -516,7 +583,7 @@ class ProcessRunner:
                     waited = min(REPLY_GATHER_S, timeout_s / 2, per_reply_s * expected)
                     time.sleep(waited)
                 try:
-                    fields, judge_ns, end_ns = child.reply(timeout_s - waited)
+                    fields, judge_ns, end_ns, exported = child.reply(timeout_s - waited)
                 except TimeoutError:
                     self._discard(child)
                     outcomes[i] = ("timeout", None, last, now())
@@ -535,7 +602,7 @@ class ProcessRunner:
                 # The child's clock for the end (it may have been read a little later); the
                 # same machine's wall clock, so never after this side's "now".
                 end_ns = min(end_ns, last)
-                outcomes[i] = ("ok", fields, end_ns - judge_ns, end_ns)
+                outcomes[i] = ("ok", (fields, exported), end_ns - judge_ns, end_ns)
             else:
                 self._give_back(child)
         end = now()
@@ -560,11 +627,20 @@ class ProcessRunner:
                 for item in items
             ]
         blobs: list[bytes | Exception] = []
-        for answer, passages, question, _truncated in items:
+        export = self.export
+        for item in items:
             try:
-                contexts = [(p.text, p.id, p.score, p.metadata) for p in passages]
+                contexts = [(p.text, p.id, p.score, p.metadata) for p in item.passages]
+                span_fields = (
+                    export.span_fields(item.record)
+                    if export is not None and item.record is not None
+                    else None
+                )
                 blobs.append(
-                    pickle.dumps((answer, contexts, question), protocol=pickle.HIGHEST_PROTOCOL)
+                    pickle.dumps(
+                        (item.answer, contexts, item.question, span_fields),
+                        protocol=pickle.HIGHEST_PROTOCOL,
+                    )
                 )
             except Exception as exc:  # unpicklable metadata: this record fails, not the batch
                 blobs.append(exc)
@@ -581,7 +657,8 @@ class ProcessRunner:
         results: list[Result] = []
         for item, (kind, value, start_ns, end_ns) in zip(items, outcomes, strict=True):
             if kind == "ok":
-                results.append((LazyEvaluation(value, item.truncated), start_ns, end_ns))
+                fields, exported = value
+                results.append((LazyEvaluation(fields, item.truncated, exported), start_ns, end_ns))
                 self.speed.observe(end_ns - start_ns)
                 continue
             if kind == "timeout":
@@ -600,6 +677,39 @@ class ProcessRunner:
 
     # --- lifecycle -------------------------------------------------------------------------
 
+    def flush(self, timeout_s: float) -> bool:
+        """Have each idle worker process export what its batch processors hold (with
+        ``export_from_worker``; ``Monitor.force_flush`` calls this once the queue is done).
+        A process that does not answer in time is stopped."""
+        if self.export is None:
+            return True
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            waiting = len(self._idle)
+        done = True
+        for _ in range(waiting):  # one at a time: the others stay free for batches
+            with self._lock:
+                if not self._idle:
+                    break
+                child = self._idle.pop(0)
+                self._flushing += 1
+            try:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                child.send(("flush", int(left * 1000)))
+                done = bool(child.reply(left)) and done
+            except (TimeoutError, WorkerProcessError):
+                self._discard(child)
+                done = False
+            else:
+                self._give_back(child)
+            finally:
+                with self._lock:
+                    self._flushing -= 1
+                    self._returned.notify_all()
+        return done
+
     def close(self) -> None:
         """Stop every worker process (Monitor.shutdown calls this)."""
         with self._lock:
@@ -611,6 +721,8 @@ class ProcessRunner:
     def at_fork_reinit(self) -> None:
         # The processes belong to the parent; the forked child starts its own when needed.
         self._lock = threading.Lock()
+        self._returned = threading.Condition(self._lock)
+        self._flushing = 0
         for child in self._all:
             child.close_pipes()
         self._all, self._idle = [], []

@@ -53,6 +53,8 @@ class Results:
         breaks = GilBreaks()
         for record, evaluation, start_ns, end_ns in finished:
             breaks.maybe()
+            # The worker process exported the span and the events itself.
+            exported = bool(getattr(evaluation, "exported", False))
             if need_full and not isinstance(evaluation, Evaluation):
                 evaluation = evaluation.full()
             rate: float | None = None
@@ -70,6 +72,7 @@ class Results:
                     start_ns=start_ns,
                     end_ns=end_ns,
                     batch=batch,
+                    spans=not exported,
                 )
             except Exception as exc:
                 _guard.internal_error("telemetry", exc, reraise=False)

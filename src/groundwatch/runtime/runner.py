@@ -52,6 +52,9 @@ class Prepared(NamedTuple):
     passages: Sequence[Passage]
     question: str | None
     truncated: bool
+    record: RagRecord | None = None
+    """The record it came from (the process runner reads its span's fields there when the
+    worker process exports: :mod:`groundwatch.telemetry.worker_export`)."""
 
 
 Result = tuple["Evaluation | Any", int, int]
@@ -81,6 +84,11 @@ class Runner(Protocol):
     ) -> list[Result]:
         """Judge and score each item, each within ``timeout_s``; one result per item, in order.
         Raises only ``asyncio.CancelledError``."""
+        ...
+
+    def flush(self, timeout_s: float) -> bool:
+        """Export what the runner exported itself and still holds (the worker processes'
+        spans with ``export_from_worker``); ``True`` when there is nothing of the kind."""
         ...
 
     def at_fork_reinit(self) -> None:
@@ -138,7 +146,7 @@ def prepare_record(record: RagRecord) -> Prepared:
         raise InvalidRecord(f"{type(exc).__name__}: {exc}"[:500]) from exc
     record.answer, record.contexts, record.question = answer, passages, question
     record.truncated = truncated
-    return Prepared(answer, passages, question, truncated)
+    return Prepared(answer, passages, question, truncated, record)
 
 
 def scored(

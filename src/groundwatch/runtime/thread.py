@@ -137,6 +137,9 @@ class ThreadRunner:
                 left.append(i)
         return left
 
+    def flush(self, timeout_s: float) -> bool:
+        return True  # it exports nothing itself: the host's telemetry does
+
     def at_fork_reinit(self) -> None:
         self._lock = threading.Lock()
         self.alive = 0

@@ -316,6 +316,8 @@ class Telemetry:
         tp = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         mp = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         lp = logger_provider if logger_provider is not None else get_logger_provider()
+        self.tracer_provider = tracer_provider
+        """As given (``None``: the global one, looked up when it is needed)."""
         self.tracer = tp.get_tracer(sc.INSTRUMENTATION_NAME, _VERSION)
         self.event_logger = lp.get_logger(sc.INSTRUMENTATION_NAME, _VERSION)
         self.instruments = _Instruments.for_provider(mp)
@@ -407,17 +409,40 @@ class Telemetry:
         start_ns: int,
         end_ns: int,
         batch: MetricBatch | None = None,
+        spans: bool = True,
     ) -> None:
         """Emit the span, the two events and the metric points of one finished evaluation.
 
         ``evaluation`` is an :class:`Evaluation` or anything with the same scalar fields and
         a ``verdict_counts`` mapping (the worker process's ``LazyEvaluation``; ``claims`` is
         read only with content capture on). Counter increments go to ``batch`` when given.
+        ``spans=False``: the metric points only (the worker process exported the span and the
+        events itself: :mod:`groundwatch.telemetry.worker_export`).
         """
         counts: Mapping[Any, int] = evaluation.verdict_counts
         own = batch is None
         if batch is None:
             batch = self.batch()
+        if spans:
+            try:
+                self.emit_span(record, evaluation, sampling_rate, start_ns, end_ns, counts)
+            except Exception as exc:  # the span is lost; the metric points are not
+                _guard.internal_error("telemetry span", exc, reraise=False)
+        # The evaluation counter is the accounting: it is recorded whatever failed above.
+        self._record_metrics(record, evaluation, (end_ns - start_ns) / 1e9, counts, batch)
+        if own:
+            batch.flush()
+
+    def emit_span(
+        self,
+        record: RagRecord,
+        evaluation: Evaluation | Any,
+        sampling_rate: float | None,
+        start_ns: int,
+        end_ns: int,
+        counts: Mapping[Any, int],
+    ) -> None:
+        """The span and the two log events of one evaluation (no metric points)."""
         parent, links = self._parent(record)
         span = self.tracer.start_span(
             sc.SPAN_EVALUATION,
@@ -437,10 +462,6 @@ class Telemetry:
             _guard.internal_error("telemetry events", exc, reraise=False)
         finally:
             span.end(end_time=end_ns)
-        # The evaluation counter is the accounting: it is recorded whatever failed above.
-        self._record_metrics(record, evaluation, (end_ns - start_ns) / 1e9, counts, batch)
-        if own:
-            batch.flush()
 
     def _emit_events(self, evaluation: Evaluation | Any, ctx: Context, *, timestamp: int) -> None:
         # What both events share is built once; the SDK copies the attributes it is given.

@@ -1,6 +1,8 @@
 """The OpenTelemetry SDK set up as in production, with nothing leaving the process: batch
 processors for spans and log records in front of exporters that drop what they get. Shared by
-the benchmarks, so each measures the SDK's real per-record work and nothing of an exporter's."""
+the benchmarks, so each measures the SDK's real per-record work and nothing of an exporter's.
+Also a judge that does nothing, for what the runtime costs without any judging (importable by
+name, so a worker process can unpickle it)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,17 @@ from opentelemetry.sdk._logs.export import (
 )
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+
+class InstantJudge:
+    """Answers at once with no claims: what the worker costs the host without any judging."""
+
+    name = "instant"
+
+    def judge(self, answer: str, contexts: Any, question: str | None = None) -> Any:
+        from groundwatch import Judgement, Usage
+
+        return Judgement(claims=[], model=None, usage=Usage())
 
 
 class DiscardSpans(SpanExporter):

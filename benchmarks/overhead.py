@@ -37,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(1, str(Path(__file__).resolve().parent))
 
+from _discard import InstantJudge
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
@@ -62,16 +63,6 @@ QUESTION = "Tell me about the Harbour Bridge."
 
 
 PROCESS_FACTS: list[tuple[float, float | None]] = []
-
-
-class InstantJudge:
-    """Returns no claims at once: what hand-off and telemetry cost without any judging. Picklable
-    by reference (the worker process imports this module by name, not as ``__main__``)."""
-
-    name = "instant"
-
-    def judge(self, answer: str, contexts: Any, question: str | None = None) -> gw.Judgement:
-        return gw.Judgement()
 
 
 def _process_cpu_s() -> float:
@@ -109,8 +100,7 @@ def worker_cpu(judge: Any, executor: str, n: int) -> tuple[float, float, float]:
 def worker_cpu_table(n: int) -> None:
     print(f"Table 0: host CPU per scored record (burst of {n}, sampling 1), ms")
     print(f"{'judge':<10} {'executor':<9} {'host CPU':>9} {'worker thread':>14} {'wall':>7}")
-    # InstantJudge via this module's import name, so that the worker process can unpickle it.
-    instant = __import__(Path(__file__).stem).InstantJudge()
+    instant = InstantJudge()
     for label, judge in (("LocalJudge", gw.LocalJudge()), ("instant", instant)):
         for executor in ("process", "thread"):
             host, worker, wall = worker_cpu(judge, executor, n)

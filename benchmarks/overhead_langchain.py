@@ -17,6 +17,9 @@ Variants:
     gw s=0         groundwatch, sampling 0: capture + sampler decision only
     gw s=1 thread  groundwatch, every run scored by LocalJudge on the monitor's worker thread
     gw s=1 process the same, the judge in a worker process (when the runtime has it)
+    gw s=1 process, worker exports
+                   the same, the worker process exporting the spans and events itself
+                   (``export_from_worker``, to the same discarding SDK set-up built there)
     openinference  OpenInference's LangChain instrumentor, spans to a discarding exporter
                    (instrumented before its block, uninstrumented after)
 
@@ -44,12 +47,12 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import _instructions
-from _discard import discarding_providers
+from _discard import InstantJudge, discarding_providers, discarding_worker_providers
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -77,15 +80,6 @@ TOPICS = [
 ]  # fmt: skip
 ANSWER = "Refunds are accepted within 30 days of purchase with a receipt."
 QUESTION = "How long do I have to return an item for a refund?"
-
-
-class InstantJudge:
-    """Answers at once with no claims: what the worker costs the host without any judging."""
-
-    name = "instant"
-
-    def judge(self, answer: str, contexts: Sequence[Any], question: str | None = None) -> Any:
-        return gw.Judgement(claims=[], model=None, usage=gw.Usage())
 
 
 class NoOpHandler(BaseCallbackHandler):
@@ -252,7 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     tracer_provider, logger_provider = providers["tracer_provider"], providers["logger_provider"]
 
     def groundwatch(
-        name: str, rate: float, executor: str, judge: Any = None, sdk: bool = True
+        name: str,
+        rate: float,
+        executor: str,
+        judge: Any = None,
+        sdk: bool = True,
+        **monitor_kwargs: Any,
     ) -> Variant | None:
         variant = Variant(name, {})
         try:
@@ -264,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_queue_size=4096,
                 shutdown_on_exit=False,
                 **(providers if sdk else {}),
+                **monitor_kwargs,
             )
         except (NotImplementedError, ValueError, TypeError) as exc:
             print(f"({name}: not available: {exc})")
@@ -284,9 +284,23 @@ def main(argv: list[str] | None = None) -> int:
             groundwatch("groundwatch s=0", 0.0, "thread"),
             groundwatch("groundwatch s=1 thread", 1.0, "thread"),
             groundwatch("groundwatch s=1 process", 1.0, "process"),
+            groundwatch(
+                "groundwatch s=1 process, worker exports",
+                1.0,
+                "process",
+                export_from_worker=discarding_worker_providers,
+            ),
             *(
                 (
                     groundwatch("s=1 thread, judge does nothing", 1.0, "thread", InstantJudge()),
+                    groundwatch("s=1 process, judge does nothing", 1.0, "process", InstantJudge()),
+                    groundwatch(
+                        "s=1 process, judge does nothing, worker exports",
+                        1.0,
+                        "process",
+                        InstantJudge(),
+                        export_from_worker=discarding_worker_providers,
+                    ),
                     groundwatch(
                         "s=1 thread, judge does nothing, no SDK",
                         1.0,

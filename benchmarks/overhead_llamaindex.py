@@ -50,7 +50,7 @@ from typing import Any
 
 import _instructions
 import groundwatch_llamaindex
-from _discard import DiscardSpans, discarding_providers
+from _discard import DiscardSpans, discarding_providers, discarding_worker_providers
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
@@ -398,6 +398,14 @@ def configurations(thread_executor: bool) -> list[Config]:
     oop = out_of_process_kwargs()
     if oop is not None:
         configs.append(monitor_config("groundwatch, sampling 1 (worker process)", 1.0, **oop))
+        configs.append(
+            monitor_config(
+                "groundwatch, sampling 1 (worker process exports)",
+                1.0,
+                **oop,
+                export_from_worker=discarding_worker_providers,
+            )
+        )
     oi = openinference_config()
     if oi is not None:
         configs.append(oi)

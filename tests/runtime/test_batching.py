@@ -18,6 +18,7 @@ import pytest
 
 import groundwatch as gw
 from groundwatch.runtime import process
+from groundwatch.runtime import worker as worker_module
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -344,3 +345,52 @@ def test_the_worker_breaks_between_records_to_let_request_threads_take_the_gil(
     sleeps.clear()
     monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
     assert len(capgw.results()) == 12 and not sleeps
+
+
+def _count_wakes(monkeypatch: pytest.MonkeyPatch, monitor: gw.Monitor) -> list[float]:
+    wakes: list[float] = []
+    worker = monitor._worker
+    real = worker._wake
+
+    def counted() -> None:
+        wakes.append(time.monotonic())
+        real()
+
+    monkeypatch.setattr(worker, "_wake", counted)
+    return wakes
+
+
+def test_steady_traffic_never_wakes_the_worker_from_the_request_thread(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wake-up is a system call on the request thread, during which the woken worker takes
+    the GIL: under steady traffic the worker looks on its timer instead, so only the first
+    record of a quiet spell wakes it, however many batches follow."""
+    monitor = capgw.monitor(judge=EchoJudge())
+    wakes = _count_wakes(monkeypatch, monitor)
+    started = time.monotonic()
+    n = 0
+    while time.monotonic() - started < 4 * worker_module.BATCH_DELAY_S:  # several batches
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+        n += 1
+        time.sleep(0.005)
+    capgw.flush()
+    assert len(capgw.evaluations()) == n
+    assert len(wakes) == 1  # the first record, which starts the worker
+
+
+def test_a_quiet_worker_sleeps_and_the_next_record_wakes_it(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_module, "STAY_AWAKE_S", 0.3)
+    monitor = capgw.monitor(judge=EchoJudge())
+    wakes = _count_wakes(monkeypatch, monitor)
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    capgw.flush()
+    deadline = time.monotonic() + 0.3 + 3 * worker_module.BATCH_DELAY_S + 5
+    while monitor._worker._awake and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not monitor._worker._awake  # no timer runs for an idle worker
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    capgw.flush()
+    assert len(wakes) == 2 and len(capgw.evaluations()) == 2

@@ -2,8 +2,8 @@
 fork safety. Modelled on OpenTelemetry's ``BatchProcessor``.
 
 Request path (any host thread): :meth:`Worker.submit` appends to a ``deque`` and, only when the
-worker is idle, wakes it with one ``call_soon_threadsafe``. Nothing else: no lock held, no I/O
-beyond that wake-up, no scoring.
+worker is asleep (no record for ``STAY_AWAKE_S``), wakes it with one ``call_soon_threadsafe``.
+Nothing else: no lock held, no I/O beyond that wake-up, no scoring.
 
 Worker thread (``groundwatch-worker``), one path for every record: the loop takes a batch off
 the queue (:meth:`Worker._take_batch`, as many as the runner asks for, waiting up to
@@ -51,10 +51,19 @@ from .runner import (
     prepare_record,
 )
 
-BATCH_DELAY_S = 0.02
+BATCH_DELAY_S = 0.2
 """How long the worker lets records gather before sending a batch smaller than the runner
 asks for (OpenTelemetry's BatchSpanProcessor has the same schedule delay); a flush or shutdown
 cuts it short. Async judges ask for batches of one, which never wait."""
+
+
+STAY_AWAKE_S = 1.0
+"""After its last record the worker looks at the queue every ``BATCH_DELAY_S`` for this long
+before it sleeps until :meth:`Worker.submit` wakes it. A wake-up is a system call on the
+request thread, and while the request thread is in it the GIL goes to the woken worker, so the
+request then waits for the worker's turn: under steady traffic, looking on a timer means no
+request pays for a wake-up (OpenTelemetry's batch processor, too, exports on its schedule rather
+than per span). An idle worker sleeps: no timer runs."""
 
 
 class RecordSink(Protocol):
@@ -213,23 +222,41 @@ class Worker:
         assert self._wakeup is not None
         loop = asyncio.get_running_loop()
         queue = self.queue
+        wakeup = self._wakeup
+        last_record = -STAY_AWAKE_S
+        gathered = False
         while True:
-            # Order matters (see submit): mark idle and clear the event *before* looking at the
-            # queue, so a record appended after the look always finds us idle and wakes us.
             if self._stopping:
                 return
+            if not queue and loop.time() - last_record < STAY_AWAKE_S:
+                # Traffic was here a moment ago: look again in BATCH_DELAY_S, still "awake",
+                # so that submit() does not wake us (a flush or shutdown does).
+                wakeup.clear()
+                timer = loop.call_later(BATCH_DELAY_S, wakeup.set)
+                try:
+                    await wakeup.wait()
+                finally:
+                    timer.cancel()
+                gathered = True
+                continue
+            # Order matters (see submit): mark idle and clear the event *before* looking at the
+            # queue, so a record appended after the look always finds us idle and wakes us.
             self._awake = False
-            self._wakeup.clear()
+            wakeup.clear()
             if not queue:
-                await self._wakeup.wait()
+                await wakeup.wait()
+                gathered = False
             self._awake = True
             while queue and not self._stopping:
                 await semaphore.acquire()
                 if self._stopping:
                     semaphore.release()
                     break
+                last_record = loop.time()
                 size = self.sink.batch_size if self.sink is not None else self.runner.batch_size()
-                records = await self._take_batch(size)
+                # Records found by a look on the timer had BATCH_DELAY_S to gather already.
+                records = await self._take_batch(size, wait=not gathered)
+                gathered = False
                 if not records:
                     semaphore.release()
                     break
@@ -239,12 +266,12 @@ class Worker:
                 for seq in seqs:
                     self._inflight[seq] = task
 
-    async def _take_batch(self, size: int) -> list[RagRecord]:
-        """Up to ``size`` records, waiting up to ``BATCH_DELAY_S`` for more to arrive (unless a
-        flush is waiting or the worker is stopping)."""
+    async def _take_batch(self, size: int, wait: bool = True) -> list[RagRecord]:
+        """Up to ``size`` records, waiting (``wait``) up to ``BATCH_DELAY_S`` for more to
+        arrive (unless a flush is waiting or the worker is stopping)."""
         assert self._hurry is not None
         queue = self.queue
-        if len(queue) < size and not self._flush_waiters and not self._stopping:
+        if wait and len(queue) < size and not self._flush_waiters and not self._stopping:
             # _awake stays True meanwhile: submit() does not wake the loop per record.
             hurry = self._hurry
             hurry.clear()

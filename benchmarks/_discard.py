@@ -30,6 +30,27 @@ class InstantJudge:
         return Judgement(claims=[], model=None, usage=Usage())
 
 
+class BusyJudge(InstantJudge):
+    """Takes ``ms`` of CPU per answer (a loop on the clock) and finds no claims: a judge's CPU
+    use without its allocations. ``sleep=True``: the same time asleep, using no CPU."""
+
+    name = "busy"
+
+    def __init__(self, ms: float, sleep: bool = False) -> None:
+        self.ms, self.sleep = ms, sleep
+
+    def judge(self, answer: str, contexts: Any, question: str | None = None) -> Any:
+        import time
+
+        if self.sleep:
+            time.sleep(self.ms / 1000)
+        else:
+            start = time.perf_counter()
+            while time.perf_counter() - start < self.ms / 1000:
+                pass
+        return super().judge(answer, contexts, question)
+
+
 class DiscardSpans(SpanExporter):
     """Drops every span (and counts them)."""
 

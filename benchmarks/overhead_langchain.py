@@ -25,9 +25,11 @@ Variants:
 
 After each scoring block the monitor is flushed (untimed), so scoring never leaks into another
 variant's block; at the end every sampled record must have been scored (queue_full drops and
-unscored records are reported).
+unscored records are reported). A block is 400 calls (about a second) by default: the worker
+lets records gather for up to ``BATCH_DELAY_S`` (0.2 s) before it scores them, and a block much
+shorter than that would leave the scoring to the untimed flush.
 
-Run: python benchmarks/overhead_langchain.py [--rounds 100] [--block 10] [--think-ms 0]
+Run: python benchmarks/overhead_langchain.py [--rounds 20] [--block 400] [--think-ms 0]
                                             [--breakdown]
      python benchmarks/overhead_langchain.py --instructions [--rounds 3] [--block 10]
 
@@ -52,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import _instructions
-from _discard import InstantJudge, discarding_providers, discarding_worker_providers
+from _discard import BusyJudge, InstantJudge, discarding_providers, discarding_worker_providers
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -207,14 +209,16 @@ def run_block(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=100)
-    parser.add_argument("--block", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--block", type=int, default=400)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--breakdown",
         action="store_true",
         help="add sampling-1 variants with a judge that does nothing, with and without an "
-        "OpenTelemetry SDK: what the worker's hand-off and telemetry cost without scoring",
+        "OpenTelemetry SDK (what the worker's hand-off and telemetry cost without scoring), and "
+        "with one that takes 1 ms per answer asleep or on the CPU (what the worker process's CPU "
+        "use costs)",
     )
     parser.add_argument(
         "--think-ms",
@@ -231,12 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(_instructions.CHILD_FLAG, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.instructions:
-        rounds = args.rounds if "--rounds" in (argv or sys.argv) else 3
+        given = argv or sys.argv
+        rounds = args.rounds if "--rounds" in given else 3
+        block = args.block if "--block" in given else 10  # callgrind is ~50 times slower
         counts = _instructions.run_counted(
-            __file__, ["--rounds", str(rounds), "--block", str(args.block)]
+            __file__, ["--rounds", str(rounds), "--block", str(block)]
         )
-        print(f"LangChain RAG chain under callgrind: {rounds} blocks x {args.block} calls\n")
-        _instructions.print_table(counts, args.block, "none", "noop callback", "call")
+        print(f"LangChain RAG chain under callgrind: {rounds} blocks x {block} calls\n")
+        _instructions.print_table(counts, block, "none", "noop callback", "call")
         return 0
     # OpenInference calls a LangChain API that LangChain deprecated: not ours to fix, not news.
     warnings.filterwarnings("ignore", module="openinference")
@@ -294,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
                 (
                     groundwatch("s=1 thread, judge does nothing", 1.0, "thread", InstantJudge()),
                     groundwatch("s=1 process, judge does nothing", 1.0, "process", InstantJudge()),
+                    groundwatch(
+                        "s=1 process, judge sleeps 1 ms", 1.0, "process", BusyJudge(1, sleep=True)
+                    ),
+                    groundwatch("s=1 process, judge spins 1 ms", 1.0, "process", BusyJudge(1)),
                     groundwatch(
                         "s=1 process, judge does nothing, worker exports",
                         1.0,

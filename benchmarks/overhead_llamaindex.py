@@ -9,8 +9,8 @@ time the request thread waits for the GIL while groundwatch's worker thread scor
 CPU time of the request thread (the request-path work itself; less sensitive to other processes
 on a busy machine), plus the ratio of the fastest blocks' CPU time (the least disturbed ones).
 
-    python benchmarks/overhead_llamaindex.py            # ~1-2 minutes
-    python benchmarks/overhead_llamaindex.py --blocks 10   # a quick look
+    python benchmarks/overhead_llamaindex.py            # ~2-3 minutes
+    python benchmarks/overhead_llamaindex.py --blocks 4   # a quick look
     python benchmarks/overhead_llamaindex.py --blocks 30 --llm-latency-ms 20   # a model that waits
     python benchmarks/overhead_llamaindex.py --instructions   # callgrind counts, ~5 minutes
 
@@ -30,7 +30,9 @@ discarding exporters); OpenInference's LlamaIndex instrumentor exporting to a di
 Sampling-1 monitors are flushed after each of their blocks (untimed, the flush time is shown),
 so their background work never runs during another configuration's block; at the end every
 sampled record must have been scored (the ``groundwatch.records`` / ``groundwatch.evaluations``
-counters are read from an in-memory metric reader).
+counters are read from an in-memory metric reader). A block is 400 queries (about a second) by
+default: the worker lets records gather for up to ``BATCH_DELAY_S`` (0.2 s) before it scores
+them, and a block much shorter than that would leave the scoring to the untimed flush.
 """
 
 from __future__ import annotations
@@ -452,8 +454,8 @@ def _p99(values: list[float]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--blocks", type=int, default=60, help="rounds over every config")
-    parser.add_argument("--queries", type=int, default=10, help="queries per block")
+    parser.add_argument("--blocks", type=int, default=12, help="rounds over every config")
+    parser.add_argument("--queries", type=int, default=400, help="queries per block")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--llm-latency-ms",
@@ -473,16 +475,18 @@ def main(argv: list[str] | None = None) -> int:
             args.blocks, args.queries, args.llm_latency_ms, args.instructions_child
         )
     if args.instructions:
-        blocks = args.blocks if "--blocks" in (argv or sys.argv) else 3
-        forwarded = ["--blocks", str(blocks), "--queries", str(args.queries)]
+        given = argv or sys.argv
+        blocks = args.blocks if "--blocks" in given else 3
+        queries = args.queries if "--queries" in given else 10  # callgrind is ~50 times slower
+        forwarded = ["--blocks", str(blocks), "--queries", str(queries)]
         forwarded += ["--llm-latency-ms", str(args.llm_latency_ms)]
         counts = _instructions.run_counted(__file__, forwarded)
         print(
-            f"LlamaIndex query engine under callgrind: {blocks} blocks x {args.queries} queries "
+            f"LlamaIndex query engine under callgrind: {blocks} blocks x {queries} queries "
             "per configuration\n"
         )
         _instructions.print_table(
-            counts, args.queries, "no handler", "no-op dispatcher handler", "query"
+            counts, queries, "no handler", "no-op dispatcher handler", "query"
         )
         return 0
     return run(args.blocks, args.queries, args.seed, args.llm_latency_ms)

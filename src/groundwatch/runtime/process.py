@@ -78,6 +78,9 @@ STOP_GRACE_S = 2.0
 """With ``export_from_worker``, a worker process stopped at a deadline gets this long to export
 what its batch processors hold before it is killed."""
 
+CLOSE_WAIT_S = 2.0
+"""At shutdown, how long the worker processes get to exit after their pipes close."""
+
 START_RETRY_S = 30.0
 """After a failed start, calls fail fast for this long instead of starting (and paying for)
 another interpreter per record."""
@@ -714,8 +717,13 @@ class ProcessRunner:
         """Stop every worker process (Monitor.shutdown calls this)."""
         with self._lock:
             children, self._all, self._idle = self._all, [], []
+        # All pipes first, then the waits: each process exits (exporting what it holds, with
+        # export_from_worker) at the same time as the others, not one after another.
         for child in children:
-            child.close()
+            child.close_pipes()
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        for child in children:
+            child.close(max(0.0, deadline - time.monotonic()))
         self._pipe_threads.close()
 
     def at_fork_reinit(self) -> None:

@@ -128,3 +128,36 @@ def otlp_receiver() -> Iterator[OtlpReceiver]:
     yield receiver
     httpd.shutdown()
     httpd.server_close()
+
+
+@pytest.fixture
+def otlp_grpc_receiver() -> Iterator[OtlpReceiver]:
+    """The same over OTLP/gRPC: ``TraceService/Export`` and ``LogsService/Export`` taken as raw
+    protobuf bytes (the same messages as the HTTP bodies)."""
+    grpc = pytest.importorskip("grpc")
+    receiver = OtlpReceiver()
+
+    def handler(path: str) -> Any:
+        def export(body: bytes, context: Any) -> bytes:
+            receiver.take(body, path)
+            return b""  # an empty Export*ServiceResponse
+
+        return grpc.unary_unary_rpc_method_handler(export)
+
+    services = [
+        grpc.method_handlers_generic_handler(
+            f"opentelemetry.proto.collector.{signal}.v1.{service}", {"Export": handler(path)}
+        )
+        for signal, service, path in (
+            ("trace", "TraceService", "/v1/traces"),
+            ("logs", "LogsService", "/v1/logs"),
+        )
+    ]
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=2), handlers=services)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    receiver.endpoint = f"http://127.0.0.1:{port}"
+    yield receiver
+    server.stop(grace=None)

@@ -15,7 +15,11 @@ from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
 from .judges import EchoJudge, TriggerJudge
-from .otlp_receiver import OtlpReceiver, otlp_receiver  # noqa: F401  (the fixture)
+from .otlp_receiver import (  # noqa: F401  (the fixtures)
+    OtlpReceiver,
+    otlp_grpc_receiver,
+    otlp_receiver,
+)
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
@@ -234,5 +238,28 @@ def test_the_thread_executor_exports_from_the_host_with_a_warning(
         capgw.flush()
         assert len(capgw.spans()) == 1 and otlp_receiver.spans == []
         assert any("needs executor='process'" in r.getMessage() for r in caplog.records)
+    finally:
+        capgw.close()
+
+
+def test_grpc_and_a_signal_turned_off_follow_the_standard_variables(
+    monkeypatch: pytest.MonkeyPatch,
+    otlp_receiver: OtlpReceiver,  # noqa: F811
+    otlp_grpc_receiver: OtlpReceiver,  # noqa: F811
+) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_grpc_receiver.endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+    monkeypatch.setenv("OTEL_LOGS_EXPORTER", "none")
+    capgw = GroundwatchTelemetry()
+    try:
+        monitor = capgw.monitor(EchoJudge(), executor="process", export_from_worker=True)
+        monitor.record(question="q", contexts=PASSAGES, answer=GOOD)
+        assert monitor.force_flush(10_000)
+        (span,) = otlp_grpc_receiver.spans
+        assert span.name == sc.SPAN_EVALUATION and span.attributes[sc.GROUNDWATCH_LABEL]
+        assert otlp_grpc_receiver.logs == [] and otlp_receiver.spans == []
+        assert capgw.events() == []  # turned off, not handed back to the host
     finally:
         capgw.close()

@@ -25,6 +25,7 @@ process answer without exporting, and the host exports as usual, with one warnin
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import pickle
@@ -75,25 +76,26 @@ def otlp_worker_providers(
     resource = Resource(dict(resource_attributes)) if resource_attributes else Resource.create()
     tracer_provider = SdkTracerProvider(resource=resource)
     logger_provider = SdkLoggerProvider(resource=resource)
-    grpc = _protocol("TRACES") == "grpc"
     if _exporter("OTEL_TRACES_EXPORTER") != "none":
-        if grpc:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
-                OTLPSpanExporter,
-            )
-        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    grpc = _protocol("LOGS") == "grpc"
+        tracer_provider.add_span_processor(BatchSpanProcessor(_otlp_exporter("TRACES")))
     if _exporter("OTEL_LOGS_EXPORTER") != "none":
-        if grpc:
-            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
-        else:
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import (  # type: ignore[assignment]
-                OTLPLogExporter,
-            )
-        logger_provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
+        logger_provider.add_log_record_processor(BatchLogRecordProcessor(_otlp_exporter("LOGS")))
     return tracer_provider, logger_provider
+
+
+_OTLP_EXPORTERS = {
+    "TRACES": ("trace_exporter", "OTLPSpanExporter"),
+    "LOGS": ("_log_exporter", "OTLPLogExporter"),
+}
+
+
+def _otlp_exporter(signal: str) -> Any:
+    """The OTLP exporter of ``signal`` for the configured protocol (it reads its own endpoint,
+    headers, timeout and compression variables)."""
+    transport = "grpc" if _protocol(signal) == "grpc" else "http"
+    module, name = _OTLP_EXPORTERS[signal]
+    found = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{transport}.{module}")
+    return getattr(found, name)()
 
 
 def _protocol(signal: str) -> str:

@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
-from .judges import EchoJudge, TriggerJudge
+from .judges import AsyncEchoJudge, EchoJudge, TriggerJudge
 from .otlp_receiver import (  # noqa: F401  (the fixtures)
     OtlpReceiver,
     otlp_grpc_receiver,
@@ -226,18 +226,27 @@ def test_a_providers_function_that_cannot_work_leaves_the_export_to_the_host(
         capgw.close()
 
 
-def test_the_thread_executor_exports_from_the_host_with_a_warning(
+@pytest.mark.parametrize(
+    ("judge", "executor"),
+    [(EchoJudge(), "thread"), (AsyncEchoJudge(), "process")],
+    ids=["thread-executor", "async-judge"],
+)
+def test_without_a_worker_process_the_host_exports_with_a_warning(
     otlp_receiver: OtlpReceiver,  # noqa: F811
     caplog: pytest.LogCaptureFixture,
+    judge: Any,
+    executor: str,
 ) -> None:
     capgw = GroundwatchTelemetry()
     try:
         with caplog.at_level(logging.WARNING, logger="groundwatch"):
-            monitor = capgw.monitor(EchoJudge(), executor="thread", export_from_worker=True)
+            monitor = capgw.monitor(judge, executor=executor, export_from_worker=True)
         monitor.record(question="q", contexts=PASSAGES, answer=GOOD)
         capgw.flush()
         assert len(capgw.spans()) == 1 and otlp_receiver.spans == []
-        assert any("needs executor='process'" in r.getMessage() for r in caplog.records)
+        assert any(
+            "needs a sync judge in a worker process" in r.getMessage() for r in caplog.records
+        )
     finally:
         capgw.close()
 

@@ -27,7 +27,7 @@ from .. import _config, _guard
 from .._inputs import MAX_PASSAGES
 from .._weakhooks import reinit_after_fork, weak_callback
 from ..judging import scoring
-from ..judging.evaluate import default_judge
+from ..judging.evaluate import default_judge, judge_name
 from ..judging.judges import CascadeJudge, Judge
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
@@ -250,10 +250,14 @@ class Monitor:
         if wanted is False:
             return None
         providers = otlp_worker_providers if wanted is True else wanted
-        if self.executor == "thread":
+        if self.executor == "thread" or inspect.iscoroutinefunction(
+            getattr(self.judge, "judge", None)
+        ):
             _logger.warning(
-                "export_from_worker needs executor='process' (or 'auto'); with %r this "
-                "process exports the evaluations",
+                "export_from_worker needs a sync judge in a worker process (executor "
+                "'process' or 'auto'); %s runs in this process (executor %r), which exports "
+                "the evaluations",
+                judge_name(self.judge),
                 self.executor,
             )
             return None

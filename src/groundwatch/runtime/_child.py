@@ -74,7 +74,8 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
 def _export_at_sigterm(exporter: ChildExport) -> None:
     """The host stops a process stuck past a deadline with SIGTERM, and SIGKILL a moment
     later: what its batch processors hold is exported first (from the main thread, between
-    two bytecodes of the stuck judge; a judge stuck inside C code gets the SIGKILL)."""
+    two bytecodes of the stuck judge). A judge stuck inside C code, or a handler waiting for a
+    lock the interrupted code holds, gets the SIGKILL: the grace is bounded either way."""
 
     def export_and_exit(signum: int, frame: Any) -> None:
         with contextlib.suppress(BaseException):

@@ -24,10 +24,12 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import _guard
 from ..runtime.runner import InvalidRecord, prepare_record
+from ..runtime.sampling import record_sampling_rate
 from ..telemetry import Stats
 from ..telemetry import semconv as sc
 from ..types import RagRecord
@@ -126,7 +128,8 @@ class RedisQueue:
         self.backlog = 0
         """The stream's length after the last batch or poll."""
         self._stats: Stats | None = None
-        self._rate: Callable[[RagRecord], float | None] = lambda record: None
+        # Before a monitor attaches: no sampler, so 1.0 for always_score and unknown otherwise.
+        self._rate: Callable[[RagRecord], float | None] = partial(record_sampling_rate, None)
         self._client: Redis | None = None
         self._watching: asyncio.Task[None] | None = None
         self._delay = 0.0
@@ -137,7 +140,7 @@ class RedisQueue:
 
     def attach(self, stats: Stats, sampling_rate: Callable[[RagRecord], float | None]) -> None:
         """Called once by the monitor that owns this queue: where to count, and each record's
-        sampling rate (sent along, so the worker's span carries it)."""
+        sampling rate (sent along, so the worker's span carries it; 1.0 for ``always_score``)."""
         if self._stats is not None:
             raise ValueError("this RedisQueue already belongs to a Monitor")
         self._stats = stats
@@ -196,7 +199,7 @@ class RedisQueue:
         for record in records:
             try:
                 prepare_record(record)
-                rate = 1.0 if record.always_score else self._rate(record)
+                rate = self._rate(record)
                 entries.append(wire.encode(record, rate, now))
             except (InvalidRecord, TypeError, ValueError) as exc:
                 # The caller's objects: the in-process path fails such a record with

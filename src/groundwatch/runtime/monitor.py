@@ -43,7 +43,7 @@ from .sampling import (
     RatioSampler,
     Sampler,
     inner_samplers,
-    sampling_rate,
+    record_sampling_rate,
 )
 from .thread import ThreadRunner
 from .worker import RecordSink, Worker
@@ -261,11 +261,7 @@ class Monitor:
                 self.executor,
             )
             return None
-
-        def rate(record: RagRecord) -> float | None:
-            return 1.0 if record.always_score else self._sampling_rate(record)
-
-        return WorkerExport(providers, self._telemetry, rate)
+        return WorkerExport(providers, self._telemetry, self._sampling_rate)
 
     def _queue_size(self) -> int:
         worker: Worker | None = getattr(self, "_worker", None)  # None while constructing
@@ -451,10 +447,11 @@ class Monitor:
     # --- worker side ---------------------------------------------------------------------------
 
     def _sampling_rate(self, record: RagRecord) -> float | None:
-        """The share of records like this one that is sampled (sent along with a queued
-        record, which is scored elsewhere)."""
+        """The rate on the record's span (1.0 for ``always_score``), for a record whose span
+        is built elsewhere: by a queue's workers, or by the worker process with
+        ``export_from_worker``."""
         try:
-            return sampling_rate(self.sampler, record)
+            return record_sampling_rate(self.sampler, record)
         except BaseException as exc:  # user code
             _guard.user_error("sampler", exc)
             return None

@@ -9,7 +9,7 @@ from .. import _guard
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
 from .runner import GilBreaks
-from .sampling import Sampler, inner_samplers, sampling_rate
+from .sampling import Sampler, inner_samplers, record_sampling_rate
 
 ResultCallback = Callable[[RagRecord, Evaluation], None]
 """``on_result(record, evaluation)``: runs on the worker thread for every scored record."""
@@ -61,7 +61,7 @@ class Results:
             try:
                 for observe in self.observers:
                     observe(record, evaluation)
-                rate = 1.0 if record.always_score else sampling_rate(self.sampler, record)
+                rate = record_sampling_rate(self.sampler, record)
             except BaseException as exc:  # user code: even SystemExit must not end the worker
                 _guard.user_error("sampler", exc)
             try:

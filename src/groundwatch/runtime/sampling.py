@@ -265,6 +265,11 @@ def sampling_rate(sampler: object, record: RagRecord) -> float | None:
     return None if value is None else float(value)
 
 
+def record_sampling_rate(sampler: object, record: RagRecord) -> float | None:
+    """The rate a record's span carries: 1.0 for ``always_score``, else :func:`sampling_rate`."""
+    return 1.0 if record.always_score else sampling_rate(sampler, record)
+
+
 def inner_samplers(sampler: object, depth: int = 0) -> list[object]:
     """``sampler`` and every sampler composed inside it (``inner``, ``default``, ``routes``)."""
     if sampler is None or depth > 8:

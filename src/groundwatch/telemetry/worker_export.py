@@ -38,7 +38,7 @@ from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.trace import SpanContext, TraceFlags, TracerProvider
 
 from ..types import Evaluation, RagRecord
-from ._emitter import Redactor, Stats, Telemetry, _user_attributes
+from ._emitter import Redactor, Stats, Telemetry, _collect, _user_attributes
 
 _logger = logging.getLogger(__name__)
 
@@ -164,11 +164,8 @@ class WorkerExport:
             else None
         )
         attributes: dict[str, Any] = {}
-        if record.attributes:
-            try:
-                attributes = dict(_user_attributes(record))
-            except Exception:
-                attributes = {}  # the host's span would lose this family the same way
+        if record.attributes:  # guarded as on the host's own span: a bad one is counted
+            _collect(attributes, "user attributes", _user_attributes(record))
         return (
             record.record_id,
             record.route,

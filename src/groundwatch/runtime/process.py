@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import pickle
@@ -406,8 +407,7 @@ class ProcessRunner:
         self.inner = judge
         self.export = export
         """Set: each worker process exports the spans and events of what it scores."""
-        self._export_setup: bytes | None = None
-        self._export_warned = False
+        self._export_failure_warned = False
         self.name = judge_name(judge)
         self.concurrency = max(1, processes)
         self.allow_fallback = fallback
@@ -466,13 +466,13 @@ class ProcessRunner:
             raise WorkerProcessError(START_FAILED, f"(not retried yet) {failed[1]}")
         assert self._judge_bytes is not None
         try:
-            child = _Child(self._judge_bytes, self._export_setup_once())
+            child = _Child(self._judge_bytes, self._export_setup)
         except WorkerProcessError as exc:
             with self._lock:
                 self._start_failure = (time.monotonic(), str(exc))
             raise
-        if child.export_failure is not None and not self._export_warned:
-            self._export_warned = True
+        if child.export_failure is not None and not self._export_failure_warned:
+            self._export_failure_warned = True
             _logger.warning(
                 "export_from_worker: the worker process cannot export (%s); this process "
                 "exports the evaluations instead",
@@ -484,15 +484,11 @@ class ProcessRunner:
             self.started += 1
         return child
 
-    def _export_setup_once(self) -> bytes | None:
+    @functools.cached_property
+    def _export_setup(self) -> bytes | None:
         # Built at the first start (providers set after the monitor count), then kept: one
         # warning when it cannot be pickled, not one per process.
-        if self.export is None:
-            return None
-        if self._export_setup is None and not self._export_warned:
-            self._export_setup = self.export.setup()
-            self._export_warned = self._export_setup is None
-        return self._export_setup
+        return self.export.setup() if self.export is not None else None
 
     def _give_back(self, child: _Child) -> None:
         with self._lock:

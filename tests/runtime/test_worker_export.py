@@ -67,131 +67,108 @@ def _key(attributes: dict[str, Any]) -> str:
 
 def test_the_worker_process_exports_what_the_host_would_have(
     otlp_receiver: OtlpReceiver,  # noqa: F811
+    capgw: GroundwatchTelemetry,
+    groundwatch_telemetry: GroundwatchTelemetry,
 ) -> None:
-    # The same records through a host-exporting monitor: the reference.
-    reference = GroundwatchTelemetry()
-    try:
-        _send(reference, reference.monitor(EchoJudge(), executor="process"))
-        reference.flush()
-        expected_spans = sorted(
-            _key(_without_ids(dict(s.attributes or {}))) for s in reference.spans()
-        )
-        expected_events = sorted(
-            _key(dict(e.log_record.attributes or {})) for e in reference.events()
-        )
-    finally:
-        reference.close()
+    # The same records through a host-exporting monitor (providers of their own): the reference.
+    reference = groundwatch_telemetry
+    _send(reference, reference.monitor(EchoJudge(), executor="process"))
+    reference.flush()
+    expected_spans = sorted(_key(_without_ids(dict(s.attributes or {}))) for s in reference.spans())
+    expected_events = sorted(_key(dict(e.log_record.attributes or {})) for e in reference.events())
     assert len(expected_spans) == 2 and len(expected_events) == 4
 
-    capgw = GroundwatchTelemetry()
-    try:
-        monitor = capgw.monitor(EchoJudge(), executor="process", export_from_worker=True)
-        request = _send(capgw, monitor)
-        # force_flush returns once the worker process's exporters have sent it all: no wait.
-        assert monitor.force_flush(10_000)
-        spans = [s for s in otlp_receiver.spans if s.name == sc.SPAN_EVALUATION]
-        assert sorted(_key(_without_ids(s.attributes)) for s in spans) == expected_spans
-        assert {(s.trace_id, s.parent_span_id) for s in spans} == {
-            (request.trace_id, request.span_id)
-        }
-        resource = dict(capgw.tracer_provider.resource.attributes)
-        assert all(s.resource == resource for s in spans)
-        logs = otlp_receiver.logs
-        assert sorted(_key(e.attributes) for e in logs) == expected_events
-        assert {e.event_name for e in logs} == {sc.EVENT_EVALUATION_RESULT}
-        assert {(e.trace_id, e.span_id) for e in logs} == {(s.trace_id, s.span_id) for s in spans}
-        # Nothing of it through the host's own providers; the metric points stay there.
-        assert capgw.spans() == [] and capgw.events() == []
-        assert capgw.metric_total(sc.METRIC_EVALUATIONS) == 2
-        assert capgw.metric_total(sc.METRIC_RECORDS, **{sc.GROUNDWATCH_DECISION: "sampled"}) == 2
-        assert len(capgw.metric_points(sc.METRIC_EVALUATION_SCORE)) >= 1
-        # on_result callbacks still see the whole evaluation, claims included.
-        assert sorted(ev.label for ev in capgw.evaluations()) == ["grounded", "hallucinated"]
-        assert all(ev.claims for ev in capgw.evaluations())
-    finally:
-        capgw.close()
+    monitor = capgw.monitor(EchoJudge(), executor="process", export_from_worker=True)
+    request = _send(capgw, monitor)
+    # force_flush returns once the worker process's exporters have sent it all: no wait.
+    assert monitor.force_flush(10_000)
+    spans = [s for s in otlp_receiver.spans if s.name == sc.SPAN_EVALUATION]
+    assert sorted(_key(_without_ids(s.attributes)) for s in spans) == expected_spans
+    assert {(s.trace_id, s.parent_span_id) for s in spans} == {(request.trace_id, request.span_id)}
+    resource = dict(capgw.tracer_provider.resource.attributes)
+    assert all(s.resource == resource for s in spans)
+    logs = otlp_receiver.logs
+    assert sorted(_key(e.attributes) for e in logs) == expected_events
+    assert {e.event_name for e in logs} == {sc.EVENT_EVALUATION_RESULT}
+    assert {(e.trace_id, e.span_id) for e in logs} == {(s.trace_id, s.span_id) for s in spans}
+    # Nothing of it through the host's own providers; the metric points stay there.
+    assert capgw.spans() == [] and capgw.events() == []
+    assert capgw.metric_total(sc.METRIC_EVALUATIONS) == 2
+    assert capgw.metric_total(sc.METRIC_RECORDS, **{sc.GROUNDWATCH_DECISION: "sampled"}) == 2
+    assert len(capgw.metric_points(sc.METRIC_EVALUATION_SCORE)) >= 1
+    # on_result callbacks still see the whole evaluation, claims included.
+    assert sorted(ev.label for ev in capgw.evaluations()) == ["grounded", "hallucinated"]
+    assert all(ev.claims for ev in capgw.evaluations())
 
 
 def test_an_unsampled_caller_trace_is_linked_not_parented(
     otlp_receiver: OtlpReceiver,  # noqa: F811
+    capgw: GroundwatchTelemetry,
 ) -> None:
     caller = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(0))
-    capgw = GroundwatchTelemetry()
-    try:
-        monitor = capgw.monitor(EchoJudge(), executor="process", export_from_worker=True)
-        monitor.record(question="q", contexts=PASSAGES, answer=GOOD, span_context=caller)
-        assert monitor.force_flush(10_000)
-        (span,) = otlp_receiver.spans
-        assert span.trace_id != 0xABC and span.parent_span_id == 0
-        assert span.links == [(0xABC, 0xDEF)]
-    finally:
-        capgw.close()
+    monitor = capgw.monitor(EchoJudge(), executor="process", export_from_worker=True)
+    monitor.record(question="q", contexts=PASSAGES, answer=GOOD, span_context=caller)
+    assert monitor.force_flush(10_000)
+    (span,) = otlp_receiver.spans
+    assert span.trace_id != 0xABC and span.parent_span_id == 0
+    assert span.links == [(0xABC, 0xDEF)]
 
 
 def test_what_the_host_decides_itself_the_host_exports(
     otlp_receiver: OtlpReceiver,  # noqa: F811
+    capgw: GroundwatchTelemetry,
 ) -> None:
     """A record past its deadline fails on the host (its process is stopped): the host
     exports that span. The stopped process exports what it held first (SIGTERM), so the
     record it scored before the stuck one is not lost with it."""
-    capgw = GroundwatchTelemetry()
-    try:
-        monitor = capgw.monitor(
-            TriggerJudge(),
-            executor="process",
-            export_from_worker=True,
-            evaluation_timeout_millis=1500,
-        )
-        monitor.force_flush(0)  # start the worker process outside the deadline
-        for answer in (GOOD, "SLOW " + GOOD, BAD):
-            monitor.record(question="q", contexts=PASSAGES, answer=answer)
-        assert monitor.force_flush(20_000)
-        (timed_out,) = capgw.spans()
-        assert (timed_out.attributes or {})[sc.ERROR_TYPE] == "timeout"
-        deadline = time.monotonic() + 10
-        while len(otlp_receiver.spans) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)  # the stopped process's export arrives on its own schedule
-        labels = sorted(s.attributes[sc.GROUNDWATCH_LABEL] for s in otlp_receiver.spans)
-        assert labels == ["grounded", "hallucinated"]
-        assert capgw.metric_total(sc.METRIC_EVALUATIONS) == 3
-    finally:
-        capgw.close()
+    monitor = capgw.monitor(
+        TriggerJudge(),
+        executor="process",
+        export_from_worker=True,
+        evaluation_timeout_millis=1500,
+    )
+    monitor.force_flush(0)  # start the worker process outside the deadline
+    for answer in (GOOD, "SLOW " + GOOD, BAD):
+        monitor.record(question="q", contexts=PASSAGES, answer=answer)
+    assert monitor.force_flush(20_000)
+    (timed_out,) = capgw.spans()
+    assert (timed_out.attributes or {})[sc.ERROR_TYPE] == "timeout"
+    deadline = time.monotonic() + 10
+    while len(otlp_receiver.spans) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the stopped process's export arrives on its own schedule
+    labels = sorted(s.attributes[sc.GROUNDWATCH_LABEL] for s in otlp_receiver.spans)
+    assert labels == ["grounded", "hallucinated"]
+    assert capgw.metric_total(sc.METRIC_EVALUATIONS) == 3
 
 
 def test_shutdown_exports_what_the_worker_process_holds(
     otlp_receiver: OtlpReceiver,  # noqa: F811
+    capgw: GroundwatchTelemetry,
 ) -> None:
-    capgw = GroundwatchTelemetry()
-    try:
-        monitor = capgw.monitor(EchoJudge(), executor="process", export_from_worker=True)
-        for _ in range(5):
-            monitor.record(question="q", contexts=PASSAGES, answer=GOOD)
-        # No force_flush: the batch processor's 5 s schedule has not come, shutdown sends it.
-        assert monitor.shutdown(10_000)
-        assert len(otlp_receiver.spans) == 5 and len(otlp_receiver.logs) == 10
-    finally:
-        capgw.close()
+    monitor = capgw.monitor(EchoJudge(), executor="process", export_from_worker=True)
+    for _ in range(5):
+        monitor.record(question="q", contexts=PASSAGES, answer=GOOD)
+    # No force_flush: the batch processor's 5 s schedule has not come, shutdown sends it.
+    assert monitor.shutdown(10_000)
+    assert len(otlp_receiver.spans) == 5 and len(otlp_receiver.logs) == 10
 
 
 def test_content_capture_is_redacted_in_the_worker_process(
     otlp_receiver: OtlpReceiver,  # noqa: F811
+    capgw: GroundwatchTelemetry,
 ) -> None:
-    capgw = GroundwatchTelemetry()
-    try:
-        monitor = capgw.monitor(
-            EchoJudge(),
-            executor="process",
-            export_from_worker=True,
-            capture_content=True,
-            redact=str.upper,
-        )
-        monitor.record(question="height?", contexts=PASSAGES, answer=GOOD)
-        assert monitor.force_flush(10_000)
-        (span,) = otlp_receiver.spans
-        assert span.attributes[sc.GROUNDWATCH_CONTENT_QUESTION] == "HEIGHT?"
-        assert span.attributes[sc.GROUNDWATCH_CONTENT_ANSWER] == GOOD.upper()
-    finally:
-        capgw.close()
+    monitor = capgw.monitor(
+        EchoJudge(),
+        executor="process",
+        export_from_worker=True,
+        capture_content=True,
+        redact=str.upper,
+    )
+    monitor.record(question="height?", contexts=PASSAGES, answer=GOOD)
+    assert monitor.force_flush(10_000)
+    (span,) = otlp_receiver.spans
+    assert span.attributes[sc.GROUNDWATCH_CONTENT_QUESTION] == "HEIGHT?"
+    assert span.attributes[sc.GROUNDWATCH_CONTENT_ANSWER] == GOOD.upper()
 
 
 def failing_providers(resource: Any) -> Any:
@@ -211,19 +188,16 @@ def test_a_providers_function_that_cannot_work_leaves_the_export_to_the_host(
     caplog: pytest.LogCaptureFixture,
     providers: Any,
     warning: str,
+    capgw: GroundwatchTelemetry,
 ) -> None:
-    capgw = GroundwatchTelemetry()
-    try:
-        monitor = capgw.monitor(EchoJudge(), executor="process", export_from_worker=providers)
-        with caplog.at_level(logging.WARNING, logger="groundwatch"):
-            for _ in range(3):
-                monitor.record(question="q", contexts=PASSAGES, answer=GOOD)
-            assert monitor.force_flush(10_000)
-        assert len(capgw.spans()) == 3 and len(capgw.events()) == 6
-        assert otlp_receiver.spans == []
-        assert [r for r in caplog.records if warning in r.getMessage()]
-    finally:
-        capgw.close()
+    monitor = capgw.monitor(EchoJudge(), executor="process", export_from_worker=providers)
+    with caplog.at_level(logging.WARNING, logger="groundwatch"):
+        for _ in range(3):
+            monitor.record(question="q", contexts=PASSAGES, answer=GOOD)
+        assert monitor.force_flush(10_000)
+    assert len(capgw.spans()) == 3 and len(capgw.events()) == 6
+    assert otlp_receiver.spans == []
+    assert [r for r in caplog.records if warning in r.getMessage()]
 
 
 @pytest.mark.parametrize(
@@ -236,39 +210,31 @@ def test_without_a_worker_process_the_host_exports_with_a_warning(
     caplog: pytest.LogCaptureFixture,
     judge: Any,
     executor: str,
+    capgw: GroundwatchTelemetry,
 ) -> None:
-    capgw = GroundwatchTelemetry()
-    try:
-        with caplog.at_level(logging.WARNING, logger="groundwatch"):
-            monitor = capgw.monitor(judge, executor=executor, export_from_worker=True)
-        monitor.record(question="q", contexts=PASSAGES, answer=GOOD)
-        capgw.flush()
-        assert len(capgw.spans()) == 1 and otlp_receiver.spans == []
-        assert any(
-            "needs a sync judge in a worker process" in r.getMessage() for r in caplog.records
-        )
-    finally:
-        capgw.close()
+    with caplog.at_level(logging.WARNING, logger="groundwatch"):
+        monitor = capgw.monitor(judge, executor=executor, export_from_worker=True)
+    monitor.record(question="q", contexts=PASSAGES, answer=GOOD)
+    capgw.flush()
+    assert len(capgw.spans()) == 1 and otlp_receiver.spans == []
+    assert any("needs a sync judge in a worker process" in r.getMessage() for r in caplog.records)
 
 
 def test_grpc_and_a_signal_turned_off_follow_the_standard_variables(
     monkeypatch: pytest.MonkeyPatch,
     otlp_receiver: OtlpReceiver,  # noqa: F811
     otlp_grpc_receiver: OtlpReceiver,  # noqa: F811
+    capgw: GroundwatchTelemetry,
 ) -> None:
     pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_grpc_receiver.endpoint)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
     monkeypatch.setenv("OTEL_LOGS_EXPORTER", "none")
-    capgw = GroundwatchTelemetry()
-    try:
-        monitor = capgw.monitor(EchoJudge(), executor="process", export_from_worker=True)
-        monitor.record(question="q", contexts=PASSAGES, answer=GOOD)
-        assert monitor.force_flush(10_000)
-        (span,) = otlp_grpc_receiver.spans
-        assert span.name == sc.SPAN_EVALUATION and span.attributes[sc.GROUNDWATCH_LABEL]
-        assert otlp_grpc_receiver.logs == [] and otlp_receiver.spans == []
-        assert capgw.events() == []  # turned off, not handed back to the host
-    finally:
-        capgw.close()
+    monitor = capgw.monitor(EchoJudge(), executor="process", export_from_worker=True)
+    monitor.record(question="q", contexts=PASSAGES, answer=GOOD)
+    assert monitor.force_flush(10_000)
+    (span,) = otlp_grpc_receiver.spans
+    assert span.name == sc.SPAN_EVALUATION and span.attributes[sc.GROUNDWATCH_LABEL]
+    assert otlp_grpc_receiver.logs == [] and otlp_receiver.spans == []
+    assert capgw.events() == []  # turned off, not handed back to the host

@@ -3,8 +3,9 @@
 Both run one asyncio main until SIGTERM or SIGINT, send their telemetry through the global
 OpenTelemetry providers, and answer a usage problem with exit code 2. Telemetry: under
 ``opentelemetry-instrument`` the providers it configured; otherwise, when
-``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, OTLP/HTTP exporters for traces, logs and metrics built
-from the standard ``OTEL_EXPORTER_OTLP_*`` variables, flushed when the command ends.
+``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, OTLP exporters for traces, logs and metrics built from
+the standard ``OTEL_EXPORTER_OTLP_*`` variables (OTLP/HTTP unless ``…_PROTOCOL`` says
+``grpc``; ``OTEL_<SIGNAL>_EXPORTER=none`` turns one off), flushed when the command ends.
 """
 
 from __future__ import annotations
@@ -30,21 +31,19 @@ def otlp_providers() -> Callable[[], None]:
     ):
         return lambda: None
     from opentelemetry import _logs, metrics
-    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    tp = TracerProvider()
-    tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    lp = LoggerProvider()
-    lp.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
-    mp = MeterProvider(metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
+    from . import _config
+    from .telemetry.worker_export import otlp_exporter, otlp_worker_providers
+
+    # Spans and logs as a worker process of export_from_worker builds them (the SDK's
+    # environment resource), and metrics the same way.
+    tp, lp = otlp_worker_providers({})
+    on = _config.otel_signal_enabled("METRICS")
+    mp = MeterProvider(
+        metric_readers=[PeriodicExportingMetricReader(otlp_exporter("METRICS"))] if on else []
+    )
     trace.set_tracer_provider(tp)
     _logs.set_logger_provider(lp)
     metrics.set_meter_provider(mp)

@@ -20,6 +20,9 @@ one warning and falls back to the default; it never raises.
 | ``OTEL_SDK_DISABLED`` | ``false`` | OpenTelemetry's off switch: nothing is scored either |
 | ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` | ``false`` | content capture, |
 | | | when ``GROUNDWATCH_CAPTURE_CONTENT`` is not set |
+| ``OTEL_EXPORTER_OTLP_PROTOCOL`` | ``http/protobuf`` | OTLP exporters groundwatch builds: |
+| | | ``grpc`` or HTTP (per signal too) |
+| ``OTEL_<SIGNAL>_EXPORTER`` | ``otlp`` | ``none``: that signal is not exported |
 | ``GROUNDWATCH_MAX_ANSWER_CHARS`` | ``20000`` | answers are cut here (marked truncated) |
 | ``GROUNDWATCH_MAX_PASSAGE_CHARS`` | ``50000`` | each passage is cut here |
 | ``GROUNDWATCH_MAX_PASSAGES`` | ``64`` | passages kept per record |
@@ -268,6 +271,26 @@ def from_env() -> RuntimeConfig:
         disabled=env_bool(DISABLED, False) or env_bool(OTEL_SDK_DISABLED, False),
         export_from_worker=env_bool(EXPORT_FROM_WORKER, False),
     )
+
+
+OTLP_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
+"""OpenTelemetry's own variables, read here for the exporters groundwatch builds itself (the
+worker processes of ``export_from_worker``, ``groundwatch worker`` and ``serve``); the OTLP
+exporters read their endpoint, headers and timeout themselves. Per signal:
+``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` (``…_LOGS_…``, ``…_METRICS_…``), and
+``OTEL_TRACES_EXPORTER`` (``OTEL_LOGS_EXPORTER``, ``OTEL_METRICS_EXPORTER``)."""
+
+
+def otlp_protocol(signal: str) -> str:
+    """``http/protobuf`` (the default) or ``grpc`` for ``signal``: its own variable, else
+    ``OTEL_EXPORTER_OTLP_PROTOCOL``."""
+    raw = env_str(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", None) or env_str(OTLP_PROTOCOL, None)
+    return (raw or "http/protobuf").lower()
+
+
+def otel_signal_enabled(signal: str) -> bool:
+    """``OTEL_<signal>_EXPORTER`` is not ``none`` (for the exporters groundwatch builds)."""
+    return (env_str(f"OTEL_{signal}_EXPORTER", None) or "otlp").lower() != "none"
 
 
 def env_str(name: str, default: str | None) -> str | None:

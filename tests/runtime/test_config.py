@@ -210,3 +210,27 @@ def test_every_variable_is_read_in_config_and_listed_in_the_docs() -> None:
     table = (root / "docs" / "configuration.md").read_text()
     missing = {n for n in names if f"`{n}`" not in table}
     assert not missing, missing
+
+
+def test_the_otlp_exporters_groundwatch_builds_follow_the_standard_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from groundwatch.telemetry.worker_export import otlp_exporter
+
+    for name in ("PROTOCOL", "TRACES_PROTOCOL", "LOGS_PROTOCOL", "METRICS_PROTOCOL"):
+        monkeypatch.delenv(f"OTEL_EXPORTER_OTLP_{name}", raising=False)
+    monkeypatch.delenv("OTEL_METRICS_EXPORTER", raising=False)
+    assert _config.otlp_protocol("TRACES") == "http/protobuf"
+    assert _config.otel_signal_enabled("METRICS")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", "http/protobuf")  # per signal wins
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", " None ")
+    assert type(otlp_exporter("METRICS")).__module__.startswith(
+        "opentelemetry.exporter.otlp.proto.grpc"
+    )
+    assert type(otlp_exporter("LOGS")).__module__.startswith(
+        "opentelemetry.exporter.otlp.proto.http"
+    )
+    assert not _config.otel_signal_enabled("METRICS")

@@ -27,18 +27,22 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import pickle
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.trace import SpanContext, TraceFlags, TracerProvider
 
+from .. import _config
 from ..types import Evaluation, RagRecord
 from ._emitter import Redactor, Stats, Telemetry, _collect, _user_attributes
+
+if TYPE_CHECKING:  # the SDK is an extra: imported where it is used
+    from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
 _logger = logging.getLogger(__name__)
 
@@ -57,7 +61,7 @@ flags, is remote) of the caller's span or None, truncated)``."""
 
 def otlp_worker_providers(
     resource_attributes: Mapping[str, Any],
-) -> tuple[TracerProvider, LoggerProvider]:
+) -> tuple[SdkTracerProvider, SdkLoggerProvider]:
     """The SDK's providers with batch processors and OTLP exporters, configured by the standard
     variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``…_HEADERS``, ``…_TIMEOUT``, ``…_PROTOCOL``:
     ``http/protobuf``, the default, or ``grpc``; ``OTEL_TRACES_EXPORTER`` /
@@ -76,37 +80,27 @@ def otlp_worker_providers(
     resource = Resource(dict(resource_attributes)) if resource_attributes else Resource.create()
     tracer_provider = SdkTracerProvider(resource=resource)
     logger_provider = SdkLoggerProvider(resource=resource)
-    if _exporter("OTEL_TRACES_EXPORTER") != "none":
-        tracer_provider.add_span_processor(BatchSpanProcessor(_otlp_exporter("TRACES")))
-    if _exporter("OTEL_LOGS_EXPORTER") != "none":
-        logger_provider.add_log_record_processor(BatchLogRecordProcessor(_otlp_exporter("LOGS")))
+    if _config.otel_signal_enabled("TRACES"):
+        tracer_provider.add_span_processor(BatchSpanProcessor(otlp_exporter("TRACES")))
+    if _config.otel_signal_enabled("LOGS"):
+        logger_provider.add_log_record_processor(BatchLogRecordProcessor(otlp_exporter("LOGS")))
     return tracer_provider, logger_provider
 
 
 _OTLP_EXPORTERS = {
     "TRACES": ("trace_exporter", "OTLPSpanExporter"),
     "LOGS": ("_log_exporter", "OTLPLogExporter"),
+    "METRICS": ("metric_exporter", "OTLPMetricExporter"),
 }
 
 
-def _otlp_exporter(signal: str) -> Any:
-    """The OTLP exporter of ``signal`` for the configured protocol (it reads its own endpoint,
-    headers, timeout and compression variables)."""
-    transport = "grpc" if _protocol(signal) == "grpc" else "http"
+def otlp_exporter(signal: str) -> Any:
+    """The OTLP exporter of ``signal`` (``TRACES``, ``LOGS``, ``METRICS``) for the configured
+    protocol (it reads its own endpoint, headers, timeout and compression variables)."""
+    transport = "grpc" if _config.otlp_protocol(signal) == "grpc" else "http"
     module, name = _OTLP_EXPORTERS[signal]
     found = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{transport}.{module}")
     return getattr(found, name)()
-
-
-def _protocol(signal: str) -> str:
-    raw = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
-    )
-    return raw.strip().lower()
-
-
-def _exporter(variable: str) -> str:
-    return os.environ.get(variable, "otlp").strip().lower()
 
 
 class WorkerExport:

@@ -34,8 +34,8 @@ the host process's total then includes; ``--no-steps`` leaves them out and print
 
 A probe thread stands for a request thread meanwhile: it sleeps 1 ms, over and over, and notes
 how late each wake-up is. A wake-up waits for the GIL too, so the lateness shows how long the
-worker's Python work holds it (``--no-gil-breaks`` turns off the worker's breaks between
-records, for comparison; the machine's own load adds the same noise to both).
+worker's Python work holds it (``--no-pacing`` turns off the worker's rests between slices of
+its work, for comparison; the machine's own load adds the same noise to both).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from _discard import discarding_providers, discarding_worker_providers  # noqa: 
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
-from groundwatch.runtime import process, results, runner, worker  # noqa: E402
+from groundwatch.runtime import process, results, worker  # noqa: E402
 from groundwatch.telemetry import _emitter  # noqa: E402
 
 PASSAGES = [
@@ -129,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", type=int, default=20, help="records sent back to back")
     parser.add_argument("--pause-ms", type=float, default=10.0, help="pause after each burst")
     parser.add_argument(
-        "--no-gil-breaks", action="store_true", help="the worker takes no breaks between records"
+        "--no-pacing",
+        action="store_true",
+        help="the worker does not rest between slices of its work (runner.Pacer)",
     )
     parser.add_argument(
         "--no-telemetry",
@@ -148,8 +150,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.instructions:
         return count_instructions(args)
-    if args.no_gil_breaks:
-        runner.GIL_BREAK_AFTER_S = float("inf")
     if args.no_telemetry:
 
         def emit_nothing(self: _emitter.Telemetry, *args: Any, **kwargs: Any) -> None:
@@ -174,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         shutdown_on_exit=False,
         export_from_worker=discarding_worker_providers if args.export_from_worker else False,
     )
+    if args.no_pacing:
+        monitor._worker.pacer.rest = False  # for comparison only: not a setting users need
     monitor.record(question="q", contexts=PASSAGES, answer=ANSWER)  # start the worker (process)
     assert monitor.force_flush(60_000)
     STEPS.clear()
@@ -226,9 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     if lateness:
         lateness.sort()
         p50, p99 = lateness[len(lateness) // 2], lateness[int(len(lateness) * 0.99)]
-        breaks = "off" if args.no_gil_breaks else "on"
+        pacing = "off" if args.no_pacing else "on"
         print(
-            f"probe thread's 1 ms sleeps, late by (GIL breaks {breaks}, {len(lateness)} "
+            f"probe thread's 1 ms sleeps, late by (pacing {pacing}, {len(lateness)} "
             f"wake-ups): median {p50 * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms, "
             f"max {lateness[-1] * 1e3:.3f} ms"
         )

@@ -20,6 +20,8 @@ Variants:
     gw s=1 process, worker exports
                    the same, the worker process exporting the spans and events itself
                    (``export_from_worker``, to the same discarding SDK set-up built there)
+    ..., no pacing the same two with the worker's pacing off (``runner.Pacer``: slices of
+                   work with rests between), to show what pacing trades
     openinference  OpenInference's LangChain instrumentor, spans to a discarding exporter
                    (instrumented before its block, uninstrumented after)
 
@@ -257,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         executor: str,
         judge: Any = None,
         sdk: bool = True,
+        pacing: bool = True,
         **monitor_kwargs: Any,
     ) -> Variant | None:
         variant = Variant(name, {})
@@ -274,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         except (NotImplementedError, ValueError, TypeError) as exc:
             print(f"({name}: not available: {exc})")
             return None
+        if not pacing:
+            monitor._worker.pacer.rest = False  # for comparison only: not a user setting
         handler = GroundwatchCallbackHandler(monitor)
         variant.config = {"callbacks": [handler]}
         variant.monitor, variant.handler = monitor, handler
@@ -290,10 +295,18 @@ def main(argv: list[str] | None = None) -> int:
             groundwatch("groundwatch s=0", 0.0, "thread"),
             groundwatch("groundwatch s=1 thread", 1.0, "thread"),
             groundwatch("groundwatch s=1 process", 1.0, "process"),
+            groundwatch("groundwatch s=1 process, no pacing", 1.0, "process", pacing=False),
             groundwatch(
                 "groundwatch s=1 process, worker exports",
                 1.0,
                 "process",
+                export_from_worker=discarding_worker_providers,
+            ),
+            groundwatch(
+                "groundwatch s=1 process, worker exports, no pacing",
+                1.0,
+                "process",
+                pacing=False,
                 export_from_worker=discarding_worker_providers,
             ),
             *(

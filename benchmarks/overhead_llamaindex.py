@@ -215,7 +215,7 @@ def _counter(reader: InMemoryMetricReader, name: str, key: str) -> dict[str, int
     return totals
 
 
-def monitor_config(name: str, rate: float, **monitor_kwargs: Any) -> Config:
+def monitor_config(name: str, rate: float, pacing: bool = True, **monitor_kwargs: Any) -> Config:
     reader = InMemoryMetricReader()
     config = Config(name=name, reader=reader)
 
@@ -232,6 +232,8 @@ def monitor_config(name: str, rate: float, **monitor_kwargs: Any) -> Config:
         shutdown_on_exit=False,
         **monitor_kwargs,
     )
+    if not pacing:
+        config.monitor._worker.pacer.rest = False  # for comparison only: not a user setting
     config.setup = lambda: groundwatch_llamaindex.instrument(config.monitor)
     config.teardown = groundwatch_llamaindex.uninstrument
     if rate > 0:
@@ -402,8 +404,22 @@ def configurations(thread_executor: bool) -> list[Config]:
         configs.append(monitor_config("groundwatch, sampling 1 (worker process)", 1.0, **oop))
         configs.append(
             monitor_config(
+                "groundwatch, sampling 1 (worker process), no pacing", 1.0, pacing=False, **oop
+            )
+        )
+        configs.append(
+            monitor_config(
                 "groundwatch, sampling 1 (worker process exports)",
                 1.0,
+                **oop,
+                export_from_worker=discarding_worker_providers,
+            )
+        )
+        configs.append(
+            monitor_config(
+                "groundwatch, sampling 1 (worker process exports), no pacing",
+                1.0,
+                pacing=False,
                 **oop,
                 export_from_worker=discarding_worker_providers,
             )

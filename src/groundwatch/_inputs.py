@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from . import _config
 from .types import Passage
 
@@ -78,23 +80,46 @@ def to_passage(item: Any, index: int) -> Passage:
             metadata=_metadata(item.get("metadata"), index),
         )
     # LangChain Document (page_content), LlamaIndex node (text / get_content()).
-    text = getattr(item, "page_content", None)
+    text = _attribute(item, "page_content")
     if text is None:
-        text = getattr(item, "text", None)
+        text = _attribute(item, "text")
     if isinstance(text, str):
         # LangChain documents have ``id``; LlamaIndex nodes (and NodeWithScore) ``node_id``.
-        item_id = getattr(item, "id", None)
+        item_id = _attribute(item, "id")
         if item_id is None:
-            item_id = getattr(item, "node_id", None)
+            item_id = _attribute(item, "node_id")
         return Passage(
             text=text,
             id=None if item_id is None else str(item_id),
-            score=_as_float(getattr(item, "score", None)),
-            metadata=_metadata(getattr(item, "metadata", None), index),
+            score=_as_float(_attribute(item, "score")),
+            metadata=_metadata(_attribute(item, "metadata"), index),
         )
     raise TypeError(
         f"contexts[{index}] must be a string or a passage with text, got {type(item).__name__}"
     )
+
+
+_CLASS_HAS: dict[tuple[type[Any], str], bool] = {}
+_MISSING = object()
+
+
+def _attribute(item: Any, name: str) -> Any:
+    """``getattr(item, name, None)``, where a pydantic model without ``name`` answers from its
+    class: pydantic's own path for a missing attribute (a LangChain ``Document``'s ``score``, a
+    LlamaIndex ``NodeWithScore``'s ``page_content``) builds and raises an error, a few
+    microseconds per passage, which was most of preparing a record on the worker thread."""
+    if isinstance(item, BaseModel):
+        value = item.__dict__.get(name, _MISSING)  # a model's fields live in its __dict__
+        if value is not _MISSING:
+            return value
+        key = (type(item), name)
+        has = _CLASS_HAS.get(key)
+        if has is None:  # a property or a class attribute (classes are few: no bound)
+            has = _CLASS_HAS[key] = any(name in vars(k) for k in type(item).__mro__)
+        if not has:
+            extra = item.__pydantic_extra__  # extra="allow" models keep unknown fields
+            return extra.get(name) if extra else None
+    return getattr(item, name, None)
 
 
 def _metadata(value: Any, index: int) -> dict[str, Any]:

@@ -277,3 +277,50 @@ def test_passages_beyond_the_cap_are_not_even_read() -> None:
     ev = gw.evaluate("Paris is the capital of France.", stop_after_a_while())
     assert ev.truncated and ev.label == "grounded"
     assert pulled == MAX_PASSAGES + 1
+
+
+def test_pydantic_documents_are_read_by_field_property_or_extra_field() -> None:
+    import pydantic
+
+    class Doc(pydantic.BaseModel):  # a LangChain Document's shape: page_content, id, metadata
+        page_content: str
+        id: str | None = None
+        metadata: dict[str, object] = {}
+
+    class Node(pydantic.BaseModel):  # a LlamaIndex NodeWithScore's: text and node_id derived
+        body: str
+        id_: str
+        score: float | None = None
+
+        @property
+        def text(self) -> str:
+            return self.body
+
+        @property
+        def node_id(self) -> str:
+            return self.id_
+
+    class Loose(pydantic.BaseModel):  # extra="allow": unknown fields are attributes too
+        model_config = pydantic.ConfigDict(extra="allow")
+        text: str
+
+    class Broken(pydantic.BaseModel):
+        page_content: str
+
+        @property
+        def metadata(self) -> dict[str, object]:
+            raise RuntimeError("metadata store is down")
+
+    doc, node, loose = gw.RagRecord(
+        contexts=[
+            Doc(page_content="Paris.", id="d1", metadata={"k": 1}),
+            Node(body="Rome.", id_="n1", score=0.5),
+            Loose(text="Oslo.", id=7, score="0.25", metadata={"a": "b"}),
+        ]
+    ).passages
+    assert (doc.text, doc.id, doc.score, doc.metadata) == ("Paris.", "d1", None, {"k": 1})
+    assert (node.text, node.id, node.score, node.metadata) == ("Rome.", "n1", 0.5, {})
+    assert (loose.text, loose.id, loose.score, loose.metadata) == ("Oslo.", "7", 0.25, {"a": "b"})
+    # A property that raises still raises (the record is the caller's bad input), as getattr.
+    with pytest.raises(RuntimeError, match="metadata store is down"):
+        gw.RagRecord(contexts=[Broken(page_content="x")]).passages

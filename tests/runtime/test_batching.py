@@ -317,34 +317,79 @@ def test_a_reply_split_across_reads_is_waited_for_whole() -> None:
     child.stdout.close()
 
 
-def test_the_worker_breaks_between_records_to_let_request_threads_take_the_gil(
+class _Rests:
+    """runner's clock, with the Pacer's sleeps recorded."""
+
+    def __init__(self) -> None:
+        self.sleeps: list[float] = []
+        self.perf_counter = time.perf_counter
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        time.sleep(seconds)
+
+
+def test_the_worker_rests_between_records_so_request_threads_get_the_gil(
     capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from groundwatch.runtime import runner
 
-    sleeps: list[float] = []
-
-    class Clock:
-        perf_counter = staticmethod(time.perf_counter)
-
-        @staticmethod
-        def sleep(seconds: float) -> None:
-            sleeps.append(seconds)
-            time.sleep(seconds)
-
-    monitor = capgw.monitor(judge=EchoJudge(), executor="thread")
+    scored = threading.Semaphore(0)
+    monitor = capgw.monitor(
+        judge=EchoJudge(), executor="thread", on_result=lambda r, e: scored.release()
+    )
     _warm(capgw, monitor)
-    monkeypatch.setattr(runner, "time", Clock)
-    monkeypatch.setattr(runner, "GIL_BREAK_AFTER_S", 0.0)  # a break before every record
+    assert scored.acquire(timeout=5)
+    rests = _Rests()
+    monkeypatch.setattr(runner, "time", rests)
+    pacer = monitor._worker.pacer
+    assert (pacer.slice_s, pacer.rest_s) == (runner.PACE_SLICE_S, runner.PACE_REST_S)
+    pacer.slice_s = 0.0  # a rest before every record
     for _ in range(10):
         monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
-    assert len(capgw.results()) == 11
-    # Preparing and emitting each record: one break each, each of GIL_BREAK_S.
-    assert len(sleeps) == 20 and set(sleeps) == {runner.GIL_BREAK_S}
-    monkeypatch.setattr(runner, "GIL_BREAK_AFTER_S", 3600.0)
-    sleeps.clear()
+    # No flush here: a flush waiting makes the worker hurry (below).
+    for _ in range(10):
+        assert scored.acquire(timeout=10)
+    # Preparing and emitting each record: a rest before each, each of PACE_REST_S.
+    assert rests.sleeps == [runner.PACE_REST_S] * 20
+    pacer.slice_s = 3600.0
+    rests.sleeps.clear()
     monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
-    assert len(capgw.results()) == 12 and not sleeps
+    assert scored.acquire(timeout=10)
+    assert not rests.sleeps
+
+
+def test_the_worker_does_not_rest_when_a_flush_waits_or_its_queue_fills(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from groundwatch.runtime import runner
+
+    rests = _Rests()
+    monkeypatch.setattr(runner, "time", rests)
+    hurry = [False]
+    pacer = runner.Pacer(lambda: hurry[0], slice_s=0.0)
+    pacer.start()
+    pacer.maybe()
+    hurry[0] = True
+    pacer.maybe()
+    runner.NO_PACING.maybe()  # the remote worker's: never rests
+    assert rests.sleeps == [runner.PACE_REST_S]
+
+    # The monitor's worker: behind while its queue holds an eighth of max_queue_size.
+    monitor = capgw.monitor(judge=EchoJudge(), executor="thread", max_queue_size=64)
+    worker = monitor._worker
+    worker.pacer.slice_s = 0.0
+    assert not worker._behind()
+    worker.queue.extend([gw.RagRecord(answer=GOOD, contexts=[PASSAGE])] * 8)
+    assert worker._behind()
+    worker.queue.pop()
+    assert not worker._behind()
+    worker.queue.clear()
+    # A flush waiting: the records it waits for are scored without a rest.
+    for _ in range(10):
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    assert len(capgw.results()) == 10
+    assert rests.sleeps == [runner.PACE_REST_S]
 
 
 def _count_wakes(monkeypatch: pytest.MonkeyPatch, monitor: gw.Monitor) -> list[float]:

@@ -8,7 +8,7 @@ from typing import Any
 from .. import _guard
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
-from .runner import GilBreaks
+from .runner import NO_PACING, Pacer
 from .sampling import Sampler, inner_samplers, record_sampling_rate
 
 ResultCallback = Callable[[RagRecord, Evaluation], None]
@@ -44,15 +44,15 @@ class Results:
         # A new list, not an append: the worker may be iterating the old one.
         self.callbacks = [*self.callbacks, callback]
 
-    def finish(self, finished: list[Finished]) -> None:
+    def finish(self, finished: list[Finished], pacer: Pacer = NO_PACING) -> None:
         # A LazyEvaluation from the worker process becomes the pydantic Evaluation (with its
         # claims) only for code that reads it.
         telemetry = self.telemetry
         need_full = bool(self.observers or self.callbacks or telemetry.capture_content)
         batch = telemetry.batch()
-        breaks = GilBreaks()
+        pacer.start()
         for record, evaluation, start_ns, end_ns in finished:
-            breaks.maybe()
+            pacer.maybe()
             # The worker process exported the span and the events itself.
             exported = bool(getattr(evaluation, "exported", False))
             if need_full and not isinstance(evaluation, Evaluation):

@@ -100,29 +100,63 @@ class Runner(Protocol):
         ...
 
 
-GIL_BREAK_AFTER_S = 0.001
+PACE_SLICE_S = 0.001
 """The worker's per-record steps (preparing, telemetry) run on its thread in the host's
-interpreter, holding the GIL. A request thread that wants it meanwhile waits until the holder
-blocks or for the whole switch interval (5 ms by default), which shows in the host's tail
-latency. So after this much work the worker sleeps :data:`GIL_BREAK_S`, long enough for a
-waiting thread to take the GIL. Each break costs a switch between threads (CPU of the host),
-so not after every record: every 1 ms holds a request's wait to about that."""
-GIL_BREAK_S = 0.0001
+interpreter, holding the GIL, and they come in bursts: a batch at a time. A request thread that
+wants the GIL meanwhile gets it only between the worker's records, and a request that overlaps
+a burst loses it again at each of its own thread hand-offs, so it waits for most of the burst:
+that is the host's tail latency. So the worker works in slices of this much and rests
+:data:`PACE_REST_S` after each, long enough for a request to run on: a burst becomes a few
+slices that each request meets once at most."""
+
+PACE_REST_S = 0.003
+"""The rest after each :data:`PACE_SLICE_S` of work (asleep: no CPU, the GIL free). While it
+paces the worker takes a quarter of the interpreter at most, several thousand records a second;
+past that it stops resting (:class:`Pacer`), so pacing delays scores, never loses records.
+Shorter slices cut the tail a little more but cost the median request more (each slice is two
+more hand-offs of the GIL): ``benchmarks/overhead_langchain.py`` measures both."""
 
 
-class GilBreaks:
-    """Call :meth:`maybe` between records of a batch: past :data:`GIL_BREAK_AFTER_S` since the
-    last break, it sleeps :data:`GIL_BREAK_S` (wall time of the worker; no CPU)."""
+def _never() -> bool:
+    return False
 
-    __slots__ = ("since",)
 
-    def __init__(self) -> None:
+class Pacer:
+    """Call :meth:`start` before a batch's loop and :meth:`maybe` between its records: after
+    ``slice_s`` of work since the start or the last rest it sleeps ``rest_s``, unless
+    ``hurry()`` says the worker must catch up (a flush waits, the monitor shuts down, the queue
+    is filling). ``rest=False`` (the remote ``groundwatch worker``, which shares its interpreter
+    with no requests) never rests."""
+
+    __slots__ = ("hurry", "rest", "rest_s", "since", "slice_s")
+
+    def __init__(
+        self,
+        hurry: Callable[[], bool] = _never,
+        *,
+        rest: bool = True,
+        slice_s: float = PACE_SLICE_S,
+        rest_s: float = PACE_REST_S,
+    ) -> None:
+        self.hurry = hurry
+        self.rest = rest
+        self.slice_s = slice_s
+        self.rest_s = rest_s
+        self.since = time.perf_counter()
+
+    def start(self) -> None:
         self.since = time.perf_counter()
 
     def maybe(self) -> None:
-        if time.perf_counter() - self.since >= GIL_BREAK_AFTER_S:
-            time.sleep(GIL_BREAK_S)
+        if not self.rest:
+            return
+        if time.perf_counter() - self.since >= self.slice_s:
+            if not self.hurry():
+                time.sleep(self.rest_s)
             self.since = time.perf_counter()
+
+
+NO_PACING = Pacer(rest=False)
 
 
 class InvalidRecord(Exception):

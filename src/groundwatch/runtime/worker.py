@@ -11,7 +11,9 @@ the queue (:meth:`Worker._take_batch`, as many as the runner asks for, waiting u
 that cannot be read fails alone with ``invalid_input``), hands the batch to its
 :class:`~.runner.Runner` with OpenTelemetry instrumentation suppressed, and passes the results
 to :meth:`Results.finish <.results.Results.finish>` (telemetry, then the ``on_result``
-callbacks). Up to
+callbacks). Preparing and finishing are paced (:class:`~.runner.Pacer`): short slices of work
+with rests between, so a batch does not hold the host's GIL through a request; the rests stop
+while a flush waits or the queue fills. Up to
 ``runner.concurrency`` batches are in flight; what waits stays in the bounded queue, so overload
 shows up as ``queue_full`` on the request path, not as unbounded memory.
 
@@ -42,8 +44,9 @@ from ..telemetry import semconv as sc
 from ..types import RagRecord
 from .results import Results
 from .runner import (
-    GilBreaks,
+    NO_PACING,
     InvalidRecord,
+    Pacer,
     Prepared,
     Result,
     Runner,
@@ -111,6 +114,9 @@ class Worker:
         self.max_queue_size = max_queue_size
         self.timeout_s = timeout_s
         self.policy = policy
+        # Pacing stops while the queue holds this much: the worker is falling behind.
+        self._catch_up_at = max(1, max_queue_size // 8)
+        self.pacer = Pacer(self._behind)
         self._init_state()
         reinit_after_fork(self._at_fork_reinit)
 
@@ -266,6 +272,11 @@ class Worker:
                 for seq in seqs:
                     self._inflight[seq] = task
 
+    def _behind(self) -> bool:
+        """The worker must not rest (:class:`~.runner.Pacer`): a flush waits, the monitor
+        shuts down, or the queue is filling faster than a resting worker empties it."""
+        return bool(self._flush_waiters) or self._stopping or len(self.queue) >= self._catch_up_at
+
     async def _take_batch(self, size: int, wait: bool = True) -> list[RagRecord]:
         """Up to ``size`` records, waiting (``wait``) up to ``BATCH_DELAY_S`` for more to
         arrive (unless a flush is waiting or the worker is stopping)."""
@@ -303,7 +314,8 @@ class Worker:
             finished = True
             # Synchronous from here: a cancellation (shutdown) cannot split the accounting.
             self.results.finish(
-                [(r, ev, start, end) for r, (ev, start, end) in zip(records, results, strict=True)]
+                [(r, ev, start, end) for r, (ev, start, end) in zip(records, results, strict=True)],
+                self.pacer,
             )
         except asyncio.CancelledError:
             if not finished:
@@ -320,7 +332,7 @@ class Worker:
             self._check_flush()
 
     async def _evaluate(self, records: list[RagRecord]) -> list[Result]:
-        return await evaluate_records(self.runner, records, self.policy, self.timeout_s)
+        return await evaluate_records(self.runner, records, self.policy, self.timeout_s, self.pacer)
 
     # --- flush / shutdown ----------------------------------------------------------------------
 
@@ -439,16 +451,21 @@ class Worker:
 
 
 async def evaluate_records(
-    runner: Runner, records: list[RagRecord], policy: scoring.LabelPolicy, timeout_s: float
+    runner: Runner,
+    records: list[RagRecord],
+    policy: scoring.LabelPolicy,
+    timeout_s: float,
+    pacer: Pacer = NO_PACING,
 ) -> list[Result]:
     """Prepare each record once and run the batch on ``runner``; one result per record, in
-    order (the monitor's worker and ``groundwatch worker`` both score through here)."""
+    order (the monitor's worker and ``groundwatch worker`` both score through here; the
+    monitor's worker paces the preparing with ``pacer``)."""
     results: list[Result | None] = [None] * len(records)
     items: list[Prepared] = []
     where: list[int] = []
-    breaks = GilBreaks()
+    pacer.start()
     for i, record in enumerate(records):
-        breaks.maybe()
+        pacer.maybe()
         try:
             items.append(prepare_record(record))
         except InvalidRecord as exc:

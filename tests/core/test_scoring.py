@@ -321,6 +321,9 @@ def test_pydantic_documents_are_read_by_field_property_or_extra_field() -> None:
     assert (doc.text, doc.id, doc.score, doc.metadata) == ("Paris.", "d1", None, {"k": 1})
     assert (node.text, node.id, node.score, node.metadata) == ("Rome.", "n1", 0.5, {})
     assert (loose.text, loose.id, loose.score, loose.metadata) == ("Oslo.", "7", 0.25, {"a": "b"})
-    # A property that raises still raises (the record is the caller's bad input), as getattr.
+    # A property that raises still raises, as with getattr: the worker counts the record as the
+    # caller's invalid input.
+    from groundwatch._inputs import prepare
+
     with pytest.raises(RuntimeError, match="metadata store is down"):
-        gw.RagRecord(contexts=[Broken(page_content="x")]).passages
+        prepare("Paris.", [Broken(page_content="x")], None)

@@ -385,6 +385,9 @@ def test_the_worker_does_not_rest_when_a_flush_waits_or_its_queue_fills(
     worker.queue.pop()
     assert not worker._behind()
     worker.queue.clear()
+    worker._stopping = True  # shutting down: score what is left as fast as it goes
+    assert worker._behind()
+    worker._stopping = False
     # A flush waiting: the records it waits for are scored without a rest.
     for _ in range(10):
         monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)

@@ -3,9 +3,11 @@
 Records go straight to a ``Monitor`` (no framework), the real OpenTelemetry SDK behind it with
 batch processors and discarding exporters, LocalJudge as the judge. The recording loop pauses
 often enough that the judge keeps up (nothing is dropped, which the script checks). Printed per
-scored record: the CPU time of each host thread (``/proc/self/task/<tid>/stat``), and the
-thread CPU time spent inside the worker's steps (``prepare_record``, ``Results.finish`` with
-the span attributes, events and metrics inside it, the process runner's pipe thread).
+scored record: the CPU time of each host thread (``/proc/self/task/<tid>/stat``) and how often
+it blocked (its voluntary context switches: each wake-up takes the GIL again, a hand-off with
+the request threads), and the thread CPU time spent inside the worker's steps
+(``prepare_record``, ``Results.finish`` with the span attributes, events and metrics inside it,
+the process runner's pipe thread).
 
 Run: python benchmarks/host_cpu.py [--records 2000] [--executor process|thread] [--no-steps]
                                    [--burst 20] [--pause-ms 10] [--no-telemetry]
@@ -90,16 +92,22 @@ def timed(owner: Any, name: str, step: str) -> None:
     setattr(owner, name, wrapper)
 
 
-def thread_cpu() -> dict[str, float]:
+def thread_cpu() -> dict[str, tuple[float, int]]:
+    """Per live thread: CPU seconds, and how often it blocked (voluntary context switches: a
+    sleep, a system call that waits, a wait for the GIL). Each time a groundwatch thread blocks
+    and wakes it takes the GIL again, a hand-off with the request threads."""
     ticks = os.sysconf("SC_CLK_TCK")
-    out: dict[str, float] = {}
+    out: dict[str, tuple[float, int]] = {}
     for thread in threading.enumerate():
         try:
             with open(f"/proc/self/task/{thread.native_id}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{thread.native_id}/status") as f:
+                status = f.read()
         except OSError:
             continue
-        out[thread.name] = (int(fields[11]) + int(fields[12])) / ticks
+        switches = int(status.split("\nvoluntary_ctxt_switches:")[1].split()[0])
+        out[thread.name] = ((int(fields[11]) + int(fields[12])) / ticks, switches)
     return out
 
 
@@ -234,9 +242,14 @@ def main(argv: list[str] | None = None) -> int:
             f"wake-ups): median {p50 * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms, "
             f"max {lateness[-1] * 1e3:.3f} ms"
         )
-    print("\n| host thread | CPU per scored record |\n|---|---|")
+    print(
+        "\n| host thread | CPU per scored record | times it blocked, per scored record |"
+        "\n|---|---|---|"
+    )
     for name in sorted(after):
-        print(f"| {name} | {(after[name] - before.get(name, 0.0)) / n * 1e3:.3f} ms |")
+        cpu, switches = after[name]
+        cpu0, switches0 = before.get(name, (0.0, 0))
+        print(f"| {name} | {(cpu - cpu0) / n * 1e3:.3f} ms | {(switches - switches0) / n:.2f} |")
     if STEPS:
         print("\n| step (thread CPU inside it) | per scored record |\n|---|---|")
     for step, seconds in STEPS.items():

@@ -271,6 +271,39 @@ def test_spans_keep_the_child_s_timing_when_replies_are_read_together(
         assert earlier.end_time <= later.start_time + 1_000_000  # judged in turn, not overlapping
 
 
+def test_the_pipe_thread_takes_a_batch_s_replies_in_a_wake_up_or_two(
+    capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch, sends: list[int]
+) -> None:
+    # Each wake-up of the pipe thread is a few takes of the host's GIL: it waits for every reply
+    # still due, not for half of them each time (about log2 of the batch wake-ups).
+    monitor = capgw.monitor(judge=EchoJudge(delay_s=0.004), executor="process")
+    _warm(capgw, monitor)
+    sleeps: list[float] = []
+
+    class Clock:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(time, name)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            sleeps.append(seconds)
+            time.sleep(seconds)
+
+    monkeypatch.setattr(process, "time", Clock())
+    # The worker sleeps until a record wakes it, then lets the batch gather: one batch of 12
+    # (a batch is cut at about 0.1 s of the judge's recent speed: some 20 records here).
+    monkeypatch.setattr(worker_module, "STAY_AWAKE_S", 0.0)
+    time.sleep(2 * worker_module.BATCH_DELAY_S)
+    sends.clear()
+    for _ in range(12):
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    capgw.flush()
+    assert len(capgw.results()) == 13
+    assert sends == [12]
+    assert 1 <= len(sleeps) <= 3, sleeps  # halving each time: 4 for 12 replies
+    assert sleeps[0] >= 11 * 0.004  # the whole batch's worth, from the judge's speed
+
+
 def _pipe_child() -> tuple[process._Child, Any]:
     """A ``_Child`` reading from a plain pipe: what arrives on it is up to the test."""
     read_fd, write_fd = os.pipe()

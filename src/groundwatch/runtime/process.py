@@ -66,14 +66,17 @@ START_FAILED = "worker_process_start_failed"
 
 REPLY_GATHER_S = 0.1
 """The worker process answers one record at a time, as each is done; the pipe thread waits for
-about half of the replies still due (from the judge's recent speed, at most this long and half
-the evaluation timeout) before it looks, so one wake-up takes several. Each wake-up costs the
-host's CPU (system calls, a take of the GIL), which is what its request threads compete with.
-The batch's results are handed on together at its end anyway; replies carry the child's own
-timestamps, so the spans are not moved; a deadline still counts from the previous reply."""
+the replies still due (from the judge's recent speed, at most this long and half the evaluation
+timeout) before it looks, so one wake-up usually takes the whole batch. Each wake-up costs the
+host's interpreter a few takes of the GIL (after the sleep, the ``select`` and the read), each
+of them a hand-off with a request thread that holds it. The batch's results are handed on
+together at its end anyway, so waiting for all of them delays nothing; replies carry the
+child's own timestamps, so the spans are not moved; a deadline still counts from the previous
+reply."""
 
-REPLY_GATHER_MAX = 8
-"""Replies the pipe thread lets gather at most before it looks."""
+REPLY_GATHER_MAX = 32
+"""Replies the pipe thread lets gather at most before it looks (a batch's worth, which the
+pipe's buffer holds without making the child wait)."""
 
 STOP_GRACE_S = 2.0
 """With ``export_from_worker``, a worker process stopped at a deadline gets this long to export
@@ -572,13 +575,12 @@ class ProcessRunner:
             per_reply_s = self._gather_s()
             for k, i in enumerate(rest):
                 waited = 0.0
-                # Waiting pays only when a wake-up can take more than one reply: about half of
-                # those still due, so a batch takes a few wake-ups, not one per record (and no
-                # more than REPLY_GATHER_MAX, which the pipe's buffer holds without making the
-                # child wait).
+                # Waiting pays only when a wake-up can take more than one reply: all of those
+                # still due (up to REPLY_GATHER_MAX), so a batch takes a wake-up or two, not one
+                # per record (waiting for half of them each time took about log2 of the batch).
                 due = len(rest) - k
                 if per_reply_s and due > 1 and not child.has_buffered():
-                    expected = min(due / 2, REPLY_GATHER_MAX)
+                    expected = min(due, REPLY_GATHER_MAX)
                     waited = min(REPLY_GATHER_S, timeout_s / 2, per_reply_s * expected)
                     time.sleep(waited)
                 try:

@@ -111,10 +111,12 @@ slices that each request meets once at most."""
 
 PACE_REST_S = 0.003
 """The rest after each :data:`PACE_SLICE_S` of work (asleep: no CPU, the GIL free). While it
-paces the worker takes a quarter of the interpreter at most, several thousand records a second;
-past that it stops resting (:class:`Pacer`), so pacing delays scores, never loses records.
-Shorter slices cut the tail a little more but cost the median request more (each slice is two
-more hand-offs of the GIL): ``benchmarks/overhead_langchain.py`` measures both."""
+paces the worker takes a quarter of the interpreter at most, over a thousand records a second
+at 0.1-0.2 ms of host work each; past that it stops resting (:class:`Pacer`), so pacing delays
+scores and never loses records. Shorter slices (0.2 ms, rests of 0.5-2 ms, tried on the
+LangChain benchmark's chain) cut the tail about as much but cost the median request more: each
+slice is two more hand-offs of the GIL. ``benchmarks/overhead_langchain.py`` shows pacing on
+beside off."""
 
 
 def _never() -> bool:

@@ -92,3 +92,11 @@ def discarding_worker_providers(resource_attributes: Mapping[str, Any]) -> tuple
 
     providers = discarding_providers(resource=Resource(dict(resource_attributes)))
     return providers["tracer_provider"], providers["logger_provider"]
+
+
+def without_pacing(monitor: Any) -> None:
+    """The monitor's worker never rests between slices of its work (``runner.Pacer``): for
+    comparing pacing on and off in one run, not a setting users need."""
+    from groundwatch.runtime.runner import always_hurry
+
+    monitor._worker.pacer.hurry = always_hurry

@@ -56,7 +56,13 @@ from pathlib import Path
 from typing import Any
 
 import _instructions
-from _discard import BusyJudge, InstantJudge, discarding_providers, discarding_worker_providers
+from _discard import (
+    BusyJudge,
+    InstantJudge,
+    discarding_providers,
+    discarding_worker_providers,
+    without_pacing,
+)
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -278,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"({name}: not available: {exc})")
             return None
         if not pacing:
-            monitor._worker.pacer.rest = False  # for comparison only: not a user setting
+            without_pacing(monitor)
         handler = GroundwatchCallbackHandler(monitor)
         variant.config = {"callbacks": [handler]}
         variant.monitor, variant.handler = monitor, handler

@@ -52,7 +52,12 @@ from typing import Any
 
 import _instructions
 import groundwatch_llamaindex
-from _discard import DiscardSpans, discarding_providers, discarding_worker_providers
+from _discard import (
+    DiscardSpans,
+    discarding_providers,
+    discarding_worker_providers,
+    without_pacing,
+)
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
@@ -233,7 +238,7 @@ def monitor_config(name: str, rate: float, pacing: bool = True, **monitor_kwargs
         **monitor_kwargs,
     )
     if not pacing:
-        config.monitor._worker.pacer.rest = False  # for comparison only: not a user setting
+        without_pacing(config.monitor)
     config.setup = lambda: groundwatch_llamaindex.instrument(config.monitor)
     config.teardown = groundwatch_llamaindex.uninstrument
     if rate > 0:

@@ -119,29 +119,22 @@ slice is two more hand-offs of the GIL. ``benchmarks/overhead_langchain.py`` sho
 beside off."""
 
 
-def _never() -> bool:
-    return False
-
-
 class Pacer:
     """Call :meth:`start` before a batch's loop and :meth:`maybe` between its records: after
     ``slice_s`` of work since the start or the last rest it sleeps ``rest_s``, unless
     ``hurry()`` says the worker must catch up (a flush waits, the monitor shuts down, the queue
-    is filling). ``rest=False`` (the remote ``groundwatch worker``, which shares its interpreter
-    with no requests) never rests."""
+    is filling)."""
 
-    __slots__ = ("hurry", "rest", "rest_s", "since", "slice_s")
+    __slots__ = ("hurry", "rest_s", "since", "slice_s")
 
     def __init__(
         self,
-        hurry: Callable[[], bool] = _never,
+        hurry: Callable[[], bool],
         *,
-        rest: bool = True,
         slice_s: float = PACE_SLICE_S,
         rest_s: float = PACE_REST_S,
     ) -> None:
         self.hurry = hurry
-        self.rest = rest
         self.slice_s = slice_s
         self.rest_s = rest_s
         self.since = time.perf_counter()
@@ -150,15 +143,19 @@ class Pacer:
         self.since = time.perf_counter()
 
     def maybe(self) -> None:
-        if not self.rest:
-            return
         if time.perf_counter() - self.since >= self.slice_s:
             if not self.hurry():
                 time.sleep(self.rest_s)
             self.since = time.perf_counter()
 
 
-NO_PACING = Pacer(rest=False)
+def always_hurry() -> bool:
+    """A :class:`Pacer`'s ``hurry`` that never lets it rest."""
+    return True
+
+
+NO_PACING = Pacer(always_hurry)
+"""For ``groundwatch worker``, which shares its interpreter with no requests: never rests."""
 
 
 class InvalidRecord(Exception):

@@ -114,8 +114,6 @@ class Worker:
         self.max_queue_size = max_queue_size
         self.timeout_s = timeout_s
         self.policy = policy
-        # Pacing stops while the queue holds this much: the worker is falling behind.
-        self._catch_up_at = max(1, max_queue_size // 8)
         self.pacer = Pacer(self._behind)
         self._init_state()
         reinit_after_fork(self._at_fork_reinit)
@@ -274,8 +272,13 @@ class Worker:
 
     def _behind(self) -> bool:
         """The worker must not rest (:class:`~.runner.Pacer`): a flush waits, the monitor
-        shuts down, or the queue is filling faster than a resting worker empties it."""
-        return bool(self._flush_waiters) or self._stopping or len(self.queue) >= self._catch_up_at
+        shuts down, or the queue holds an eighth of its bound (filling faster than a resting
+        worker empties it)."""
+        return (
+            bool(self._flush_waiters)
+            or self._stopping
+            or len(self.queue) >= max(1, self.max_queue_size // 8)
+        )
 
     async def _take_batch(self, size: int, wait: bool = True) -> list[RagRecord]:
         """Up to ``size`` records, waiting (``wait``) up to ``BATCH_DELAY_S`` for more to

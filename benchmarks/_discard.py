@@ -100,3 +100,10 @@ def without_pacing(monitor: Any) -> None:
     from groundwatch.runtime.runner import always_hurry
 
     monitor._worker.pacer.hurry = always_hurry
+
+
+def capture_only(monitor: Any) -> None:
+    """The monitor's worker never sees a sampled record: ``record()`` captures and samples it,
+    and the hand-off to the queue throws it away uncounted. A control for the benchmarks (what
+    sampling 1 costs the request thread with no background work at all), never a setting."""
+    monitor._worker.submit = lambda record: True

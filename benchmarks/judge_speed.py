@@ -25,15 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _stats import percentile  # noqa: E402
 from accuracy import default_data_dir  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
 from groundwatch._inputs import prepare  # noqa: E402
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _huge_inputs() -> list[tuple[str, str, list[str]]]:
@@ -97,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{label:<34}{len(items) / best_total:>10.0f}"
             f"{statistics.median(best_times) * 1000:>11.2f}"
-            f"{_percentile(best_times, 0.99) * 1000:>9.2f}"
+            f"{percentile(best_times, 0.99) * 1000:>9.2f}"
         )
     print()
     print("largest inputs the caps allow (groundwatch.evaluate, one call):")

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(1, str(Path(__file__).resolve().parent))
 
 from _discard import InstantJudge
+from _stats import percentile
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
@@ -126,11 +127,6 @@ def providers() -> dict[str, Any]:
         "meter_provider": MeterProvider(shutdown_on_exit=False),
         "logger_provider": LoggerProvider(shutdown_on_exit=False),
     }
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def busy_monitor(rate: float, executor: str, backlog: int, queue_room: int = 1000) -> gw.Monitor:

@@ -22,6 +22,10 @@ Variants:
                    (``export_from_worker``, to the same discarding SDK set-up built there)
     ..., no pacing the same two with the worker's pacing off (``runner.Pacer``: slices of
                    work with rests between), to show what pacing trades
+    --breakdown    adds judges that do nothing, sleep or spin 1 ms; a thread judge with no
+                   SDK; and a control that captures and samples every run but throws the record
+                   away before the worker's queue (what sampling 1 costs the request thread
+                   itself, with no background work at all)
     openinference  OpenInference's LangChain instrumentor, spans to a discarding exporter
                    (instrumented before its block, uninstrumented after)
 
@@ -59,10 +63,12 @@ import _instructions
 from _discard import (
     BusyJudge,
     InstantJudge,
+    capture_only,
     discarding_providers,
     discarding_worker_providers,
     without_pacing,
 )
+from _stats import p99, spread
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -138,10 +144,12 @@ class Variant:
         self.monitor, self.handler = monitor, handler
         self.ratios: list[float] = []  # block mean call / no-callback block mean call
         self.median_ratios: list[float] = []  # block median call / no-callback block median
+        self.p99_ratios: list[float] = []  # block p99 call / no-callback block p99
         self.cpu_ratios: list[float] = []
         self.block_calls: list[float] = []  # the calls of the current block
         self.per_call: list[float] = []
         self.scored = 0
+        self.control = False  # nothing is scored on purpose: left out of the final check
 
     def on_result(self, record: Any, evaluation: Any) -> None:
         self.scored += 1
@@ -226,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         help="add sampling-1 variants with a judge that does nothing, with and without an "
         "OpenTelemetry SDK (what the worker's hand-off and telemetry cost without scoring), and "
         "with one that takes 1 ms per answer asleep or on the CPU (what the worker process's CPU "
-        "use costs)",
+        "use costs), and a control that throws sampled records away before the queue",
     )
     parser.add_argument(
         "--think-ms",
@@ -266,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         judge: Any = None,
         sdk: bool = True,
         pacing: bool = True,
+        control: Callable[[Any], None] | None = None,
         **monitor_kwargs: Any,
     ) -> Variant | None:
         variant = Variant(name, {})
@@ -285,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
             return None
         if not pacing:
             without_pacing(monitor)
+        if control is not None:
+            control(monitor)
+            variant.control = True
         handler = GroundwatchCallbackHandler(monitor)
         variant.config = {"callbacks": [handler]}
         variant.monitor, variant.handler = monitor, handler
@@ -331,6 +343,12 @@ def main(argv: list[str] | None = None) -> int:
                         export_from_worker=discarding_worker_providers,
                     ),
                     groundwatch(
+                        "s=1, capture only (sampled records thrown away: a control)",
+                        1.0,
+                        "process",
+                        control=capture_only,
+                    ),
+                    groundwatch(
                         "s=1 thread, judge does nothing, no SDK",
                         1.0,
                         "thread",
@@ -366,16 +384,18 @@ def main(argv: list[str] | None = None) -> int:
         rng.shuffle(order)
         times = {v.name: run_block(chain, v, args.block, args.think_ms / 1e3) for v in order}
         base_median = statistics.median(variants[0].block_calls)
+        base_block_p99 = p99(variants[0].block_calls)
         for v in variants:
             v.ratios.append(times[v.name][0] / times["none"][0])
             v.median_ratios.append(statistics.median(v.block_calls) / base_median)
+            v.p99_ratios.append(p99(v.block_calls) / base_block_p99)
             v.cpu_ratios.append(times[v.name][1] / times["none"][1])
     wall = time.perf_counter() - started
 
     n_events, handler_us = handler_cost(chain)
     base = variants[0]
     base_call = statistics.median(base.per_call)
-    base_p99 = _p99(base.per_call)
+    base_p99 = p99(base.per_call)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"\n{args.rounds} rounds x {args.block} calls per variant, {args.think_ms:g} ms "
@@ -386,21 +406,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "| variant | median call | mean call | request-thread CPU | median call (ms) "
-        "| p99 call (ms) |"
+        "| p99 call (ms) | p99 call, per round (range) |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for v in variants:
         print(
             f"| {v.name} | {statistics.median(v.median_ratios):.3f}x "
             f"| {statistics.median(v.ratios):.3f}x "
             f"| {statistics.median(v.cpu_ratios):.3f}x "
             f"| {statistics.median(v.per_call) * 1e3:.2f} "
-            f"| {_p99(v.per_call) * 1e3:.2f} ({_p99(v.per_call) / base_p99:.2f}x) |"
+            f"| {p99(v.per_call) * 1e3:.2f} ({p99(v.per_call) / base_p99:.2f}x) "
+            f"| {spread(v.p99_ratios)} |"
         )
     print(
         "\n(ratios to no callback: medians over rounds of paired blocks; 'median call' compares"
         "\nthe blocks' median calls, 'mean call' their total times, 'request-thread CPU' the CPU"
-        "\ntime of the calling thread, which leaves out waits for other processes and the GIL)"
+        "\ntime of the calling thread, which leaves out waits for other processes and the GIL;"
+        "\n'p99 call (ms)' pools every block's calls, 'per round' is the median of the blocks'"
+        "\np99 over the no-callback block's of the same round, with the lowest and highest)"
     )
     print()
     ok = True
@@ -417,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{v.name}: {recorded} runs counted, {sampled} sampled, {v.scored} scored, "
             f"queue_full={queue_full}, dropped={sum(dropped.values())}"
         )
-        ok &= v.scored == sampled and queue_full == 0
+        ok &= (v.control or v.scored == sampled) and queue_full == 0
         v.monitor.shutdown(30_000)
     tracer_provider.shutdown()
     logger_provider.shutdown()
@@ -451,11 +474,6 @@ def count_instructions(
         if variant.monitor is not None:
             variant.monitor.shutdown(30_000)
     return 0
-
-
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
 if __name__ == "__main__":

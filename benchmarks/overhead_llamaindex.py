@@ -8,6 +8,9 @@ shows the median of those ratios over the rounds, for wall time (what a caller w
 time the request thread waits for the GIL while groundwatch's worker thread scores) and for the
 CPU time of the request thread (the request-path work itself; less sensitive to other processes
 on a busy machine), plus the ratio of the fastest blocks' CPU time (the least disturbed ones).
+The p99 is given twice: over every block's queries pooled, and per round (a block's p99 over
+the no-handler block's of the same round) as a median with the lowest and highest, which shows
+how far one round's tail lands from another's.
 
     python benchmarks/overhead_llamaindex.py            # ~2-3 minutes
     python benchmarks/overhead_llamaindex.py --blocks 4   # a quick look
@@ -58,6 +61,7 @@ from _discard import (
     discarding_worker_providers,
     without_pacing,
 )
+from _stats import p99, spread
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
@@ -197,7 +201,9 @@ class Config:
     block_cpu: list[float] = field(default_factory=list)
     wall_ratios: list[float] = field(default_factory=list)
     cpu_ratios: list[float] = field(default_factory=list)
+    p99_ratios: list[float] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
+    block_latencies: list[float] = field(default_factory=list)  # the current block's
     flush_s: list[float] = field(default_factory=list)
     other_cpu_s: float = 0.0  # CPU of this process's other threads during blocks and flushes
     queries_run: int = 0
@@ -323,10 +329,12 @@ def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
             process_start = time.process_time()
             cpu_start = time.thread_time()
             block_start = time.perf_counter()
+            config.block_latencies = []
             for i in range(queries):
                 t0 = time.perf_counter()
                 engine.query(QUESTIONS[i % len(QUESTIONS)])
-                config.latencies.append(time.perf_counter() - t0)
+                config.block_latencies.append(time.perf_counter() - t0)
+            config.latencies.extend(config.block_latencies)
             config.block_means.append((time.perf_counter() - block_start) / queries)
             config.block_cpu.append((time.thread_time() - cpu_start) / queries)
             config.teardown()
@@ -337,13 +345,15 @@ def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
             config.queries_run += queries
         # Ratios within a round (blocks close in time) resist the machine's load drifting.
         base_wall, base_cpu = configs[0].block_means[-1], configs[0].block_cpu[-1]
+        base_block_p99 = p99(configs[0].block_latencies)
         for config in configs:
             config.wall_ratios.append(config.block_means[-1] / base_wall)
             config.cpu_ratios.append(config.block_cpu[-1] / base_cpu)
+            config.p99_ratios.append(p99(config.block_latencies) / base_block_p99)
     elapsed = time.perf_counter() - started
 
     base = statistics.median(configs[0].block_means)
-    base_p99 = _p99(configs[0].latencies)
+    base_p99 = p99(configs[0].latencies)
     print(
         f"LlamaIndex query engine, {blocks} rounds x {queries} queries per configuration, "
         f"interleaved ({elapsed:.0f} s); LLM latency {llm_latency_ms:g} ms; "
@@ -352,9 +362,10 @@ def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
     )
     print(
         "| configuration | wall time ratio | request-thread CPU ratio | CPU, fastest blocks "
-        "| p99 latency ratio | flush after block | other threads' CPU per query |"
+        "| p99 latency ratio | p99, per round (range) | flush after block "
+        "| other threads' CPU per query |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     base_cpu_min = min(configs[0].block_cpu)
     for config in configs:
         flush = f"{statistics.median(config.flush_s) * 1e3:.0f} ms" if config.flush_s else "-"
@@ -362,7 +373,7 @@ def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
             f"| {config.name} | {statistics.median(config.wall_ratios):.3f}x | "
             f"{statistics.median(config.cpu_ratios):.3f}x | "
             f"{min(config.block_cpu) / base_cpu_min:.3f}x | "
-            f"{_p99(config.latencies) / base_p99:.2f}x | {flush} | "
+            f"{p99(config.latencies) / base_p99:.2f}x | {spread(config.p99_ratios)} | {flush} | "
             f"{config.other_cpu_s / config.queries_run * 1e3:.2f} ms |"
         )
 
@@ -466,11 +477,6 @@ def run_instructions(blocks: int, queries: int, llm_latency_ms: float, directory
         if config.monitor is not None:
             config.monitor.shutdown(timeout_millis=120_000)
     return 0
-
-
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,7 +68,7 @@ from _discard import (
     discarding_worker_providers,
     without_pacing,
 )
-from _stats import p99, spread
+from _stats import counter_totals, p99, spread
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -78,6 +78,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
 from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 ROOT = Path(__file__).resolve().parents[1]
 for extra in (ROOT / "src", ROOT / "integrations" / "langchain" / "src"):
@@ -148,11 +149,18 @@ class Variant:
         self.cpu_ratios: list[float] = []
         self.block_calls: list[float] = []  # the calls of the current block
         self.per_call: list[float] = []
-        self.scored = 0
+        self.reader: InMemoryMetricReader | None = None  # a groundwatch monitor's metrics
+        self.called_back = 0  # with no SDK: what on_result saw
         self.control = False  # nothing is scored on purpose: left out of the final check
 
     def on_result(self, record: Any, evaluation: Any) -> None:
-        self.scored += 1
+        self.called_back += 1
+
+    def scored(self) -> int:
+        if self.reader is None:
+            return self.called_back
+        labels = counter_totals(self.reader, "groundwatch.evaluations", "groundwatch.label")
+        return sum(labels.values())
 
 
 class _StubMonitor:
@@ -264,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", module="openinference")
     rng = random.Random(args.seed)
 
-    providers = {**discarding_providers(), "meter_provider": MeterProvider()}
+    providers = discarding_providers()
     tracer_provider, logger_provider = providers["tracer_provider"], providers["logger_provider"]
 
     def groundwatch(
@@ -278,15 +286,22 @@ def main(argv: list[str] | None = None) -> int:
         **monitor_kwargs: Any,
     ) -> Variant | None:
         variant = Variant(name, {})
+        reader = InMemoryMetricReader()
         try:
             monitor = gw.Monitor(
                 judge,
                 sampler=gw.RatioSampler(rate),
                 executor=executor,
-                on_result=variant.on_result,
                 max_queue_size=4096,
                 shutdown_on_exit=False,
-                **(providers if sdk else {}),
+                # Its own metric reader counts what was scored. No on_result callback: that
+                # would make every evaluation a full pydantic object on the host, which the
+                # default does not do. Without the SDK only the callback can count.
+                **(
+                    {**providers, "meter_provider": MeterProvider(metric_readers=[reader])}
+                    if sdk
+                    else {"on_result": variant.on_result}
+                ),
                 **monitor_kwargs,
             )
         except (NotImplementedError, ValueError, TypeError) as exc:
@@ -300,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         handler = GroundwatchCallbackHandler(monitor)
         variant.config = {"callbacks": [handler]}
         variant.monitor, variant.handler = monitor, handler
+        variant.reader = reader if sdk else None
         return variant
 
     from openinference.instrumentation.langchain import LangChainInstrumentor
@@ -436,11 +452,12 @@ def main(argv: list[str] | None = None) -> int:
         queue_full = decisions.get(("queue_full", None), 0)
         counts = v.handler.counts
         recorded = counts["records"] + counts["not_sampled"]
+        scored = v.scored()
         print(
-            f"{v.name}: {recorded} runs counted, {sampled} sampled, {v.scored} scored, "
+            f"{v.name}: {recorded} runs counted, {sampled} sampled, {scored} scored, "
             f"queue_full={queue_full}, dropped={sum(dropped.values())}"
         )
-        ok &= (v.control or v.scored == sampled) and queue_full == 0
+        ok &= (v.control or scored == sampled) and queue_full == 0
         v.monitor.shutdown(30_000)
     tracer_provider.shutdown()
     logger_provider.shutdown()

@@ -61,7 +61,7 @@ from _discard import (
     discarding_worker_providers,
     without_pacing,
 )
-from _stats import p99, spread
+from _stats import counter_totals, p99, spread
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
@@ -209,36 +209,16 @@ class Config:
     queries_run: int = 0
     monitor: Any = None
     reader: InMemoryMetricReader | None = None
-    scored: list[int] = field(default_factory=lambda: [0])
-
-
-def _counter(reader: InMemoryMetricReader, name: str, key: str) -> dict[str, int]:
-    totals: dict[str, int] = {}
-    data = reader.get_metrics_data()
-    for rm in data.resource_metrics if data else []:
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                if metric.name != name:
-                    continue
-                for point in metric.data.data_points:  # type: ignore[union-attr]
-                    label = str(point.attributes.get(key)) if point.attributes else "?"
-                    totals[label] = totals.get(label, 0) + int(point.value)  # type: ignore[union-attr]
-    return totals
 
 
 def monitor_config(name: str, rate: float, pacing: bool = True, **monitor_kwargs: Any) -> Config:
     reader = InMemoryMetricReader()
     config = Config(name=name, reader=reader)
-
-    def on_result(record: Any, evaluation: Any) -> None:
-        config.scored[0] += 1
-
     config.monitor = gw.Monitor(
         judge=gw.LocalJudge(),
         sampler=gw.RatioSampler(rate),
         meter_provider=MeterProvider(metric_readers=[reader]),
         **discarding_providers(),
-        on_result=on_result,
         max_queue_size=100_000,
         shutdown_on_exit=False,
         **monitor_kwargs,
@@ -384,17 +364,17 @@ def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
             continue
         ok = config.monitor.shutdown(timeout_millis=120_000)
         assert config.reader is not None
-        decisions = _counter(config.reader, "groundwatch.records", "groundwatch.decision")
-        labels = _counter(config.reader, "groundwatch.evaluations", "groundwatch.label")
+        decisions = counter_totals(config.reader, "groundwatch.records", "groundwatch.decision")
+        labels = counter_totals(config.reader, "groundwatch.evaluations", "groundwatch.label")
         sampled = decisions.get("sampled", 0)
         dropped = sum(v for k, v in decisions.items() if k not in ("sampled", "not_sampled"))
         evaluated = sum(labels.values())
         print(
             f"{config.name}: records {sum(decisions.values())}, sampled {sampled}, "
-            f"scored {config.scored[0]} (evaluations {evaluated}: {labels}), "
+            f"scored {evaluated} ({labels}), "
             f"dropped {dropped} {decisions}, shutdown in time: {ok}"
         )
-        if sampled and (config.scored[0] != sampled or dropped or not ok):
+        if sampled and (evaluated != sampled or dropped or not ok):
             problems += 1
     return 1 if problems else 0
 

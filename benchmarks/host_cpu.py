@@ -61,6 +61,7 @@ from _discard import (  # noqa: E402
     discarding_worker_providers,
     without_pacing,
 )
+from _stats import percentile  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
@@ -238,13 +239,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{process_cpu / n * 1e3:.3f} ms"
     )
     if lateness:
-        lateness.sort()
-        p50, p99 = lateness[len(lateness) // 2], lateness[int(len(lateness) * 0.99)]
+        p50, p99 = percentile(lateness, 0.5), percentile(lateness, 0.99)
         pacing = "off" if args.no_pacing else "on"
         print(
             f"probe thread's 1 ms sleeps, late by (pacing {pacing}, {len(lateness)} "
             f"wake-ups): median {p50 * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms, "
-            f"max {lateness[-1] * 1e3:.3f} ms"
+            f"max {max(lateness) * 1e3:.3f} ms"
         )
     print(
         "\n| host thread | CPU per scored record | times it blocked, per scored record |"

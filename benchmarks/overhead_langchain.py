@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         **monitor_kwargs: Any,
     ) -> Variant | None:
         variant = Variant(name, {})
-        reader = InMemoryMetricReader()
+        reader = InMemoryMetricReader() if sdk else None
         try:
             monitor = gw.Monitor(
                 judge,
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                 # default does not do. Without the SDK only the callback can count.
                 **(
                     {**providers, "meter_provider": MeterProvider(metric_readers=[reader])}
-                    if sdk
+                    if reader is not None
                     else {"on_result": variant.on_result}
                 ),
                 **monitor_kwargs,
@@ -314,8 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             variant.control = True
         handler = GroundwatchCallbackHandler(monitor)
         variant.config = {"callbacks": [handler]}
-        variant.monitor, variant.handler = monitor, handler
-        variant.reader = reader if sdk else None
+        variant.monitor, variant.handler, variant.reader = monitor, handler, reader
         return variant
 
     from openinference.instrumentation.langchain import LangChainInstrumentor

@@ -422,17 +422,20 @@ def test_the_worker_does_not_rest_when_a_flush_waits_or_its_queue_fills(
     assert worker._behind()
     worker._stopping = False
     # A flush waiting: the records it waits for are scored without a rest. The worker's loop
-    # is held until the flush has asked for them, so it cannot take one before that (it would
-    # rightly rest then: nothing waits yet).
+    # is held until the flush has asked for them (what Worker.flush posts to it), so it cannot
+    # take one before that (it would rightly rest then: nothing waits yet).
     monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
     assert len(capgw.results()) == 1  # the worker runs; what it rested so far does not count
     del rests.sleeps[:]
-    assert worker._loop is not None
-    gate = threading.Event()
-    worker._loop.call_soon_threadsafe(gate.wait, 30.0)
+    loop = worker._loop
+    assert loop is not None
+    gate, flushed = threading.Event(), threading.Event()
+    loop.call_soon_threadsafe(gate.wait, 30.0)
     for _ in range(10):
         monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
-    threading.Timer(0.2, gate.set).start()  # by then the flush below has asked
+    loop.call_soon_threadsafe(worker._add_flush_waiter, flushed)
+    gate.set()
+    assert flushed.wait(30.0)
     assert len(capgw.results()) == 11
     assert rests.sleeps == []
 

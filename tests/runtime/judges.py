@@ -226,3 +226,60 @@ class RaisingFieldDocument:
     @property
     def metadata(self) -> object:
         return self._read("metadata", {"source": "wiki"})
+
+
+def _malformed(kind: str) -> Judgement:
+    """A ``Judgement`` built past validation (``model_construct``), as a buggy judge makes one."""
+    claim = {"text": "The Eiffel Tower stands 330 metres tall.", "verdict": "supported"}
+    if kind == "claims-not-a-list":
+        return Judgement.model_construct(claims="supported")
+    if kind == "claims-none":
+        return Judgement.model_construct(claims=None)
+    if kind == "claim-a-dict":
+        return Judgement.model_construct(claims=[claim])
+    if kind == "claim-wrong-types":
+        return Judgement.model_construct(claims=[Claim.model_construct(text=5, verdict="maybe")])
+    if kind == "evidence-not-a-list":
+        return Judgement.model_construct(claims=[Claim.model_construct(**claim, evidence="p0")])
+    if kind == "evidence-wrong-types":
+        bad = Evidence.model_construct(passage="0", start=None, end=3.5, quote=7)
+        return Judgement.model_construct(claims=[Claim.model_construct(**claim, evidence=[bad])])
+    if kind == "fields-wrong-types":
+        return Judgement.model_construct(claims=[], model=5, usage="lots", error_type=7)
+    if kind == "error-wrong-types":
+        return Judgement.model_construct(claims=[], error=RuntimeError("x"), error_type=7)
+    raise AssertionError(kind)
+
+
+MALFORMED_KINDS = (
+    "claims-not-a-list",
+    "claims-none",
+    "claim-a-dict",
+    "claim-wrong-types",
+    "evidence-not-a-list",
+    "evidence-wrong-types",
+    "fields-wrong-types",
+    "error-wrong-types",
+)
+
+
+class MalformedJudge(EchoJudge):
+    """EchoJudge, except that an answer ``"BAD <kind>"`` gets a malformed ``Judgement`` of that
+    kind (see :data:`MALFORMED_KINDS`; picklable: for executor="process" too)."""
+
+    name = "malformed"
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        if answer.startswith("BAD "):
+            return _malformed(answer[4:])
+        return super().judge(answer, contexts, question)
+
+
+class AsyncMalformedJudge(MalformedJudge):
+    name = "async-malformed"
+
+    async def judge(  # type: ignore[override]
+        self, answer: str, contexts: Sequence[Passage], question: str | None
+    ) -> Judgement:
+        await asyncio.sleep(0)
+        return MalformedJudge.judge(self, answer, contexts, question)

@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from .._inputs import prepare
-from ..types import Evaluation, Judgement, Passage
+from ..telemetry.semconv import ERROR_INTERNAL
+from ..types import VERDICTS, Claim, Evaluation, Evidence, Judgement, Passage, Usage
 from . import scoring
 from .judges import Judge, LocalJudge
 from .judges._base import call_judge, judgement_from_error
@@ -72,15 +73,82 @@ def score_judgement(
     truncated: bool = False,
 ) -> Evaluation:
     """Score what a judge returned for one prepared answer (anything but a ``Judgement`` is an
-    ``invalid_judgement`` error). Shared by :func:`evaluate` and the runtime's runners."""
+    ``invalid_judgement`` error, a ``Judgement`` built past validation with fields of the wrong
+    shape an ``internal`` one). Shared by :func:`evaluate` and the runtime's runners."""
     if not isinstance(judgement, Judgement):
         judgement = Judgement(
             error=f"judge returned {type(judgement).__name__}, not a Judgement",
             error_type="invalid_judgement",
         )
+    else:
+        problem = malformed(judgement)
+        if problem is not None:
+            judgement = Judgement(
+                error=f"judge returned a malformed Judgement: {problem}"[:500],
+                error_type=ERROR_INTERNAL,
+            )
     return scoring.score(
         judgement, answer, passages, judge_name=judge_name, policy=policy, truncated=truncated
     )
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def _claim_problem(claim: Any) -> str | None:
+    if not isinstance(claim, Claim):
+        return f"a claim is {_kind(claim)}, not a Claim"
+    if not isinstance(claim.text, str):
+        return f"claim text is {_kind(claim.text)}"
+    if claim.verdict not in VERDICTS:
+        return f"claim verdict {claim.verdict!r:.40} is not one of {', '.join(VERDICTS)}"
+    for name in ("start", "end"):
+        value = getattr(claim, name)
+        if value is not None and (type(value) is not int):
+            return f"claim {name} is {_kind(value)}"
+    if not isinstance(claim.reason, str):
+        return f"claim reason is {_kind(claim.reason)}"
+    confidence = claim.confidence
+    if confidence is not None and type(confidence) not in (float, int):
+        return f"claim confidence is {_kind(confidence)}"
+    if type(claim.evidence) is not list:
+        return f"claim evidence is {_kind(claim.evidence)}, not a list"
+    for evidence in claim.evidence:
+        if not isinstance(evidence, Evidence):
+            return f"evidence is {_kind(evidence)}, not an Evidence"
+        for name in ("passage", "start", "end"):
+            value = getattr(evidence, name)
+            if type(value) is not int:
+                return f"evidence {name} is {_kind(value)}"
+        if not isinstance(evidence.quote, str):
+            return f"evidence quote is {_kind(evidence.quote)}"
+    return None
+
+
+def malformed(judgement: Judgement) -> str | None:
+    """What is wrong with a ``Judgement`` whose fields do not have their declared types (one
+    built with ``model_construct``, or changed after validation), or ``None`` when it is well
+    formed. Checked field by field (microseconds), not by validating it again: this runs for
+    every evaluation, on the worker's thread in the host's interpreter."""
+    claims = judgement.claims
+    if type(claims) is not list:
+        return f"claims is {_kind(claims)}, not a list"
+    for name in ("model", "error", "error_type"):
+        value = getattr(judgement, name)
+        if value is not None and not isinstance(value, str):
+            return f"{name} is {_kind(value)}, not a string"
+    usage = judgement.usage
+    if usage is not None and not (
+        isinstance(usage, Usage)
+        and all(type(getattr(usage, n)) is int for n in ("input_tokens", "output_tokens", "calls"))
+    ):
+        return f"usage is {_kind(usage)} with fields of the wrong type"
+    for claim in claims:
+        problem = _claim_problem(claim)
+        if problem is not None:
+            return problem
+    return None
 
 
 def evaluate(

@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from .. import _guard
 from .._inputs import prepare
 from ..judging import scoring
 from ..judging.evaluate import score_judgement
@@ -188,10 +189,24 @@ def scored(
     judge: str,
     policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
 ) -> Evaluation:
-    """Score a judge's result for one prepared record."""
-    return score_judgement(
-        judgement, item.answer, item.passages, judge, policy, truncated=item.truncated
-    )
+    """Score a judge's result for one prepared record. Never raises: whatever goes wrong while
+    scoring (a bug of ours) fails this record as ``internal``, not its batch."""
+    try:
+        return score_judgement(
+            judgement, item.answer, item.passages, judge, policy, truncated=item.truncated
+        )
+    except Exception as exc:
+        _guard.internal_error("scoring", exc, reraise=False)
+        failed = Judgement(
+            error=f"scoring failed: {type(exc).__name__}", error_type=sc.ERROR_INTERNAL
+        )
+        return score_judgement(
+            failed,
+            item.answer,
+            item.passages,
+            judge,
+            truncated=item.truncated,
+        )
 
 
 def error_evaluation(error_type: str, message: str, item: Prepared, judge: str) -> Evaluation:

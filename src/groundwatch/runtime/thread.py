@@ -12,6 +12,7 @@ from typing import Any
 
 from ..judging import scoring
 from ..judging.evaluate import judge_name
+from ..telemetry import semconv as sc
 from .runner import (
     MAX_STUCK_JUDGE_THREADS,
     JudgeSpeed,
@@ -135,6 +136,16 @@ class ThreadRunner:
                 results[i] = (failed, now - int(timeout_s * 1e9), now)
             elif stuck is not None:
                 left.append(i)
+            else:
+                # The thread ended without this record's result (a bug of ours past the guards
+                # of evaluate_prepared): the record fails alone, it is not lost.
+                now = time.time_ns()
+                message = "the judge thread ended before this record was scored"
+                results[i] = (
+                    error_evaluation(sc.ERROR_INTERNAL, message, items[i], self.name),
+                    now,
+                    now,
+                )
         return left
 
     def flush(self, timeout_s: float) -> bool:

@@ -1,0 +1,73 @@
+"""``--concurrency N`` means N worker processes for a CPU-bound (sync) judge, so a local judge
+uses N cores; an async judge (an LLM over the network) keeps N calls in flight on one loop."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from groundwatch.check import cli as check_cli
+from groundwatch.check.cli import GateOptions, run_check
+
+from .conftest import CONTEXT, GROUNDED, INVENTED
+from .process_judges import AsyncPidJudge, PidJudge
+
+
+def _rows(path: Path, n: int) -> Path:
+    with path.open("w", encoding="utf-8") as f:
+        for i in range(n):
+            base = GROUNDED if i % 3 else INVENTED
+            f.write(json.dumps({**base, "id": f"r{i}", "contexts": [CONTEXT]}) + "\n")
+    return path
+
+
+def _models(out: Path) -> list[tuple[str, str]]:
+    lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    return [(x["id"], x["evaluation"]["model"]) for x in lines if x["kind"] == "evaluation"]
+
+
+def test_a_sync_judge_runs_in_n_worker_processes_in_input_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small files stay in this process (an interpreter's start costs more than they do).
+    monkeypatch.setattr(check_cli, "ROWS_PER_PROCESS", 10, raising=False)
+    data = _rows(tmp_path / "rows.jsonl", 120)
+    out = tmp_path / "out.jsonl"
+    code, summary, _ = run_check(
+        data, PidJudge(), GateOptions(max_hallucination_rate=1.0), json_out=out, concurrency=2
+    )
+    assert code == 0 and summary.rows == 120
+    assert summary.labels["hallucinated"] == 40 and summary.labels["grounded"] == 80
+    models = _models(out)
+    assert [name for name, _ in models] == [f"r{i}" for i in range(120)]
+    pids = {model for _, model in models}
+    assert len(pids) == 2, pids
+    assert f"pid-{os.getpid()}" not in pids
+
+
+def test_concurrency_1_and_small_files_judge_in_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check_cli, "ROWS_PER_PROCESS", 10, raising=False)
+    data = _rows(tmp_path / "rows.jsonl", 30)
+    for concurrency, rows in ((1, 30), (4, 5)):
+        small = _rows(tmp_path / f"rows{rows}.jsonl", rows) if rows != 30 else data
+        out = tmp_path / f"out{concurrency}.jsonl"
+        gate = GateOptions(max_hallucination_rate=1.0)
+        run_check(small, PidJudge(), gate, json_out=out, concurrency=concurrency)
+        assert {model for _, model in _models(out)} == {f"pid-{os.getpid()}"}
+
+
+def test_an_async_judge_stays_on_this_process_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check_cli, "ROWS_PER_PROCESS", 10, raising=False)
+    data = _rows(tmp_path / "rows.jsonl", 40)
+    out = tmp_path / "out.jsonl"
+    gate = GateOptions(max_hallucination_rate=1.0)
+    code, summary, _ = run_check(data, AsyncPidJudge(), gate, json_out=out, concurrency=4)
+    assert summary.rows == 40
+    assert {model for _, model in _models(out)} == {f"pid-{os.getpid()}"}

@@ -49,6 +49,8 @@ from .thread import ThreadRunner
 from .worker import RecordSink, Worker
 
 if TYPE_CHECKING:
+    from typing_extensions import Never
+
     from ..integration import MonitorLike
 
 __all__ = ["Monitor", "ResultCallback"]
@@ -91,20 +93,63 @@ def default_sampler(config: _config.RuntimeConfig) -> Sampler:
     return sampler
 
 
-def _invalid_reason(question: Any, contexts: Any, answer: Any, span_context: Any) -> str:
-    """What is wrong with the types ``record()`` was given (no item is read). Called only when
-    the inline check on the request path failed."""
+_NOT_PASSAGES = frozenset({type(None), int, float, complex, bool, bytes, bytearray})
+"""Item types that are never a passage, told apart on the request path by one set lookup (the
+rest, documents included, are read on the worker)."""
+
+
+def _invalid_reason(
+    question: Any,
+    contexts: Any,
+    answer: Any,
+    span_context: Any,
+    route: Any,
+    attributes: Any,
+    always_score: Any,
+    decision: Any,
+) -> str:
+    """What is wrong with the arguments ``record()`` was given (no item is read). Called only
+    when the inline check on the request path failed."""
+    if answer is None:
+        return "answer is missing (record(question=..., contexts=..., answer=...))"
+    if contexts is None:
+        return "contexts is missing (record(question=..., contexts=..., answer=...))"
     if not isinstance(answer, str):
         return f"answer must be a string, got {type(answer).__name__}"
     if question is not None and not isinstance(question, str):
         return f"question must be a string or None, got {type(question).__name__}"
     # A lone mapping or string is one passage given without its list: iterating it would
     # score its keys or characters as passages.
-    if contexts is None or isinstance(contexts, (str, bytes, Mapping)):
+    if isinstance(contexts, (str, bytes, Mapping)) or not hasattr(contexts, "__iter__"):
         return f"contexts must be a list of passages, got {type(contexts).__name__}"
     if span_context is not None and not isinstance(span_context, SpanContext):
         return f"span_context must be a SpanContext, got {type(span_context).__name__}"
+    if route is not None and not isinstance(route, str):
+        return f"route must be a string or None, got {type(route).__name__}"
+    if attributes is not None and not isinstance(attributes, Mapping):
+        return f"attributes must be a mapping or None, got {type(attributes).__name__}"
+    if not isinstance(always_score, bool):
+        return f"always_score must be a bool, got {type(always_score).__name__}"
+    if decision is not None:
+        return f"decision must be a Decision, got {decision!r}"
     return "invalid arguments"
+
+
+def _misuse_reason(args: tuple[Any, ...], unknown: Mapping[str, Any]) -> str:
+    if args:
+        return (
+            f"record() takes keyword arguments only (question=, contexts=, answer=), "
+            f"got {len(args)} positional"
+        )
+    return f"unknown arguments: {', '.join(sorted(unknown))}"
+
+
+def _a_decision(value: Any) -> bool:
+    try:
+        Decision(value)
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 class Monitor:
@@ -271,23 +316,35 @@ class Monitor:
 
     def record(
         self,
-        *,
-        question: str | None,
-        contexts: Sequence[Any],
-        answer: str,
+        *args: Never,
+        question: str | None = None,
+        contexts: Sequence[Any] | None = None,
+        answer: str | None = None,
         span_context: SpanContext | None = None,
         route: str | None = None,
         attributes: Mapping[str, Any] | None = None,
         always_score: bool = False,
         decision: Decision | None = None,
+        **unknown: Never,
     ) -> None:
         """Hand one RAG interaction to the monitor. Returns at once; never raises.
+
+        Every call is counted once in ``groundwatch.records``. A call that cannot be scored as
+        given is never coerced or guessed at: a missing ``answer`` or ``contexts``, a value of
+        the wrong type, positional arguments or an unknown keyword are counted
+        ``groundwatch.decision="error"``, ``error.type="invalid_input"``, with a warning
+        (rate-limited) that names the argument. The passages inside ``contexts`` are read only
+        when the record is sampled: an item that is plainly not a passage (``None``, a number,
+        bytes) is counted the same way then; one that fails when the worker reads it (a
+        document without text) is an evaluation with ``label="error"``,
+        ``error.type="invalid_input"``.
 
         Args:
             question: the user's question, if known.
             contexts: the retrieved passages: strings, :class:`~groundwatch.Passage` objects,
-                mappings with ``text``, LangChain documents or LlamaIndex nodes. Only a shallow
-                copy of the sequence is kept; the items must not be mutated afterwards.
+                mappings with ``text``, LangChain documents or LlamaIndex nodes, in a list (or
+                any iterable but a string or a mapping). Only a shallow copy of the sequence is
+                kept; the items must not be mutated afterwards.
             answer: the generated answer.
             span_context: the span the evaluation belongs to; by default the span current in
                 the caller.
@@ -297,10 +354,22 @@ class Monitor:
             decision: the sampler's decision taken for this interaction with :meth:`decide`
                 (integrations: when its retrieval started); the sampler is not asked again.
         """
+        error_type: str | None
         try:
-            outcome, error_type = self._record(
-                question, contexts, answer, span_context, route, attributes, always_score, decision
-            )
+            if args or unknown:
+                _guard.bad_input("Monitor.record", TypeError(_misuse_reason(args, unknown)))
+                outcome, error_type = Decision.ERROR, sc.ERROR_INVALID_INPUT
+            else:
+                outcome, error_type = self._record(
+                    question,
+                    contexts,
+                    answer,
+                    span_context,
+                    route,
+                    attributes,
+                    always_score,
+                    decision,
+                )
         except Exception as exc:
             outcome, error_type = Decision.ERROR, sc.ERROR_INTERNAL
             self.stats.count_decision(outcome.value, error_type)
@@ -313,11 +382,11 @@ class Monitor:
         question: Any,
         contexts: Any,
         answer: Any,
-        span_context: SpanContext | None,
-        route: str | None,
-        attributes: Mapping[str, Any] | None,
-        always_score: bool,
-        decided: Decision | None,
+        span_context: Any,
+        route: Any,
+        attributes: Any,
+        always_score: Any,
+        decided: Any,
     ) -> tuple[Decision, str | None]:
         if self._shut:
             return Decision.ERROR, sc.ERROR_SHUTDOWN
@@ -326,9 +395,16 @@ class Monitor:
             or (question is not None and not isinstance(question, str))
             or contexts is None
             or isinstance(contexts, (str, bytes, Mapping))
+            or not hasattr(contexts, "__iter__")
             or (span_context is not None and not isinstance(span_context, SpanContext))
+            or (route is not None and not isinstance(route, str))
+            or (attributes is not None and not isinstance(attributes, Mapping))
+            or not isinstance(always_score, bool)
+            or (decided is not None and type(decided) is not Decision and not _a_decision(decided))
         ):
-            reason = _invalid_reason(question, contexts, answer, span_context)
+            reason = _invalid_reason(
+                question, contexts, answer, span_context, route, attributes, always_score, decided
+            )
             _guard.bad_input("Monitor.record", TypeError(reason))
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if span_context is None:
@@ -354,7 +430,7 @@ class Monitor:
             return Decision.NOT_SAMPLED, None
         if not always_score:
             if decided is not None:
-                decision = decided
+                decision = Decision(decided)
             else:
                 try:
                     decision = self.sampler.decide(record)
@@ -366,13 +442,18 @@ class Monitor:
         try:
             # One more than the cap, so the worker still sees (and marks) the truncation without
             # the request path copying a huge or endless sequence.
-            record.contexts = list(islice(contexts, MAX_PASSAGES + 1))
+            copied = record.contexts = list(islice(contexts, MAX_PASSAGES + 1))
             if attributes is not None:
                 record.attributes = dict(attributes)
         except Exception as exc:
             # The caller's objects raised while read (a generator, a lazy document list, a
             # mapping that is not one): their input, not our bug.
             _guard.bad_input("Monitor.record", exc)
+            return Decision.ERROR, sc.ERROR_INVALID_INPUT
+        if not _NOT_PASSAGES.isdisjoint(map(type, copied)):  # one C-level pass
+            i, item = next((i, x) for i, x in enumerate(copied) if type(x) in _NOT_PASSAGES)
+            reason = f"contexts[{i}] must be a string or a passage, got {type(item).__name__}"
+            _guard.bad_input("Monitor.record", TypeError(reason))
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if not self._worker.submit(record):
             return Decision.QUEUE_FULL, None

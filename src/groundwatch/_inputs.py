@@ -223,9 +223,18 @@ def _capped(value: Any, depth: int, budget: _Budget) -> Any:
 
 
 def prepare(
-    answer: Any, contexts: Any, question: Any
+    answer: Any,
+    contexts: Any,
+    question: Any,
+    *,
+    max_answer_chars: int | None = None,
+    max_passage_chars: int | None = None,
+    max_passages: int | None = None,
 ) -> tuple[str, list[Passage], str | None, bool]:
     """Validate and cap the inputs of one evaluation (lone surrogates become U+FFFD).
+
+    The caps default to the environment's (:data:`MAX_ANSWER_CHARS`, :data:`MAX_PASSAGE_CHARS`,
+    :data:`MAX_PASSAGES`); ``groundwatch check`` passes its own options.
 
     Returns ``(answer, passages, question, truncated)``; ``truncated`` also when a passage's
     metadata was cut (:func:`cap_metadata`).
@@ -245,20 +254,23 @@ def prepare(
         raise TypeError(
             f"contexts must be a list of strings or passages, got {type(contexts).__name__}"
         )
+    answer_cap = MAX_ANSWER_CHARS if max_answer_chars is None else max_answer_chars
+    passage_cap = MAX_PASSAGE_CHARS if max_passage_chars is None else max_passage_chars
+    passages_cap = MAX_PASSAGES if max_passages is None else max_passages
     # Only what is kept is converted (one more to tell whether any were cut): a million
     # passages, or an endless iterator, must cost no more than MAX_PASSAGES of them.
     passages = [
-        to_passage(item, i) for i, item in enumerate(itertools.islice(contexts, MAX_PASSAGES + 1))
+        to_passage(item, i) for i, item in enumerate(itertools.islice(contexts, passages_cap + 1))
     ]
     truncated = False
-    answer, cut = cap_text(clean_text(answer), MAX_ANSWER_CHARS)
+    answer, cut = cap_text(clean_text(answer), answer_cap)
     truncated |= cut
-    if len(passages) > MAX_PASSAGES:
-        passages = passages[:MAX_PASSAGES]
+    if len(passages) > passages_cap:
+        passages = passages[:passages_cap]
         truncated = True
     capped: list[Passage] = []
     for p in passages:
-        text, cut = cap_text(clean_text(p.text), MAX_PASSAGE_CHARS)
+        text, cut = cap_text(clean_text(p.text), passage_cap)
         metadata, metadata_cut = cap_metadata(p.metadata)
         truncated |= cut or metadata_cut
         if text is not p.text or metadata is not p.metadata:

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import groundwatch
 
+from .._errors import UsageError
 from ..judging.evaluate import aevaluate, judge_name
 from ..judging.judges import Judge
 from ..types import Evaluation
@@ -45,10 +46,6 @@ WINDOW_PER_WORKER = 4
 DEFAULT_MAX_HALLUCINATION_RATE = 0.0
 """A gate with no options fails on any hallucinated answer: an unchecked default that passes a
 45 % hallucination rate would show a green build over red test cases."""
-
-
-class UsageError(Exception):
-    """A problem with the command line or the environment (exit 2)."""
 
 
 @dataclass(frozen=True)

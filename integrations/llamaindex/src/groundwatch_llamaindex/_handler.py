@@ -192,10 +192,15 @@ def _query_text(value: Any) -> str | None:
 
 
 def _question(bound_args: inspect.BoundArguments) -> str | None:
+    """The question of a root's call; ``None`` when it has none, or none that can be read (the
+    application's message object raised): the query is still recorded, without it."""
     arguments = bound_args.arguments
-    for key in ("str_or_query_bundle", "message", "query"):
-        if key in arguments:
-            return _query_text(arguments[key])
+    try:
+        for key in ("str_or_query_bundle", "message", "query"):
+            if key in arguments:
+                return _query_text(arguments[key])
+    except BaseException as exc:  # the application's code (a property); see _read_result
+        bad_input("llama_index question", exc)
     return None
 
 
@@ -428,8 +433,13 @@ class Capture:
             kind = _kind(instance)
         if kind == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
             # The chat writer has consumed the whole LLM stream; .response is the full text.
+            try:
+                answer = instance.response
+            except BaseException as exc:  # the application's object; see _read_result
+                bad_input("llama_index response", exc)
+                answer = None
             with self._lock:
-                root.answer = instance.response
+                root.answer = answer
                 root.stream = "complete"
                 root.pending -= 1
             self._maybe_finish(root)
@@ -453,9 +463,12 @@ class Capture:
 
     def _root_exit(self, root: _Root, result: Any) -> None:
         # Whatever reading the result does, the query ends below in one counted decision.
+        # _read_result catches what the application's objects raise; what is left is ours.
+        # BaseException too: the dispatcher swallows whatever a handler raises anyway, and a
+        # root left unfinished here would never be counted.
         try:
             streamed = self._read_result(root, result)
-        except Exception as exc:
+        except BaseException as exc:
             streamed = False
             root.error = "internal"
             self.internal_error("span exit", exc)
@@ -470,10 +483,28 @@ class Capture:
         self._maybe_finish(root)
 
     def _read_result(self, root: _Root, result: Any) -> bool:
-        """Take the answer and the source nodes from a root's result; whether it streams."""
-        source_nodes = getattr(result, "source_nodes", None)
+        """Take the answer and the source nodes from a root's result; whether it streams.
+
+        The result is the application's object: reading it runs the application's code (a
+        ``__str__``, a property), which may raise anything, ``BaseException`` included. Such a
+        failure is the caller's bad input, not an error of ours: unreadable source nodes leave
+        the retrieved nodes to score against, an unreadable answer leaves none (``no_answer``).
+        """
+        try:
+            source_nodes = getattr(result, "source_nodes", None)
+        except BaseException as exc:
+            bad_input("llama_index response", exc)
+            source_nodes = None
         if isinstance(source_nodes, list):
             root.source_nodes = source_nodes
+        try:
+            return self._read_answer(root, result)
+        except BaseException as exc:
+            bad_input("llama_index response", exc)
+            root.answer = None
+            return False
+
+    def _read_answer(self, root: _Root, result: Any) -> bool:
         streamed = False
         if isinstance(result, StreamingResponse) and result.response_txt is None:
             streamed = True
@@ -492,13 +523,7 @@ class Capture:
         elif isinstance(result, (StreamingResponse, AsyncStreamingResponse)):
             root.answer = result.response_txt
         elif result is not None:
-            try:
-                root.answer = str(result)  # PydanticResponse and the like
-            except Exception as exc:
-                # The application's response object: its text cannot be read, so there is
-                # no answer to score (counted as no_answer when the query finishes).
-                bad_input("llama_index response", exc)
-                root.answer = None
+            root.answer = str(result)  # PydanticResponse and the like
         return streamed
 
     def stream_end(self, root: _Root, parts: list[str], outcome: BaseException | bool) -> None:
@@ -512,7 +537,7 @@ class Capture:
                     root.stream = "complete" if outcome else "closed"
                 root.pending -= 1
             self._maybe_finish(root)
-        except Exception as exc:
+        except BaseException as exc:
             self.internal_error("stream end", exc)
 
     def _maybe_finish(self, root: _Root) -> None:
@@ -523,8 +548,9 @@ class Capture:
             self._forget_locked(root)
         try:
             self._finish(root)
-        except Exception as exc:
-            # A bug of ours while building the record: the query still gets its one count.
+        except BaseException as exc:
+            # A bug of ours while building the record (or a node whose text raised): the
+            # query still gets its one count.
             self.internal_error("finish", exc)
             if root.binding in self._bindings:
                 root.binding.monitor.record_failure("internal", route=root.binding.route)

@@ -169,6 +169,59 @@ def test_unreachable_redis_never_blocks_or_raises_and_counts_every_record(
     assert len(redis_warnings) == 1, [r.getMessage() for r in redis_warnings]
 
 
+@pytest.mark.parametrize("outage", ["closed port", "stopped server"])
+def test_shutdown_keeps_its_deadline_with_redis_down_and_counts_the_lost_as_transport(
+    capgw: GroundwatchTelemetry, request: pytest.FixtureRequest, outage: str
+) -> None:
+    if outage == "closed port":
+        url, server = f"redis://127.0.0.1:{_free_port()}/0", None
+    else:
+        server = request.getfixturevalue("redis_server")
+        url = server.url
+    # The queue's own retry window (send_timeout_millis) is longer than the shutdown deadline.
+    queue = gw.RedisQueue(url, batch_size=16, send_timeout_millis=60_000)
+    monitor = capgw.monitor(sampler=gw.RatioSampler(1.0), queue=queue)
+    sent = 0
+    if server is not None:
+        for i in range(5):
+            monitor.record(question=f"before{i}", contexts=CONTEXTS, answer=ANSWER)
+        assert monitor.force_flush(10_000)
+        sent = server.client().xlen(STREAM)
+        assert sent == 5
+        server.stop()
+    for i in range(200):  # more than one batch: some wait in the monitor's queue
+        monitor.record(question=f"q{i}", contexts=CONTEXTS, answer=ANSWER)
+    time.sleep(0.3)  # the first batch fails and backs off
+    start = time.monotonic()
+    monitor.shutdown(timeout_millis=1_500)
+    took = time.monotonic() - start
+    assert took < 1.5 + 1.5, f"shutdown(1500 ms) took {took:.1f} s"
+    sampled = capgw.metric_total(sc.METRIC_RECORDS, groundwatch__decision="sampled")
+    transport = capgw.metric_total(sc.METRIC_DROPPED, error__type="transport")
+    assert sampled == 205 if server is not None else 200
+    # Every record Redis did not take is counted, and counted as what it was: a lost Redis.
+    assert transport == sampled - sent == 200
+    assert capgw.metric_total(sc.METRIC_DROPPED, error__type="shutdown") == 0
+
+
+def test_shutdown_does_not_wait_out_the_retry_window_of_a_redis_that_refuses(
+    capgw: GroundwatchTelemetry,
+) -> None:
+    # A deadline of a minute is the most shutdown may take, not what it must take: with Redis
+    # refusing, one last attempt fails at once and there is nothing left to wait for (the
+    # queue's retry window of 30 s is for an outage while the app runs).
+    queue = gw.RedisQueue(f"redis://127.0.0.1:{_free_port()}/0")
+    monitor = capgw.monitor(sampler=gw.RatioSampler(1.0), queue=queue)
+    for i in range(100):
+        monitor.record(question=f"q{i}", contexts=CONTEXTS, answer=ANSWER)
+    time.sleep(0.3)
+    start = time.monotonic()
+    monitor.shutdown(timeout_millis=60_000)
+    took = time.monotonic() - start
+    assert took < 15, f"shutdown took {took:.1f} s with Redis refusing every connection"
+    assert capgw.metric_total(sc.METRIC_DROPPED, error__type="transport") == 100
+
+
 def _entry(record_id: str, question: str = "q") -> dict[str, bytes]:
     record = gw.RagRecord(question, [gw.Passage(text=CONTEXTS[0])], ANSWER, record_id=record_id)
     return {wire.FIELD: wire.encode(record, 0.5, time.time_ns())}
@@ -192,6 +245,49 @@ def test_the_same_record_twice_is_scored_once(
     assert worker.worker.duplicates == 2
     assert spans[0].attributes is not None
     assert spans[0].attributes[sc.GROUNDWATCH_SAMPLING_RATE] == 0.5
+
+
+class HeldJudge(gw.LocalJudge):
+    """A LocalJudge whose calls wait until the test lets them go."""
+
+    def __init__(self, go: threading.Event) -> None:
+        super().__init__()
+        self.go = go
+
+    def judge(self, *args: Any, **kwargs: Any) -> Any:
+        self.go.wait(30)
+        return super().judge(*args, **kwargs)
+
+
+def test_two_workers_taking_copies_of_one_record_score_it_once(
+    capgw: GroundwatchTelemetry, redis_server: RedisServer
+) -> None:
+    # The race of a check then a later mark, made certain: the first copy is being judged (no
+    # record of it in Redis yet) when a second worker takes the resent copy.
+    client = redis_server.client()
+    go = threading.Event()
+    client.xadd(STREAM, _entry("00000000000000aa"))
+    client.xadd(STREAM, _entry("00000000000000cc"))
+    first = InProcessWorker(capgw, redis_server.url, judge=HeldJudge(go), consumer="first")
+    workers = [first]
+    try:
+        # Both held (one judged, one waiting for the judge): the first worker has no room.
+        wait_for(lambda: len(first.worker._held) == 2, 10, "the first worker to hold both")
+        client.xadd(STREAM, _entry("00000000000000aa"))  # the producer resent it
+        second = InProcessWorker(capgw, redis_server.url, judge=HeldJudge(go), consumer="second")
+        workers.append(second)
+        wait_for(
+            lambda: second.worker._held or second.worker.duplicates, 10, "the copy to be taken"
+        )
+    finally:
+        go.set()
+    wait_for(lambda: client.xlen(STREAM) == 0, 30, "the stream to drain")
+    for worker in workers:
+        worker.stop()
+    ids = sorted(str((s.attributes or {})[sc.GROUNDWATCH_RECORD_ID]) for s in capgw.spans())
+    assert ids == ["00000000000000aa", "00000000000000cc"]
+    assert (first.worker.duplicates, second.worker.duplicates) == (0, 1)
+    assert client.xpending(STREAM, "scorers")["pending"] == 0
 
 
 def test_malformed_and_poison_entries_are_dead_lettered_and_counted(

@@ -12,8 +12,11 @@ evaluation is emitted. At-least-once, with nothing lost uncounted:
 - an entry that cannot be read, or that was delivered ``max_deliveries`` times, goes to the
   dead-letter stream and is counted (``groundwatch.evaluations.dropped``, ``error.type``
   ``invalid_input`` or ``internal``);
-- a marker key per record id, set with the acknowledgement, suppresses the second evaluation
-  of an entry that was reclaimed (or sent twice) after it was scored;
+- one marker key per record id suppresses a second evaluation of a record sent twice: the
+  first entry to reach a worker takes the record with an atomic check-and-set (a Lua script),
+  and every other entry of that record id is acknowledged as a duplicate, whether the first is
+  still being scored (here or on another worker) or is done; a reclaimed entry finds the
+  record taken by itself and is scored again (at-least-once);
 - on stop (SIGTERM) it reads no more, finishes what it holds within a deadline and releases
   the rest for others to take at once.
 
@@ -51,6 +54,7 @@ from .redis import DEFAULT_STREAM, MAX_BACKOFF_S, connect, transport_errors
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+    from redis.commands.core import AsyncScript
 
 __all__ = ["StreamWorker"]
 
@@ -62,6 +66,28 @@ RELEASED_IDLE_MS = 86_400_000
 visibility timeout, so the next ``XAUTOCLAIM`` takes them."""
 Taken = tuple[str, RagRecord, float | None]
 """``(entry id, record, sampling rate)``."""
+DONE = b"1"
+"""The marker's value once the record's evaluation is emitted and its entry acknowledged."""
+TAKE_SCRIPT = """
+local taken = {}
+for i, key in ipairs(KEYS) do
+  local mine = 'taken:' .. ARGV[i + 1]
+  local now = redis.call('GET', key)
+  if not now then
+    redis.call('SET', key, mine, 'EX', ARGV[1])
+    taken[i] = 1
+  elseif now == mine then
+    taken[i] = 1
+  else
+    taken[i] = 0
+  end
+end
+return taken
+"""
+"""Take each record for one entry, atomically: ``KEYS`` the markers, ``ARGV`` the marker's
+lifetime then each key's entry id. 1: this entry has the record (taken now, or by this same
+entry before: a redelivery); 0: another entry has it, or it is done (a duplicate). One script,
+so two workers that read copies of a record at once cannot both find it free."""
 
 
 def _decode_entries(raw: Iterable[Any]) -> list[Entry]:
@@ -186,8 +212,8 @@ class StreamWorker:
         self.duplicates = 0
         self.dead_lettered = 0
         self._held: dict[str, float] = {}  # entry id -> when taken
-        self._scoring: set[str] = set()  # record ids taken to be scored, until done
         self._client: Redis | None = None
+        self._take_script: AsyncScript | None = None
         self._room = asyncio.Event()
 
     def _observe_lag(self, options: CallbackOptions) -> Iterable[Observation]:
@@ -200,6 +226,7 @@ class StreamWorker:
         """Consume until ``stop`` is set, then finish or release what is held within
         ``shutdown_timeout_s``. Redis outages are waited out with backoff."""
         self._client = connect(self.url, self.redis_timeout_s + self.block_ms / 1000)
+        self._take_script = self._client.register_script(TAKE_SCRIPT)
         tasks: set[asyncio.Task[None]] = set()
         semaphore = asyncio.Semaphore(self.runner.concurrency)
         side = [
@@ -334,6 +361,10 @@ class StreamWorker:
         deliveries = await self._deliveries([e for e, _ in entries]) if claimed else {}
         good: list[Taken] = []
         for entry_id, fields in entries:
+            if entry_id in self._held:
+                # Reclaimed by this worker while it scores it (a heartbeat came late): it is
+                # neither a new copy to score nor a duplicate to acknowledge.
+                continue
             raw = fields.get(wire.FIELD.encode())
             try:
                 if raw is None:
@@ -348,27 +379,23 @@ class StreamWorker:
                 continue
             good.append((entry_id, doc.to_record(), doc.sampling_rate))
         if good:
-            pipe = self._client.pipeline(transaction=False)
-            for _, record, _ in good:
-                pipe.exists(self._marker(record.record_id))
-            seen = await pipe.execute()
-            fresh: dict[str, Taken] = {}
-            done: list[str] = []
-            for taken, marked in zip(good, seen, strict=True):
-                record_id = taken[1].record_id
-                # Scored already (marker), or being scored here (an earlier copy in flight:
-                # if that one fails it stays pending, so acknowledging this copy loses nothing).
-                if marked or record_id in self._scoring or record_id in fresh:
-                    done.append(taken[0])
-                else:
-                    fresh[record_id] = taken
+            # Checked and marked in one step on Redis: a check here and a mark after scoring
+            # left a window in which two copies (on two workers, or here while the first
+            # finished) both found the record free and were both scored.
+            assert self._take_script is not None
+            mine = await self._take_script(
+                keys=[self._marker(record.record_id) for _, record, _ in good],
+                args=[self.dedup_ttl_s, *(entry_id for entry_id, _, _ in good)],
+            )
+            done = [t[0] for t, ok in zip(good, mine, strict=True) if not int(ok)]
+            good = [t for t, ok in zip(good, mine, strict=True) if int(ok)]
             if done:
+                # Another entry has the record: if it fails it stays pending and is taken
+                # over, so acknowledging this copy loses nothing. Had this acknowledgement
+                # failed, the round fails: the entries taken stay pending, and their own
+                # redelivery finds the record still theirs.
                 self.duplicates += len(done)
                 await self._ack(done)
-            # Only now: had the acknowledgement failed, none of these would be scored, and a
-            # later copy must not be taken for one in flight.
-            self._scoring.update(fresh)
-            good = list(fresh.values())
         # Held (heartbeat, release) only once they are to be scored: if this round fails on
         # the way, its entries stay pending and another round reclaims them.
         now = time.monotonic()
@@ -414,8 +441,6 @@ class StreamWorker:
             for entry_id, _, _ in batch:
                 self._held.pop(entry_id, None)
         finally:
-            for _, record, _ in batch:
-                self._scoring.discard(record.record_id)
             semaphore.release()
             self._room.set()
 
@@ -431,7 +456,7 @@ class StreamWorker:
         while True:
             pipe = self._client.pipeline(transaction=False)
             for record_id in record_ids:
-                pipe.set(self._marker(record_id), b"1", ex=self.dedup_ttl_s)
+                pipe.set(self._marker(record_id), DONE, ex=self.dedup_ttl_s)
             pipe.xack(self.stream, self.group, *entry_ids)
             pipe.xdel(self.stream, *entry_ids)
             try:

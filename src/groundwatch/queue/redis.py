@@ -133,6 +133,12 @@ class RedisQueue:
         self._client: Redis | None = None
         self._watching: asyncio.Task[None] | None = None
         self._delay = 0.0
+        self.down = False
+        """The last attempt to reach Redis failed: records lost at shutdown are counted
+        ``transport`` (Redis was the reason), not ``shutdown``."""
+        self._closing = False
+        self._given_up = False  # shutdown began and Redis failed since
+        self._wake: asyncio.Event | None = None
 
     def __repr__(self) -> str:
         # The URL may carry a password.
@@ -150,38 +156,41 @@ class RedisQueue:
 
     async def send(self, records: list[RagRecord]) -> None:
         """Encode and send ``records``; counts what cannot be sent. Raises only
-        ``asyncio.CancelledError`` (shutdown), after counting what it still held."""
+        ``asyncio.CancelledError`` (shutdown's deadline), after counting what it still held."""
         stats = self._stats
         assert stats is not None, "RedisQueue.send before attach"
         entries = self._encode(records, stats)
+        try:
+            await self._send(entries, stats)
+        except asyncio.CancelledError:
+            # Wherever the deadline found it (sending, backing off): what it held is lost.
+            if entries:
+                error_type = sc.ERROR_TRANSPORT if self.down else sc.ERROR_SHUTDOWN
+                stats.count_dropped(error_type, len(entries))
+            raise
+
+    async def _send(self, entries: list[bytes], stats: Stats) -> None:
+        """Send until sent, then clear ``entries``; or count them dropped and clear them."""
         deadline = time.monotonic() + self.send_timeout_s
-        failing = False
         while entries:
+            if self._given_up:
+                # Shutdown began and Redis failed since: what is left is not tried again.
+                self._drop(entries, stats, "Redis was unreachable at shutdown")
+                return
             try:
                 await asyncio.wait_for(self._xadd(entries), self.send_timeout_s)
+                self.down = False
                 self._delay = 0.0
+                entries.clear()
                 return
-            except asyncio.CancelledError:
-                stats.count_dropped(
-                    sc.ERROR_TRANSPORT if failing else sc.ERROR_SHUTDOWN, len(entries)
-                )
-                raise
             except transport_errors() as exc:
-                failing = True
+                self.down = True
                 await self._forget_client()
                 self._delay = min(MAX_BACKOFF_S, max(0.05, self._delay * 2))
                 pause = self._delay * random.uniform(0.5, 1.0)
-                if time.monotonic() + pause > deadline:
-                    stats.count_dropped(sc.ERROR_TRANSPORT, len(entries))
-                    _guard.warning(
-                        "redis queue",
-                        "groundwatch: %d records could not be sent to Redis stream %r and are "
-                        "counted as dropped (error.type=transport): %s: %s",
-                        len(entries),
-                        self.stream,
-                        type(exc).__name__,
-                        exc,
-                    )
+                if self._closing or time.monotonic() + pause > deadline:
+                    self._given_up = self._closing
+                    self._drop(entries, stats, f"{type(exc).__name__}: {exc}")
                     return
                 _guard.warning(
                     "redis queue",
@@ -191,7 +200,30 @@ class RedisQueue:
                     type(exc).__name__,
                     exc,
                 )
-                await asyncio.sleep(pause)
+                # The backoff ends early when shutdown begins: one last try, then no retries.
+                wake = self._wake = self._wake or asyncio.Event()
+                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                    await asyncio.wait_for(wake.wait(), pause)
+
+    def _drop(self, entries: list[bytes], stats: Stats, why: str) -> None:
+        stats.count_dropped(sc.ERROR_TRANSPORT, len(entries))
+        _guard.warning(
+            "redis queue",
+            "groundwatch: %d records could not be sent to Redis stream %r and are "
+            "counted as dropped (error.type=transport): %s",
+            len(entries),
+            self.stream,
+            why,
+        )
+        entries.clear()
+
+    def close_soon(self) -> None:
+        """Shutdown began (on the monitor's worker loop): a batch backing off tries once more
+        at once, and after a failure nothing is retried, so that shutdown does not wait out
+        the retry window of a Redis that is down; what is not sent is counted ``transport``."""
+        self._closing = True
+        if self._wake is not None:
+            self._wake.set()
 
     def _encode(self, records: list[RagRecord], stats: Stats) -> list[bytes]:
         entries: list[bytes] = []
@@ -264,3 +296,5 @@ class RedisQueue:
         self._watching = None
         self.full = False
         self._delay = 0.0
+        self.down = False
+        self._wake = None

@@ -78,6 +78,9 @@ class RecordSink(Protocol):
     batch_size: int
     full: bool
     """Read by :meth:`Worker.submit`: ``True`` turns records away as ``queue_full``."""
+    down: bool
+    """The last delivery failed: records the worker drops at shutdown are counted
+    ``transport`` (the destination was the reason), not ``shutdown``."""
 
     async def send(self, records: list[RagRecord]) -> None:
         """Deliver the batch; raises only ``asyncio.CancelledError``, after counting."""
@@ -85,6 +88,11 @@ class RecordSink(Protocol):
 
     def attach(self, stats: Stats, sampling_rate: Callable[[RagRecord], float | None]) -> None:
         """Called once by the owning monitor: where to count, and each record's rate."""
+        ...
+
+    def close_soon(self) -> None:
+        """Shutdown began (called on the worker's loop): stop retrying a failing destination,
+        so that shutdown's deadline is not spent waiting for it."""
         ...
 
     async def aclose(self) -> None: ...
@@ -201,7 +209,7 @@ class Worker:
                 if self.sink is not None:
                     loop.run_until_complete(self.sink.aclose())
                 # A task cancelled before its first step never ran _run_batch's handlers.
-                self.stats.count_dropped(sc.ERROR_SHUTDOWN, len(self._inflight))
+                self.stats.count_dropped(self._lost_as(), len(self._inflight))
                 self._inflight.clear()
                 self._drain_dropped()
             finally:
@@ -401,7 +409,12 @@ class Worker:
             except IndexError:
                 break
             n += 1
-        self.stats.count_dropped(sc.ERROR_SHUTDOWN, n)
+        self.stats.count_dropped(self._lost_as(), n)
+
+    def _lost_as(self) -> str:
+        """Why queued records are dropped at shutdown: the sink's lost destination, if it is
+        down, else the deadline."""
+        return sc.ERROR_TRANSPORT if self.sink is not None and self.sink.down else sc.ERROR_SHUTDOWN
 
     def _stop_on_loop(self) -> None:
         self._stopping = True
@@ -420,6 +433,9 @@ class Worker:
             self._stopped = True
         if already:
             return True
+        if self.sink is not None and self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # loop closed
+                self._loop.call_soon_threadsafe(self.sink.close_soon)
         flushed = self.flush(timeout_s)
         loop, thread = self._loop, self._thread
         joined = True

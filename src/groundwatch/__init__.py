@@ -2,6 +2,7 @@
 
 import logging
 
+from ._config import ConfigWarning
 from .alerts import Alert, AlertingHook, DropDetector
 from .judging.evaluate import aevaluate, evaluate
 from .judging.judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge, SemanticJudge
@@ -28,6 +29,7 @@ __all__ = [
     "AlertingHook",
     "CascadeJudge",
     "Claim",
+    "ConfigWarning",
     "Decision",
     "DropDetector",
     "Evaluation",

@@ -79,13 +79,13 @@ def add_parser(subparsers: Any) -> None:
     g = p.add_argument_group("receiver")
     g.add_argument(
         "--host",
-        default=e.env_str(e.SERVE_HOST, e.DEFAULT_SERVE_HOST),
+        default=e.env_host(e.SERVE_HOST, e.DEFAULT_SERVE_HOST),
         help=f"address to listen on ({e.SERVE_HOST})",
     )
     g.add_argument(
         "--port",
         type=int,
-        default=e.env_int(e.SERVE_PORT, e.DEFAULT_SERVE_PORT, lo=0),
+        default=e.env_int(e.SERVE_PORT, e.DEFAULT_SERVE_PORT, lo=0, hi=65535),
         help=(
             "port to listen on; 0 picks a free one. Not OTLP's 4318: the Collector that "
             f"forwards to serve usually listens there, on the same host ({e.SERVE_PORT})"
@@ -169,7 +169,7 @@ def add_parser(subparsers: Any) -> None:
     )
     g.add_argument(
         "--route-attribute",
-        default=e.env_str(e.SERVE_ROUTE_ATTRIBUTE, None),
+        default=e.env_name(e.SERVE_ROUTE_ATTRIBUTE, None),
         metavar="ATTRIBUTE",
         help=(
             "span or resource attribute naming an interaction's route; the root's "

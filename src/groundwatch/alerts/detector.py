@@ -29,9 +29,15 @@ Each series has two triggers:
    -- or that degrades slowly still alerts.
 
 Hysteresis: a series fires once per episode and resolves once. While firing, the CUSUM is capped
-at ``2h`` and the episode resolves when it has drained back to zero (evidence has swung back to the
-baseline by twice the alarm threshold: at the baseline rate about 150 evaluations with the
-defaults) *and* the windowed mean is back inside its floor by ``floor_margin``.
+at ``2h``; the episode resolves when it has drained back to zero (evidence has swung back to the
+baseline by twice the alarm threshold), the windowed mean is back inside its floor by
+``floor_margin``, *and* the mean of the last ``floor_window`` evaluations has stayed on the
+baseline's side of the CUSUM's indifference level (``mu0 - k sigma0`` for a mean, the rate at
+which the rate CUSUM does not move on average) for ``floor_window`` evaluations in a row. The last
+condition holds an alert through a drop that shows in few answers (one in eight contradicts its
+context): the runs of good answers inside such a drift drain the statistic, but the recent mean
+stays past the indifference level. With the defaults an episode resolves about 170 evaluations
+after a rate returns to its baseline (median; 110 for a mean).
 
 The baseline is frozen after warm-up by default. With ``adapt_halflife`` set, it keeps learning
 slowly (an exponentially weighted mean with that half-life, in evaluations) from every evaluation
@@ -267,6 +273,16 @@ class RateDesign:
     def step(self, x: float) -> int:
         return self.up if x >= 0.5 else -self.down
 
+    @property
+    def indifference(self) -> float:
+        """The rate at which the statistic does not move on average (between ``p0`` and
+        ``p1``): above it, evidence for the rise builds up; below it, it drains."""
+        return self.down / (self.up + self.down)
+
+    def in_control(self, mean: float) -> bool:
+        """Whether a recent rate is on the baseline's side of :attr:`indifference`."""
+        return mean < self.indifference
+
     def arl(self, p: float) -> float:
         """Run length from zero when the true rate is ``p``."""
         return cusum_arl({self.up: p, -self.down: 1.0 - p}, self.h)
@@ -314,6 +330,16 @@ class MeanDesign:
         z = min(max(z, -_MEAN_CLAMP_SIGMAS), _MEAN_CLAMP_SIGMAS)
         return round((z - self.k) / _MEAN_GRID)
 
+    @property
+    def indifference(self) -> float:
+        """The mean at which the statistic does not move on average: ``k`` standard
+        deviations below the baseline, half way to the drop the design is tuned for."""
+        return self.mu0 - self.k * self.sigma0
+
+    def in_control(self, mean: float) -> bool:
+        """Whether a recent mean is on the baseline's side of :attr:`indifference`."""
+        return mean > self.indifference
+
 
 # --------------------------------------------------------------------------------------------
 # The detector
@@ -337,6 +363,7 @@ class _Series:
     fired_method: Literal["cusum", "floor"] = "cusum"
     cusum_hot: bool = False
     floor_hot: bool = False
+    settled_n: int = 0  # evaluations in a row that a firing series has looked recovered
     seen: int = 0
     adapt_value: float | None = None
     design_value: float | None = None
@@ -621,6 +648,8 @@ class DropDetector:
 
     def _transition(self, s: _Series) -> Callable[[float], Alert] | None:
         hot = s.cusum_hot or s.floor_hot
+        if hot:
+            s.settled_n = 0
         if hot and not s.firing:
             s.firing = True
             method: Literal["cusum", "floor"] = "cusum" if s.cusum_hot else "floor"
@@ -631,8 +660,9 @@ class DropDetector:
                 n = len(s.window)
                 current = s.window_sum / n
             s.recovery_sum, s.recovery_n = 0.0, 0
+            s.settled_n = 0
             return self._make(s, "fired", method, current, n)
-        if s.firing and not hot:
+        if s.firing and not hot and self._settled(s):
             s.firing = False
             if s.fired_method == "cusum" and s.recovery_n > 0:
                 # The evaluations that drained the statistic: how the series looks now.
@@ -642,6 +672,26 @@ class DropDetector:
                 current = s.window_sum / n
             return self._make(s, "resolved", s.fired_method, current, n)
         return None
+
+    def _settled(self, s: _Series) -> bool:
+        """Whether a firing series whose statistic has drained (and floor cleared) resolves
+        now: the mean of its last ``floor_window`` evaluations has been on the baseline's side
+        of the CUSUM's indifference level for ``floor_window`` evaluations in a row.
+
+        The drained statistic alone is not enough: a drop that shows in few answers (one in
+        eight contradicts its context) leaves runs of good ones in the middle of the drift,
+        and each such run drains the statistic; the recent mean stays past the indifference
+        level while the drift lasts, all but for a short lucky stretch, which the run of
+        ``floor_window`` rules out. Without a baseline yet (a floor alert during warm-up) the
+        floor's own margin is the hysteresis."""
+        design = s.design
+        if design is None or not s.window:
+            return True
+        if design.in_control(s.window_sum / len(s.window)):
+            s.settled_n += 1
+        else:
+            s.settled_n = 0
+        return s.settled_n >= self.floor_window
 
     def _make(
         self,

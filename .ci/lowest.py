@@ -24,7 +24,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 INTEGRATIONS = ("integrations/langchain", "integrations/llamaindex")
-OWN = {"groundwatch", "groundwatch-langchain", "groundwatch-llamaindex"}
+OWN = {"groundwatch", "groundwatch-langchain", "groundwatch-llamaindex", "groundwatch-minilm"}
 
 
 def _requirements(core_only: bool) -> list[str]:

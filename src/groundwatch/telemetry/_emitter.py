@@ -220,7 +220,7 @@ class MetricBatch:
 
     def __init__(self, instruments: _Instruments) -> None:
         self.instruments = instruments
-        self.evaluations: Counter[tuple[tuple[str, str], ...]] = Counter()
+        self.evaluations: Counter[tuple[tuple[str, Any], ...]] = Counter()
         self.claims: Counter[tuple[tuple[str, str], ...]] = Counter()
 
     def flush(self) -> None:
@@ -512,13 +512,23 @@ class Telemetry:
             ((sc.GROUNDWATCH_ROUTE, route),) if route is not None else ()
         )
         duration_attrs: dict[str, str] = {sc.GROUNDWATCH_JUDGE: judge}
+        # A cut input is counted where scores are: a dashboard sums
+        # groundwatch_evaluations_total{groundwatch_truncated="true"} beside the labels.
+        cut_key: tuple[tuple[str, Any], ...] = (
+            ((sc.GROUNDWATCH_TRUNCATED, True),) if evaluation.truncated else ()
+        )
         if evaluation.label == "error":
             error_type = evaluation.error_type or "error"
-            key = ((sc.GROUNDWATCH_LABEL, "error"), *route_key, (sc.ERROR_TYPE, error_type))
+            key = (
+                (sc.GROUNDWATCH_LABEL, "error"),
+                *route_key,
+                (sc.ERROR_TYPE, error_type),
+                *cut_key,
+            )
             batch.evaluations[key] += 1
             duration_attrs[sc.ERROR_TYPE] = error_type
         else:
-            key = ((sc.GROUNDWATCH_LABEL, evaluation.label), *route_key)
+            key = ((sc.GROUNDWATCH_LABEL, evaluation.label), *route_key, *cut_key)
             batch.evaluations[key] += 1
         for verdict, n in counts.items():
             if n:

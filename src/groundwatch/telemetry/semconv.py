@@ -35,6 +35,8 @@ GROUNDWATCH_DECISION: Final = "groundwatch.decision"
 GROUNDWATCH_RECORD_ID: Final = "groundwatch.record.id"
 GROUNDWATCH_EVIDENCE_REJECTED: Final = "groundwatch.evidence.rejected"
 GROUNDWATCH_TRUNCATED: Final = "groundwatch.truncated"
+"""``true`` when the record's inputs were cut to the size caps before judging: on the evaluation
+span and on its ``groundwatch.evaluations`` point (absent when nothing was cut)."""
 GROUNDWATCH_COMPONENT: Final = "groundwatch.component"
 """Where an internal error happened (``groundwatch.errors``): ``record``, ``on_result``, ..."""
 

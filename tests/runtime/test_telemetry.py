@@ -338,3 +338,19 @@ def test_a_truncated_record_is_marked_on_its_span_and_counted(
     assert truncated == 2, points
     assert sum(v for _, v in points) == 3
     assert capgw.metric_total(sc.METRIC_EVALUATIONS, groundwatch__truncated=True) == 2  # type: ignore[arg-type]
+
+
+def test_monitor_stats_print_as_counts(capgw: GroundwatchTelemetry) -> None:
+    monitor = capgw.monitor(judge=EchoJudge(), sampler=gw.RatioSampler(1.0))
+    assert str(monitor.stats) == "Stats(records: none yet; dropped: none; queue: 0)"
+    for _ in range(3):
+        monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    monitor.record(answer=GOOD)  # no contexts: invalid_input
+    monitor.stats.count_dropped(sc.ERROR_SHUTDOWN, 2)
+    capgw.flush()
+    text = str(monitor.stats)
+    assert text == (
+        "Stats(records: 4 (sampled 3, error/invalid_input 1); dropped: 2 (shutdown 2); queue: 0)"
+    )
+    assert repr(monitor.stats) == text
+    assert "object at 0x" not in f"{monitor.stats}"

@@ -96,6 +96,33 @@ class Stats:
         with self.lock:
             return dict(self.decisions), dict(self.dropped)
 
+    def __repr__(self) -> str:
+        """The counts, for a person at a prompt or in a log line: ``Stats(records: 4 (sampled
+        3, error/invalid_input 1); dropped: 2 (shutdown 2); queue: 0)``."""
+        decisions, dropped = self.snapshot()
+        records = {
+            f"{decision}/{error_type}" if error_type else decision: n
+            for (decision, error_type), n in decisions.items()
+        }
+        try:
+            queue = str(self.queue_size())
+        except Exception:  # a repr must not raise
+            queue = "?"
+        return (
+            f"Stats(records: {_counts(records, 'none yet')}; dropped: {_counts(dropped, 'none')}; "
+            f"queue: {queue})"
+        )
+
+
+def _counts(counts: Mapping[str, int], empty: str) -> str:
+    """``4 (sampled 3, error/invalid_input 1)``: the total, then each count, largest first."""
+    if not counts:
+        return empty
+    parts = ", ".join(
+        f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    return f"{sum(counts.values())} ({parts})"
+
 
 class _Instruments:
     _by_provider: ClassVar[weakref.WeakKeyDictionary[Any, _Instruments]] = (

@@ -23,7 +23,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             packages.update(found.group(1).split())
     if skipped:
         terminalreporter.write_line(
-            f"{skipped} test{'s' * (skipped != 1)} skipped for want of system tools; install them as CI does: "
-            f"sudo {SYSTEM_TOOL_HINT} {' '.join(sorted(packages))}",
+            f"{skipped} test{'s' * (skipped != 1)} skipped for want of system tools; "
+            f"install them as CI does: sudo {SYSTEM_TOOL_HINT} {' '.join(sorted(packages))}",
             yellow=True,
         )

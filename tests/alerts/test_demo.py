@@ -64,6 +64,8 @@ def test_demo_runs_and_alerts() -> None:
     assert "Worst answers:" in text and "- unsupported:" in text
     assert "sampled " in text and " of 60 requests, scored " in text
     assert "the first alert fired at request" in text
+    # What is still firing when the run ends is said, after the first alert's line.
+    assert "Still firing at the end: " in text or "No alert is firing at the end" in text
     assert "went to: in-memory exporters in this process" in text
     assert "OTEL_EXPORTER_OTLP_ENDPOINT" in text
     # Seeded: the same run again gives the same output, timings aside: the progress lines show

@@ -502,6 +502,38 @@ def _fmt(x: float | None, pct: bool = False) -> str:
     return f"{100 * x:.1f}%" if pct else f"{x:.3f}"
 
 
+def _badness(s: Scored) -> tuple[int, float, float, int]:
+    """Sort key of the worst answers: an answer that contradicts its context before one the
+    context merely does not back, then by faithfulness, groundedness and request."""
+    ev = s.evaluation
+    contradicts = any(c.verdict == "contradicted" for c in ev.claims)
+    faithfulness = 1.0 if ev.faithfulness is None else ev.faithfulness
+    groundedness = 0.0 if ev.groundedness is None else ev.groundedness
+    return (0 if contradicts else 1, faithfulness, groundedness, s.request)
+
+
+def still_firing(alerts: Sequence[tuple[int, Alert]]) -> str:
+    """One line naming the alerts that fired and did not resolve, with the request (0-based
+    in ``alerts``) that fired each, per route."""
+    firing: dict[tuple[str | None, str], int] = {}
+    for request, alert in alerts:
+        key = (alert.route, alert.score)
+        if alert.kind == "fired":
+            firing[key] = request
+        else:
+            firing.pop(key, None)
+    if not firing:
+        return "No alert is firing at the end" + (": every one resolved." if alerts else ".")
+    routes: dict[str | None, list[str]] = {}
+    for (route, score), request in firing.items():
+        routes.setdefault(route, []).append(f"{score} (since request {request + 1})")
+    parts = [
+        ", ".join(names) + (f", on route {route!r}" if route is not None else ", on all traffic")
+        for route, names in routes.items()
+    ]
+    return "Still firing at the end: " + "; ".join(parts) + "."
+
+
 def summary(results: Sequence[Scored], drift_at: int, sampled: int, requests: int) -> list[str]:
     """The final table: overall, before and after the drift, plus the worst answers."""
     lines = []
@@ -541,7 +573,7 @@ def summary(results: Sequence[Scored], drift_at: int, sampled: int, requests: in
     lines.append(f"sampled {sampled} of {requests} requests, scored {len(results)}")
     worst = sorted(
         (s for s in results if s.evaluation.label == "hallucinated"),
-        key=lambda s: (s.evaluation.groundedness or 0.0, s.request),
+        key=_badness,
     )[:3]
     if worst:
         lines.append("")
@@ -662,6 +694,8 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(f"Drift began after request {drift_at}; no alert fired in this run.")
+    if fired:
+        print(still_firing(collector.alerts))
 
     monitor.shutdown(timeout_millis=10_000)
     n_spans = len(tel.spans.get_finished_spans())

@@ -64,7 +64,7 @@ def test_exit_2_for_bad_rows_names_row_and_field_and_checks_the_rest(tmp_path: P
     proc = run_cli(data, "--json", out, "--max-hallucination-rate", "1")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "row 2: field 'answer': missing" in proc.stderr
-    assert "row 3: field '(line)': not valid JSON" in proc.stderr
+    assert "row 3: not valid JSON: the line ends before the JSON object is closed" in proc.stderr
     assert "row 4: field 'contexts': expected a list of passages, got a string" in proc.stderr
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [(r["kind"], r["row"]) for r in lines[:-1]] == [
@@ -132,6 +132,7 @@ def test_junit_has_one_case_per_answer_and_failures_list_claims(tmp_path: Path) 
         "row 4",
         "gate: hallucination rate",
         "gate: judge errors",
+        "gate: truncated inputs",
     ]
     assert cases["ok"].find("failure") is None
     failure = cases["invented"].find("failure")
@@ -146,7 +147,7 @@ def test_junit_has_one_case_per_answer_and_failures_list_claims(tmp_path: Path) 
     assert cases["gate: hallucination rate"].find("failure") is not None
     # The counts on the root elements match the cases.
     for element in (root, suite):
-        assert element.get("tests") == "6"
+        assert element.get("tests") == "7"
         assert element.get("failures") == "2"
         assert element.get("errors") == "1"
         assert element.get("skipped") == "1"
@@ -209,7 +210,7 @@ def test_golden_set_gate_from_the_readme(golden_set: Path, tmp_path: Path) -> No
     assert {r["expected"] for r in evaluations} == {"faithful", "hallucinated"}
     assert sum(any("\u4e00" <= ch <= "\u9fff" for ch in r["answer"]) for r in evaluations) == 5
     assert "balanced accuracy" in proc.stdout
-    assert ET.parse(tmp_path / "g.xml").getroot().get("tests") == "15"  # 12 answers + 3 gates
+    assert ET.parse(tmp_path / "g.xml").getroot().get("tests") == "16"  # 12 answers + 4 gates
     assert (tmp_path / "g.html").read_text("utf-8").count('<article class="case"') == 12
     # With loose thresholds the same set passes.
     assert run_cli(golden_set, "--max-hallucination-rate", "1").returncode == 0

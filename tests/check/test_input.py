@@ -40,11 +40,11 @@ def test_jsonl_row_numbers_are_line_numbers_and_blank_lines_are_skipped(tmp_path
         ({"answer": "a", "contexts": ["x"], "question": 5}, "question", "got a number"),
         ({"answer": "a", "contexts": ["x"], "label": "maybe"}, "label", "unknown label 'maybe'"),
         ({"answer": "a", "contexts": ["x"], "id": {"a": 1}}, "id", "got an object"),
-        ([1, 2], "(line)", "expected a JSON object, got a list"),
+        ([1, 2], None, "expected a JSON object, got a list"),
     ],
 )
 def test_jsonl_bad_rows_name_the_field(
-    tmp_path: Path, row: object, field: str, message: str
+    tmp_path: Path, row: object, field: str | None, message: str
 ) -> None:
     data = tmp_path / "bad.jsonl"
     data.write_text(json.dumps(GROUNDED) + "\n" + json.dumps(row) + "\n", encoding="utf-8")

@@ -34,8 +34,9 @@ def test_junit_stays_valid_xml_with_control_characters_and_markup(tmp_path: Path
     failure = cases[0].find("failure")
     assert failure is not None and "<tags> ]]>" in (failure.text or "")
     assert cases[1].get("name") == "row 2"
-    # the answer, the bad row, and two gate cases (hallucination rate failed, judge errors passed)
-    assert root.get("tests") == "4" and root.get("errors") == "1" and root.get("failures") == "2"
+    # the answer, the bad row, and three gate cases (hallucination rate failed, judge errors and
+    # truncated inputs passed)
+    assert root.get("tests") == "5" and root.get("errors") == "1" and root.get("failures") == "2"
 
 
 def test_json_lines_round_trip_unicode(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ def test_means_and_rate_are_over_scored_answers_only() -> None:
     assert s.histogram_groundedness == [1, 0, 1, 0, 0, 0, 0, 0, 0, 1]
     names = {t.name: t.passed for t in s.thresholds(max_hallucination_rate=0.34)}
     # The judge error fails the gate even though the rate passes.
-    assert names == {"hallucination rate": True, "judge errors": False}
+    assert names == {"hallucination rate": True, "judge errors": False, "truncated inputs": True}
     assert all(t.passed for t in s.thresholds(max_hallucination_rate=0.34, max_errors=1))
 
 
@@ -40,7 +40,7 @@ def test_thresholds_fail_when_nothing_was_scored() -> None:
     s = CheckSummary()
     s.add(_row(1), _ev("no_claims"))
     results = s.thresholds(min_groundedness=0.5, max_hallucination_rate=0.5)
-    assert [t.passed for t in results] == [False, False, True]
+    assert [t.passed for t in results] == [False, False, True, True]
     assert "no scored answer" in results[0].text
 
 
@@ -49,11 +49,11 @@ def test_threshold_boundaries_are_inclusive() -> None:
     s.add(_row(1), _ev("grounded", 1.0, 0.7))
     s.add(_row(2), _ev("hallucinated", 0.5, 0.5, bad=1))
     results = s.thresholds(min_faithfulness=0.75, min_groundedness=0.6, max_hallucination_rate=0.5)
-    assert [t.passed for t in results] == [True, True, True, True]
+    assert [t.passed for t in results] == [True, True, True, True, True]
     results = s.thresholds(
         min_faithfulness=0.76, min_groundedness=0.61, max_hallucination_rate=0.49
     )
-    assert [t.passed for t in results] == [False, False, False, True]
+    assert [t.passed for t in results] == [False, False, False, True, True]
 
 
 def test_balanced_accuracy_and_confusion() -> None:

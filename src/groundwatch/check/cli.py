@@ -1,18 +1,28 @@
 """``groundwatch check FILE``: the offline gate for CI.
 
 Scores every answer of a JSONL or CSV file, prints a summary, writes the requested reports and
-exits 0 when every threshold is met, 1 when one failed, 2 on bad input.
+exits 0 when every threshold is met, 1 when one failed (or the run failed), 2 on bad input or
+a bad command line.
 
-The file is streamed: a bounded window of rows is in flight at a time (``--concurrency`` of them
-being judged), results are handed to the summary and the report writers in input order, and
-nothing per row is kept once written, so memory stays flat however long the file.
+The file is streamed: a bounded window of rows is in flight at a time, results are handed to the
+summary and the report writers in input order, and nothing per row is kept once written, so
+memory stays flat however long the file.
+
+Where the judging runs is the runtime's business (:mod:`groundwatch.runtime`): a sync judge (the
+local judge: CPU-bound) in ``--concurrency`` worker processes of the runtime's process executor,
+so N processes use N cores; an async judge (an LLM over the network) with ``--concurrency`` calls
+in flight on this process's loop. A small file, or ``--concurrency 1``, judges in this process:
+starting an interpreter costs more than judging a hundred short answers.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import io
+import math
 import os
 import sys
 import time
@@ -24,11 +34,17 @@ from typing import IO, Any
 
 import groundwatch
 
+from .. import _config, _errors
 from .._errors import UsageError
-from ..judging.evaluate import aevaluate, judge_name
+from ..judging import scoring
+from ..judging.evaluate import judge_name
 from ..judging.judges import Judge
+from ..runtime.asyncjudge import AsyncRunner
+from ..runtime.monitor import runner_for
+from ..runtime.process import LazyEvaluation
+from ..runtime.runner import Prepared, Result, Runner
 from ..types import Evaluation
-from .input import InputFileError, InvalidRow, Row, count_rows, read_rows
+from .input import Caps, InputFileError, InvalidRow, Row, count_rows, read_rows
 from .outputs import JsonLinesWriter, JUnitWriter, Sink
 from .report import DEFAULT_MAX_CASES_PER_LABEL, HtmlReportWriter
 from .summary import CheckSummary, Threshold
@@ -41,6 +57,18 @@ EXIT_INTERRUPTED = 130
 DEFAULT_CONCURRENCY = 4
 WINDOW_PER_WORKER = 4
 """Rows read ahead per concurrent evaluation: keeps workers busy while bounding memory."""
+
+BATCH_ROWS = 8
+"""Rows handed to a worker process in one message at most: fewer messages for short answers,
+few rows held per process for long ones."""
+
+ROWS_PER_PROCESS = 100
+"""A worker process is started for every this many rows of the file at most (up to
+``--concurrency``): starting an interpreter that imports groundwatch costs about as much as the
+local judge spends on a hundred short answers, so a small file is judged in this process."""
+
+JUDGE_TIMEOUT_S = 600.0
+"""An answer the judge has not scored within this long is a judge error (``timeout``)."""
 
 
 DEFAULT_MAX_HALLUCINATION_RATE = 0.0
@@ -60,6 +88,9 @@ class GateOptions:
     min_groundedness: float | None = None
     max_hallucination_rate: float | None = DEFAULT_MAX_HALLUCINATION_RATE
     max_errors: int = 0
+    allow_truncated: bool = False
+    """Pass answers and passages the judge read in part (cut to the caps); by default any
+    such row fails the gate."""
 
 
 def _unit_interval(text: str) -> float:
@@ -99,7 +130,9 @@ def add_parser(subparsers: Any) -> None:
         description=(
             "Score every answer of FILE (JSONL or CSV with question, contexts, answer, and "
             "optionally label and id) and gate on the results. Exit 0: every threshold met; "
-            "1: a threshold failed (or a judge error); 2: bad input."
+            "1: a threshold failed (by default: any hallucinated answer, any judge error, or a "
+            "truncated answer or passage the judge read only in part) or the run failed; "
+            "2: bad input or a bad option."
         ),
     )
     p.add_argument("file", type=Path, metavar="FILE", help="a .jsonl or .csv file")
@@ -111,9 +144,42 @@ def add_parser(subparsers: Any) -> None:
         type=positive_int,
         default=DEFAULT_CONCURRENCY,
         metavar="N",
-        help=f"answers judged at a time (default {DEFAULT_CONCURRENCY})",
+        help="local and semantic judges: worker processes, one core each (at most one per "
+        f"{ROWS_PER_PROCESS} rows; 1: in this process); openai and cascade: LLM calls in "
+        f"flight (default {DEFAULT_CONCURRENCY})",
     )
-    gate = p.add_argument_group("gate (each checked only when given)")
+    caps = p.add_argument_group(
+        "what the judge reads",
+        "Longer answers and passages are cut before judging; a row cut so fails the gate "
+        "unless --allow-truncated. Raise a cap to read more (slower, more memory).",
+    )
+    caps.add_argument(
+        "--max-answer-chars",
+        type=positive_int,
+        metavar="N",
+        help="characters of each answer read (default: GROUNDWATCH_MAX_ANSWER_CHARS, else "
+        f"{_config.DEFAULT_MAX_ANSWER_CHARS}; now {Caps().answer_chars})",
+    )
+    caps.add_argument(
+        "--max-context-chars",
+        type=positive_int,
+        metavar="N",
+        help="characters of each passage read (default: GROUNDWATCH_MAX_PASSAGE_CHARS, else "
+        f"{_config.DEFAULT_MAX_PASSAGE_CHARS}; now {Caps().passage_chars})",
+    )
+    caps.add_argument(
+        "--max-passages",
+        type=positive_int,
+        metavar="N",
+        help="passages of each row read (default: GROUNDWATCH_MAX_PASSAGES, else "
+        f"{_config.DEFAULT_MAX_PASSAGES}; now {Caps().passages})",
+    )
+    gate = p.add_argument_group(
+        "gate",
+        "The run fails when any check fails. Checked always: the hallucination rate (default "
+        "0: any hallucinated answer fails), judge errors (default 0) and truncated inputs "
+        "(none allowed unless --allow-truncated); the mean scores only when given.",
+    )
     gate.add_argument(
         "--min-faithfulness",
         type=_unit_interval,
@@ -140,6 +206,12 @@ def add_parser(subparsers: Any) -> None:
         default=0,
         metavar="N",
         help="judge errors tolerated before the gate fails (default 0)",
+    )
+    gate.add_argument(
+        "--allow-truncated",
+        action="store_true",
+        help="pass answers and passages cut to the caps above (default: each one fails the "
+        "gate, which never passes text the judge did not read)",
     )
     out = p.add_argument_group("outputs")
     out.add_argument("--json", type=Path, metavar="OUT", help="every evaluation, as JSON Lines")
@@ -327,18 +399,37 @@ class Progress:
 # --- the run ------------------------------------------------------------------------------------
 
 
-async def _evaluate_row(
-    row: Row, judge: Judge, sem: asyncio.Semaphore
-) -> tuple[Evaluation | InvalidRow, float]:
-    """Score one row once a slot is free; returns the result and the seconds it took."""
-    async with sem:
-        started = time.monotonic()
-        try:
-            ev = await aevaluate(row.answer, row.contexts, row.question, judge)
-        except TypeError as exc:
-            # prepare() rejected the inputs: the row is bad, not the judge.
-            return InvalidRow(row.number, "(row)", str(exc), row.id), 0.0
-        return ev, time.monotonic() - started
+def process_count(concurrency: int, rows: int | None) -> int:
+    """Worker processes for a sync judge: ``concurrency``, at most one per
+    :data:`ROWS_PER_PROCESS` rows (``rows`` unknown: ``concurrency``); 1 means this process."""
+    if rows is None:
+        return concurrency
+    return max(1, min(concurrency, math.ceil(rows / ROWS_PER_PROCESS)))
+
+
+def check_runner(judge: Judge, concurrency: int, processes: int) -> Runner:
+    """Where the judge runs, chosen as the Monitor chooses (:func:`runner_for`): an async judge
+    on this loop with ``concurrency`` calls in flight; a sync judge in ``processes`` worker
+    processes, or on a thread of this process when ``processes`` is 1 (or the judge cannot be
+    pickled, or no worker process can start)."""
+    executor = _config.EXECUTOR_AUTO if processes > 1 else "thread"
+    return runner_for(judge, executor, processes, concurrency)
+
+
+def _as_evaluation(result: Result) -> tuple[Evaluation, float]:
+    value, start_ns, end_ns = result
+    ev = value.full() if isinstance(value, LazyEvaluation) else value
+    return ev, max(0, end_ns - start_ns) / 1e9
+
+
+class _Batch:
+    """Rows sent to the runner in one call, and the call's task once sent."""
+
+    __slots__ = ("items", "task")
+
+    def __init__(self) -> None:
+        self.items: list[Prepared] = []
+        self.task: asyncio.Task[list[Result]] | None = None
 
 
 async def check_rows(
@@ -349,47 +440,100 @@ async def check_rows(
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
     progress: Progress | None = None,
+    caps: Caps | None = None,
+    processes: int = 1,
 ) -> None:
-    """Score ``rows`` with at most ``concurrency`` answers in flight, in a bounded window.
+    """Score ``rows``, ``concurrency`` batches in flight at most, in a bounded window.
 
-    Results reach ``summary`` and every sink in input order. Only the window (about
-    ``concurrency * WINDOW_PER_WORKER`` rows) is held in memory at any time.
+    ``processes`` > 1 judges a sync judge in that many worker processes (:func:`check_runner`).
+    Results reach ``summary`` and every sink in input order. Only the window (a few rows per
+    batch in flight) is held in memory at any time.
     """
-    sem = asyncio.Semaphore(concurrency)
-    Scored = asyncio.Task[tuple[Evaluation | InvalidRow, float]]
-    window: deque[tuple[Row, Scored] | InvalidRow] = deque()
-    limit = concurrency * WINDOW_PER_WORKER
+    caps = caps if caps is not None else Caps()
+    runner = check_runner(judge, concurrency, processes)
+    try:
+        await _check_rows(rows, runner, summary, sinks, concurrency, progress, caps)
+    finally:
+        runner.close()
+
+
+async def _check_rows(
+    rows: Iterable[Row | InvalidRow],
+    runner: Runner,
+    summary: CheckSummary,
+    sinks: list[Sink],
+    concurrency: int,
+    progress: Progress | None,
+    caps: Caps,
+) -> None:
+    in_flight = max(1, min(concurrency, runner.concurrency))
+    # An async judge takes one row per call (its calls wait on the network side by side); a
+    # sync judge a few per message, as many as its recent speed fills about 0.1 s with.
+    batch_rows = 1 if isinstance(runner, AsyncRunner) else BATCH_ROWS
+    sem = asyncio.Semaphore(in_flight)
+    policy = scoring.DEFAULT_POLICY
+    window: deque[tuple[Row, _Batch, int] | InvalidRow] = deque()
+    limit = in_flight * max(WINDOW_PER_WORKER, 2 * batch_rows)
+    filling: _Batch | None = None
     done = 0
+
+    async def judged(items: list[Prepared]) -> list[Result]:
+        async with sem:
+            return await runner.run(items, policy, JUDGE_TIMEOUT_S)
+
+    def send(batch: _Batch) -> None:
+        nonlocal filling
+        batch.task = asyncio.ensure_future(judged(batch.items))
+        if batch is filling:
+            filling = None
 
     async def emit() -> None:
         nonlocal done
         head = window.popleft()
         if isinstance(head, InvalidRow):
-            result: Evaluation | InvalidRow = head
-        else:
-            row, task = head
-            result, seconds = await task
-        if isinstance(result, InvalidRow):
-            summary.add_invalid(result)
+            summary.add_invalid(head)
             for sink in sinks:
-                sink.add_invalid(result)
+                sink.add_invalid(head)
         else:
-            summary.add(row, result)
+            row, batch, index = head
+            if batch.task is None:
+                send(batch)
+            assert batch.task is not None
+            ev, seconds = _as_evaluation((await batch.task)[index])
+            summary.add(row, ev)
             for sink in sinks:
-                sink.add(row, result, seconds)
+                sink.add(row, ev, seconds)
         done += 1
         if progress is not None:
             progress.update(done)
 
-    for item in rows:
-        if isinstance(item, InvalidRow):
-            window.append(item)
-        else:
-            window.append((item, asyncio.ensure_future(_evaluate_row(item, judge, sem))))
-        while len(window) >= limit:
+    try:
+        for item in rows:
+            if isinstance(item, InvalidRow):
+                window.append(item)
+            else:
+                try:
+                    answer, passages, question, truncated = caps.prepare(item)
+                except TypeError as exc:
+                    # prepare() rejected the inputs: the row is bad, not the judge.
+                    window.append(InvalidRow(item.number, None, str(exc), item.id))
+                else:
+                    row = dataclasses.replace(item, cuts=caps.cuts(item))
+                    if filling is None:
+                        filling = _Batch()
+                    filling.items.append(Prepared(answer, passages, question, truncated))
+                    window.append((row, filling, len(filling.items) - 1))
+                    if len(filling.items) >= min(batch_rows, runner.batch_size()):
+                        send(filling)
+            while len(window) >= limit:
+                await emit()
+        while window:
             await emit()
-    while window:
-        await emit()
+    finally:
+        # A failure (an output that cannot be written) leaves batches in flight: cancel them.
+        for entry in window:
+            if not isinstance(entry, InvalidRow) and entry[1].task is not None:
+                entry[1].task.cancel()
 
 
 def gate_exit_code(summary: CheckSummary, thresholds: list[Threshold]) -> int:
@@ -412,31 +556,57 @@ def run_check(
     worst: int = 5,
     html_limit: int = DEFAULT_MAX_CASES_PER_LABEL,
     progress: Progress | None = None,
+    caps: Caps | None = None,
+    rows_hint: int | None = None,
 ) -> tuple[int, CheckSummary, list[Threshold]]:
     """Check one file end to end; returns the exit code, the summary and the thresholds.
 
+    ``rows_hint``: the file's row count when known (the progress bar's), which sizes the
+    worker processes (:func:`process_count`); counted here otherwise.
+
     Raises:
         InputFileError: the file cannot be read at all.
-        OSError: an output file cannot be written.
+        UsageError: an output file cannot be created.
+        OSError: an output file cannot be written while the run goes on.
     """
     rows = read_rows(path, fmt)  # raises before any output file is created
+    if rows_hint is None and concurrency > 1:
+        rows_hint = count_rows(path, fmt)
     summary = CheckSummary(source=str(path), judge=judge_name(judge), worst_kept=worst)
     sinks: list[Sink] = []
-    if json_out is not None:
-        sinks.append(JsonLinesWriter(json_out))
-    if junit_out is not None:
-        sinks.append(JUnitWriter(junit_out, classname=f"groundwatch.check.{path.stem}"))
-    if html_out is not None:
-        sinks.append(
-            HtmlReportWriter(
-                html_out, title=f"groundwatch check: {path.name}", max_cases_per_label=html_limit
+    try:
+        if json_out is not None:
+            sinks.append(JsonLinesWriter(json_out))
+        if junit_out is not None:
+            sinks.append(JUnitWriter(junit_out, classname=f"groundwatch.check.{path.stem}"))
+        if html_out is not None:
+            sinks.append(
+                HtmlReportWriter(
+                    html_out,
+                    title=f"groundwatch check: {path.name}",
+                    max_cases_per_label=html_limit,
+                )
             )
-        )
+    except OSError as exc:
+        _abort(sinks)
+        raise UsageError(f"cannot write an output: {exc}") from exc
     started = time.monotonic()
     try:
         asyncio.run(
-            check_rows(rows, judge, summary, sinks, concurrency=concurrency, progress=progress)
+            check_rows(
+                rows,
+                judge,
+                summary,
+                sinks,
+                concurrency=concurrency,
+                progress=progress,
+                caps=caps,
+                processes=process_count(concurrency, rows_hint),
+            )
         )
+    except BaseException:
+        _abort(sinks)
+        raise
     finally:
         if progress is not None:
             progress.finish(summary.rows + summary.invalid)
@@ -446,35 +616,58 @@ def run_check(
         min_groundedness=gate.min_groundedness,
         max_hallucination_rate=gate.max_hallucination_rate,
         max_errors=gate.max_errors,
+        allow_truncated=gate.allow_truncated,
     )
     code = gate_exit_code(summary, thresholds)
-    for sink in sinks:
-        sink.close(summary, thresholds, code)
+    try:
+        for sink in sinks:
+            sink.close(summary, thresholds, code)
+    except BaseException:
+        _abort(sinks)
+        raise
     return code, summary, thresholds
 
 
+def _abort(sinks: list[Sink]) -> None:
+    """Release the outputs of a run that failed (best effort: the first error is the one
+    reported, not a second one at exit)."""
+    for sink in sinks:
+        with contextlib.suppress(Exception):  # already failing: the caller reports the cause
+            sink.abort()
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``groundwatch check`` from parsed arguments; returns the exit code."""
+    """Run ``groundwatch check`` from parsed arguments; returns the exit code.
+
+    Bad input and bad options exit 2, a failure while running (an output that cannot be
+    written, a bug) exits 1; each is one line on stderr (the traceback with ``--debug``)."""
     # Answers (Chinese text) and the summary's icons must not crash a console whose encoding
     # cannot show them (a redirected stream on Windows): replace what cannot be encoded.
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="replace")
     err = sys.stderr
+    command = "groundwatch check"
     try:
         judge = judge_from_args(args)
     except UsageError as exc:
-        print(f"groundwatch check: error: {exc}", file=err)
-        return EXIT_BAD_INPUT
-    total = count_rows(args.file, args.format) if args.progress in ("auto", "bar") else None
-    progress = Progress(err, total, args.progress)
-    gate = GateOptions(
-        min_faithfulness=args.min_faithfulness,
-        min_groundedness=args.min_groundedness,
-        max_hallucination_rate=args.max_hallucination_rate,
-        max_errors=args.max_errors,
-    )
+        return _errors.report(command, exc, err)
     try:
+        total = count_rows(args.file, args.format)
+        progress = Progress(err, total if args.progress in ("auto", "bar") else None, args.progress)
+        gate = GateOptions(
+            min_faithfulness=args.min_faithfulness,
+            min_groundedness=args.min_groundedness,
+            max_hallucination_rate=args.max_hallucination_rate,
+            max_errors=args.max_errors,
+            allow_truncated=args.allow_truncated,
+        )
+        default = Caps()
+        caps = Caps(
+            answer_chars=args.max_answer_chars or default.answer_chars,
+            passage_chars=args.max_context_chars or default.passage_chars,
+            passages=args.max_passages or default.passages,
+        )
         code, summary, thresholds = run_check(
             args.file,
             judge,
@@ -487,21 +680,20 @@ def run(args: argparse.Namespace) -> int:
             worst=args.worst,
             html_limit=args.html_limit,
             progress=progress,
+            caps=caps,
+            rows_hint=total,
         )
     except InputFileError as exc:
-        print(f"groundwatch check: error: {exc}", file=err)
-        return EXIT_BAD_INPUT
-    except OSError as exc:
-        print(f"groundwatch check: error: cannot write an output: {exc}", file=err)
-        return EXIT_BAD_INPUT
+        return _errors.report(command, UsageError(str(exc)), err)
     except KeyboardInterrupt:
-        print("groundwatch check: interrupted; the reports are incomplete", file=err)
+        print(f"{command}: interrupted; the reports are incomplete", file=err)
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        # UsageError: exit 2; an output that fails while written (a full disk), or a bug: 1.
+        return _errors.report(command, exc, err)
     finally:
         asyncio.run(close_judge(judge))
     print(summary.render(thresholds, code))
     for bad in summary.invalid_rows:
-        print(f"groundwatch check: invalid input: {bad}", file=err)
-    if summary.rows == 0 and not summary.invalid:
-        print(f"groundwatch check: error: {args.file} has no rows", file=err)
+        print(f"{command}: invalid input: {bad}", file=err)
     return code

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .. import _inputs
 from .._inputs import clean_text
 
 ExpectedLabel = Literal["faithful", "hallucinated"]
@@ -61,24 +62,96 @@ class Row:
     contexts: list[Any]
     answer: str
     expected: ExpectedLabel | None
+    cuts: tuple[str, ...] = ()
+    """What the judge did not read in full (:meth:`Caps.cuts`), set when the row is judged."""
 
     @property
     def name(self) -> str:
         """How reports name this row: its id, else its row number."""
         return self.id if self.id else f"row {self.number}"
 
+    @property
+    def where(self) -> str:
+        """``id (row N)``, or ``row N`` for a row without an id."""
+        return f"{self.id} (row {self.number})" if self.id else f"row {self.number}"
+
+    def passage_texts(self) -> list[str]:
+        """The text of each passage (validated by :func:`parse_row`: a string or a ``text``)."""
+        return [c if isinstance(c, str) else str(c["text"]) for c in self.contexts]
+
 
 @dataclass(frozen=True)
 class InvalidRow:
-    """A row that could not be checked, with the field at fault."""
+    """A row that could not be checked, with the field at fault (``None``: the line or record
+    as a whole, e.g. broken JSON)."""
 
     number: int
-    field: str
+    field: str | None
     message: str
     id: str | None = None
 
     def __str__(self) -> str:
+        if self.field is None:
+            return f"row {self.number}: {self.message}"
         return f"row {self.number}: field '{self.field}': {self.message}"
+
+
+MAX_CUTS_NAMED = 3
+"""Cut passages named one by one in a row's :meth:`Caps.cuts`; the rest are counted."""
+
+
+@dataclass(frozen=True)
+class Caps:
+    """How much of a row the judge reads: the answer's characters, each passage's characters
+    and the number of passages (``--max-answer-chars``, ``--max-context-chars``,
+    ``--max-passages``; by default the runtime's caps, which the ``GROUNDWATCH_MAX_*``
+    environment variables set). What lies past them is cut before judging."""
+
+    answer_chars: int = _inputs.MAX_ANSWER_CHARS
+    passage_chars: int = _inputs.MAX_PASSAGE_CHARS
+    passages: int = _inputs.MAX_PASSAGES
+
+    def cuts(self, row: Row) -> tuple[str, ...]:
+        """What of ``row`` the judge does not read, one phrase per cut naming the option that
+        raises the cap; empty when it reads everything."""
+        out: list[str] = []
+        if len(row.answer) > self.answer_chars:
+            out.append(
+                f"answer: {len(row.answer):,} characters, the judge read the first "
+                f"{self.answer_chars:,} (--max-answer-chars)"
+            )
+        texts = row.passage_texts()
+        long = [
+            i for i, text in enumerate(texts[: self.passages]) if len(text) > self.passage_chars
+        ]
+        for i in long[:MAX_CUTS_NAMED]:
+            out.append(
+                f"contexts[{i}]: {len(texts[i]):,} characters, the judge read the first "
+                f"{self.passage_chars:,} (--max-context-chars)"
+            )
+        if len(long) > MAX_CUTS_NAMED:
+            out.append(
+                f"{len(long) - MAX_CUTS_NAMED} more passages longer than "
+                f"{self.passage_chars:,} characters (--max-context-chars)"
+            )
+        if len(texts) > self.passages:
+            out.append(
+                f"contexts: {len(texts)} passages, the judge read the first {self.passages} "
+                "(--max-passages)"
+            )
+        return tuple(out)
+
+    def prepare(self, row: Row) -> tuple[str, list[Any], str | None, bool]:
+        """:func:`groundwatch._inputs.prepare` with these caps: ``(answer, passages, question,
+        truncated)``. Raises ``TypeError`` as it does."""
+        return _inputs.prepare(
+            row.answer,
+            row.contexts,
+            row.question,
+            max_answer_chars=self.answer_chars,
+            max_passage_chars=self.passage_chars,
+            max_passages=self.passages,
+        )
 
 
 def detect_format(path: Path, explicit: str | None = None) -> Literal["jsonl", "csv"]:
@@ -105,14 +178,32 @@ def read_rows(path: Path, fmt: str | None = None) -> Iterator[Row | InvalidRow]:
         InputFileError: the file is missing, unreadable or not in the expected format as a
             whole (for example a CSV file without an ``answer`` column).
     """
-    kind = detect_format(path, fmt)
-    if not path.is_file():
+    if path.is_dir():
+        raise InputFileError(f"{path} is a directory, not a file")
+    if not path.exists():
         raise InputFileError(f"no such file: {path}")
+    kind = detect_format(path, fmt)
     rows = _read_jsonl(path) if kind == "jsonl" else _read_csv(path)
     # Run the generator up to its first row now, so that a file that cannot be opened (or a CSV
-    # file without a usable header) fails here as bad input, before any output file is created.
+    # file without a usable header, or no row at all) fails here as bad input, before any
+    # output file is created and before a summary of nothing is printed.
     first = next(rows, None)
-    return itertools.chain(() if first is None else (first,), rows)
+    if first is None:
+        raise InputFileError(_no_rows(path, kind))
+    return itertools.chain((first,), rows)
+
+
+def _no_rows(path: Path, kind: str) -> str:
+    """Why a file that could be read yielded no row."""
+    try:
+        empty = path.stat().st_size == 0
+    except OSError:
+        empty = False
+    if empty:
+        return f"{path} is empty: there is no row to check"
+    if kind == "csv":
+        return f"{path} has a header row but no rows to check"
+    return f"{path} has only blank lines: there is no row to check"
 
 
 def count_rows(path: Path, fmt: str | None = None) -> int | None:
@@ -141,17 +232,15 @@ def _read_jsonl(path: Path) -> Iterator[Row | InvalidRow]:
             try:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as exc:
-                yield InvalidRow(number, "(line)", f"not UTF-8 text ({exc.reason})")
+                yield InvalidRow(number, None, f"not UTF-8 text ({exc.reason})")
                 continue
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
-                yield InvalidRow(
-                    number, "(line)", f"not valid JSON: {exc.msg} at column {exc.colno}"
-                )
+                yield InvalidRow(number, None, f"not valid JSON: {json_problem(text, exc)}")
                 continue
             if not isinstance(obj, dict):
-                yield InvalidRow(number, "(line)", f"expected a JSON object, got {_kind(obj)}")
+                yield InvalidRow(number, None, f"expected a JSON object, got {_kind(obj)}")
                 continue
             yield parse_row(number, obj, contexts_are_json=False)
 
@@ -189,18 +278,86 @@ def _read_csv(path: Path) -> Iterator[Row | InvalidRow]:
                 raise InputFileError(f"{path} is not UTF-8 text after row {number}: {exc}") from exc
             except csv.Error as exc:
                 number += 1
-                yield InvalidRow(number, "(row)", f"malformed CSV: {exc}")
+                yield InvalidRow(number, None, f"malformed CSV: {exc}")
                 continue
             number += 1
             if not any(c.strip() for c in cells):
                 continue
             if len(cells) > len(columns):
                 yield InvalidRow(
-                    number, "(row)", f"{len(cells)} cells for {len(columns)} header columns"
+                    number, None, f"{len(cells)} cells for {len(columns)} header columns"
                 )
                 continue
             obj = dict(zip(columns, cells, strict=False))
             yield parse_row(number, obj, contexts_are_json=True)
+
+
+def json_problem(text: str, exc: json.JSONDecodeError) -> str:
+    """What is wrong with one line of JSON Lines, in words a person can act on.
+
+    ``json`` says where it stopped (``Expecting ',' delimiter``); the usual causes are named
+    instead: an object not closed, a missing bracket, single quotes, a trailing comma, two
+    objects on a line, a pretty-printed file.
+    """
+    body = text.strip()
+    if body.startswith("["):
+        return "the line holds a JSON array: check reads JSON Lines, one object per line"
+    if not body.startswith("{"):
+        return "not JSON: a JSON Lines row starts with '{' (one object per line)"
+    column = f"column {exc.colno}"
+    if exc.pos >= len(text.rstrip()):
+        # Nothing after the error: the line stops inside the object.
+        for closer, missing in (
+            ("}", "a '}' is missing at the end"),
+            ("]}", "a ']}' is missing at the end"),
+            ('"}', "a closing '\"}' is missing at the end"),
+        ):
+            if _parses(text.rstrip() + closer):
+                return f"the line ends before the JSON object is closed: {missing}"
+        return (
+            "the line ends before the JSON object is closed (each row must be one whole "
+            "object on one line; is the file pretty-printed JSON?)"
+        )
+    for mark in ("]", "}", ","):
+        if _parses(text[: exc.pos] + mark + text[exc.pos :]):
+            return f"a '{mark}' is missing before {column}"
+    before = text[: exc.pos].rstrip()[-1:]
+    at = text[exc.pos : exc.pos + 1]
+    if exc.msg.startswith("Extra data"):
+        return f"more than one JSON value on the line (the second starts at {column})"
+    if exc.msg.startswith("Expecting property name"):
+        if before == ",":
+            return f"a comma before '}}' (JSON allows none) at {column}"
+        return f'names must be in double quotes, like {{"answer": ...}} ({column})'
+    if exc.msg.startswith("Expecting value"):
+        if at == "'":
+            return f"strings must be in double quotes, not single quotes ({column})"
+        if before == "," and at in "]}":
+            return f"a comma before '{at}' (JSON allows none) at {column}"
+        return (
+            f'a value is missing or is not JSON at {column} (JSON has "strings", numbers, '
+            "true, false, null, [lists] and {objects})"
+        )
+    if exc.msg.startswith("Expecting ',' delimiter"):
+        return (
+            f"a ',' or a closing bracket is expected at {column} (a '\"' inside a string must "
+            'be written \\")'
+        )
+    if exc.msg.startswith("Unterminated string"):
+        return f"a string is not closed: its '\"' is missing (the string starts at {column})"
+    if exc.msg.startswith("Invalid control character"):
+        return f"a raw tab or line break inside a string at {column}: write it as \\t or \\n"
+    if exc.msg.startswith("Invalid"):
+        return f"a backslash escape JSON does not have at {column}: write a backslash as \\\\"
+    return f"{exc.msg[:1].lower()}{exc.msg[1:]} at {column}"
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _kind(value: Any) -> str:
@@ -227,9 +384,11 @@ def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -
         return bad("id", f"expected a string or a number, got {_kind(raw_id)}")
 
     field = _named(obj, "answer")
-    answer = obj.get(field)
+    if field not in obj:
+        return bad(field, "missing (the answer to check)")
+    answer = obj[field]
     if answer is None:
-        return bad("answer", "missing")
+        return bad(field, "null; expected a string (the answer to check)")
     if not isinstance(answer, str):
         return bad(field, f"expected a string, got {_kind(answer)}")
 
@@ -241,9 +400,11 @@ def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -
         return bad(field, f"expected a string or null, got {_kind(question)}")
 
     field = _named(obj, "contexts")
-    contexts = obj.get(field)
+    if field not in obj:
+        return bad(field, "missing (a list of passages)")
+    contexts = obj[field]
     if contexts is None:
-        return bad("contexts", "missing (a list of passages)")
+        return bad(field, "null; expected a list of passages")
     if contexts_are_json:
         if not isinstance(contexts, str) or not contexts.strip().startswith("["):
             return bad(field, 'expected a JSON list in the cell, like ["first passage", "second"]')

@@ -7,6 +7,7 @@ writes the root elements (which need the final counts) around them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -32,6 +33,10 @@ class Sink(Protocol):
     def add_invalid(self, bad: InvalidRow) -> None: ...
 
     def close(self, summary: CheckSummary, thresholds: list[Threshold], exit_code: int) -> None: ...
+
+    def abort(self) -> None:
+        """The run failed: release the files without finishing them (may raise; best effort)."""
+        ...
 
 
 # --- JSON Lines ---------------------------------------------------------------------------------
@@ -61,6 +66,7 @@ class JsonLinesWriter:
                 "question": row.question,
                 "answer": row.answer,
                 "expected": row.expected,
+                "truncation": list(row.cuts),
                 "seconds": round(seconds, 6),
                 "evaluation": ev.model_dump(mode="json"),
             }
@@ -85,6 +91,9 @@ class JsonLinesWriter:
         record["exit_code"] = exit_code
         self._write(record)
         self._file.close()
+
+    def abort(self) -> None:
+        _close_quietly(self._file)
 
 
 # --- JUnit XML ----------------------------------------------------------------------------------
@@ -141,12 +150,36 @@ class JUnitWriter:
 
     def _write_case(self, out: IO[str], case: dict[str, Any], thresholds: list[Threshold]) -> None:
         body = str(case["body"])
-        failure = case.get("failure")
-        if failure and any(
-            t.blames(case["label"], case["faithfulness"], case["groundedness"]) for t in thresholds
+        label = case.get("label") or ""
+        cut = case.get("truncation") or ""
+        failure: tuple[str, str, str] | None = None  # type, message, detail
+        if case.get("failure") and any(
+            t.blames(label, case["faithfulness"], case["groundedness"]) for t in thresholds
         ):
+            failure = (label, case["failure"], case["detail"])
+        # A row the judge read in part fails when the truncation threshold failed (not an error
+        # row: that is an <error> already). One <failure> per case: a row failing on both
+        # counts keeps its label's type and gets the cut in its message.
+        if (
+            cut
+            and label != "error"
+            and any(t.blames(label, None, None, truncated=True) for t in thresholds)
+        ):
+            line = f"truncated: the judge read this answer in part: {cut}"
+            if failure is None:
+                failure = ("truncated", line, cut)
+            else:
+                failure = (failure[0], f"{failure[1]}\n{line}", f"{failure[2]}\n{line}")
+        if failure is not None:
             self.failures += 1
-            body = failure + body
+            kind, message, detail = failure
+            body = (
+                f"      <failure type={xml_attr(kind)} message={xml_attr(message)}>"
+                f"{xml_text(detail)}</failure>\n" + body
+            )
+        elif case.get("skipped"):
+            self.skipped += 1
+            body = '      <skipped message="no checkable claims in the answer"/>\n' + body
         classname = case["classname"] or self._classname
         out.write(
             f"    <testcase classname={xml_attr(classname)} "
@@ -160,16 +193,13 @@ class JUnitWriter:
             if ev.faithfulness is not None and ev.groundedness is not None
             else "no scores"
         )
-        body = failure = ""
+        body = failure = detail = ""
         if ev.label == "error":
             self.errors += 1
             body = (
                 f"      <error type={xml_attr(ev.error_type or 'internal')} "
                 f"message={xml_attr(f'judge failed: {ev.error or ev.explanation}')}/>\n"
             )
-        elif ev.label == "no_claims":
-            self.skipped += 1
-            body = '      <skipped message="no checkable claims in the answer"/>\n'
         elif is_failure(ev):
             claims = failing_claims(ev)
             counts = ev.verdict_counts
@@ -183,11 +213,8 @@ class JUnitWriter:
             message += "".join(f"\n{claim_line(c, limit=200)}" for c in claims[:5])
             if len(claims) > 5:
                 message += f"\n… and {len(claims) - 5} more"
+            failure = message
             detail = "\n".join(claim_line(c, limit=2000) for c in claims)
-            failure = (
-                f"      <failure type={xml_attr(ev.label)} message={xml_attr(message)}>"
-                f"{xml_text(detail)}</failure>\n"
-            )
         out = f"label {ev.label}; {scores}; {ev.explanation}"
         if row.expected:
             out += f"; human label {row.expected}"
@@ -202,6 +229,9 @@ class JUnitWriter:
             faithfulness=ev.faithfulness,
             groundedness=ev.groundedness,
             failure=failure,
+            detail=detail,
+            skipped=ev.label == "no_claims",
+            truncation="; ".join(row.cuts),
         )
 
     def add_invalid(self, bad: InvalidRow) -> None:
@@ -224,6 +254,9 @@ class JUnitWriter:
                 self._write_case(cases, json.loads(line), thresholds)
             self._write(summary, exit_code, cases)
         self._cases.close()
+
+    def abort(self) -> None:
+        _close_quietly(self._cases)
 
     def _write(self, summary: CheckSummary, exit_code: int, cases: IO[str]) -> None:
         counts = (
@@ -250,6 +283,16 @@ class JUnitWriter:
             cases.seek(0)
             shutil.copyfileobj(cases, out, _COPY_CHUNK_CHARS)
             out.write("  </testsuite>\n</testsuites>\n")
+
+
+def _close_quietly(file: IO[Any]) -> None:
+    """Close ``file``; a write that fails again while flushing (a full disk) is dropped, and
+    the file is closed all the same, so nothing complains at exit."""
+    try:
+        file.close()
+    except OSError:
+        with contextlib.suppress(OSError):
+            file.close()
 
 
 def _num(value: float | None) -> str:

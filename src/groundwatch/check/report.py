@@ -132,6 +132,7 @@ article.case > header { display: flex; flex-wrap: wrap; gap: .6rem; align-items:
 .badge.grounded { color: var(--supported); } .badge.hallucinated { color: var(--contradicted); }
 .badge.insufficient_context { color: #a86f00; }
 .badge.no_claims, .badge.error, .badge.invalid { color: var(--grey); }
+.badge.truncated { color: var(--contradicted); border: 1px dashed currentColor; }
 .badge.expected { color: var(--muted); font-weight: 400; }
 .mismatch { color: var(--contradicted); font-size: .85rem; }
 .question { color: var(--muted); margin: .4rem 0; }
@@ -350,6 +351,11 @@ def render_case(row: Row, ev: Evaluation) -> str:
     ]
     if row.expected:
         header.append(f'<span class="badge expected">human: {row.expected}</span>')
+    if row.cuts:
+        # The judge read this answer in part: said on the card, not only in --json.
+        header.append(
+            f'<span class="badge truncated" title="{_e("; ".join(row.cuts))}">✂ truncated</span>'
+        )
     if mismatch:
         header.append('<span class="mismatch">⚠ disagrees with the human label</span>')
     body = [
@@ -360,6 +366,11 @@ def render_case(row: Row, ev: Evaluation) -> str:
     if row.question:
         body.append(f'<p class="question">Q: {_e(row.question)}</p>')
     body.append(f'<p class="answer">{answer_html}</p>')
+    if row.cuts:
+        body.append(
+            f'<p class="reason cut">read in part (the gate fails on it unless '
+            f"--allow-truncated): {_e('; '.join(row.cuts))}</p>"
+        )
     if ev.label == "error":
         body.append(f'<p class="reason">judge failed: {_e(ev.error or ev.explanation)}</p>')
     elif ev.explanation:
@@ -380,9 +391,13 @@ def render_invalid(bad: InvalidRow) -> str:
         f'<article class="case" data-label="invalid" data-mismatch="false" '
         f'id="row-{bad.number}"><header><span class="name">{_e(name)}</span>'
         f'<span class="rowno">row {bad.number}</span><span class="badge invalid">invalid</span>'
-        f'</header><p class="invalid-msg">field {_e(bad.field)}: {_e(bad.message)}</p>'
+        f'</header><p class="invalid-msg">{_e(_invalid_text(bad))}</p>'
         "</article>\n"
     )
+
+
+def _invalid_text(bad: InvalidRow) -> str:
+    return bad.message if bad.field is None else f"field {bad.field}: {bad.message}"
 
 
 def histogram_svg(title: str, bins: list[int]) -> str:
@@ -621,4 +636,7 @@ class HtmlReportWriter:
                 self._cases.seek(self._offsets[i])
                 out.write(self._cases.read(self._lengths[i]).decode("utf-8"))
             out.write(f"</main>\n<script>{_JS}</script>\n</body>\n</html>\n")
+        self._cases.close()
+
+    def abort(self) -> None:
         self._cases.close()

@@ -11,6 +11,8 @@ Definitions (docs/check.md documents them for users):
 - hallucination rate: answers labelled ``hallucinated`` / scored answers.
 - judge errors fail the gate on their own (``max_errors``, default 0): an answer that could not
   be checked is not a pass.
+- truncated inputs fail the gate on their own (unless ``allow_truncated``): an answer or passage
+  cut to the size caps was judged on a part, and the gate never passes text it did not read.
 - balanced accuracy, against human labels: an answer counts as *flagged* when groundwatch
   labels it ``hallucinated`` or ``insufficient_context`` (it is not backed by its context);
   rows whose evaluation failed (``error``) are left out.
@@ -121,10 +123,18 @@ class Threshold:
     metric: str = ""
     limit: float | None = None
 
-    def blames(self, label: str, faithfulness: float | None, groundedness: float | None) -> bool:
+    def blames(
+        self,
+        label: str,
+        faithfulness: float | None,
+        groundedness: float | None,
+        truncated: bool = False,
+    ) -> bool:
         """Whether an answer with these results is one this failed threshold fails on."""
         if self.passed or self.limit is None:
             return False
+        if self.metric == "truncated":
+            return truncated
         if self.metric == "hallucination_rate":
             return label == "hallucinated"
         score = {"faithfulness": faithfulness, "groundedness": groundedness}.get(self.metric)
@@ -151,6 +161,9 @@ class CheckSummary:
     errors: list[str] = field(default_factory=list)
     evidence_rejected: int = 0
     truncated: int = 0
+    """Rows the judge did not read in full (an answer or passage cut to the caps)."""
+    truncated_rows: list[str] = field(default_factory=list)
+    """What was cut, ``name (row N): phrases``, for the first rows (the rest are counted)."""
     seconds: float = 0.0
     _worst: list[tuple[tuple[float, float, int], WorstCase]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
@@ -162,7 +175,10 @@ class CheckSummary:
         self.labels[ev.label] += 1
         self.verdicts.update(c.verdict for c in ev.claims)
         self.evidence_rejected += ev.evidence_rejected
-        self.truncated += int(ev.truncated)
+        if row.cuts:
+            self.truncated += 1
+            if len(self.truncated_rows) < MAX_KEPT_MESSAGES:
+                self.truncated_rows.append(f"{row.where}: {'; '.join(row.cuts)}")
         if row.expected is not None:
             self.confusion[(row.expected, ev.label)] += 1
         if ev.label == "error" and len(self.errors) < MAX_KEPT_MESSAGES:
@@ -250,8 +266,10 @@ class CheckSummary:
         min_groundedness: float | None = None,
         max_hallucination_rate: float | None = None,
         max_errors: int = 0,
+        allow_truncated: bool = False,
     ) -> list[Threshold]:
-        """Evaluate every gate condition that was asked for (judge errors always are)."""
+        """Evaluate every gate condition that was asked for (judge errors and truncated inputs
+        always are)."""
         out: list[Threshold] = []
         for metric, value, limit in (
             ("faithfulness", self.mean_faithfulness, min_faithfulness),
@@ -289,6 +307,18 @@ class CheckSummary:
                 f"judge errors {errors} {'<=' if ok else '>'} {max_errors} allowed",
             )
         )
+        name, cut = "truncated inputs", self.truncated
+        if allow_truncated:
+            text = f"{name} {cut} (allowed by --allow-truncated)"
+        elif cut:
+            text = (
+                f"{name} {cut} > 0 allowed (the judge read them in part: raise "
+                "--max-answer-chars, --max-context-chars or --max-passages, or pass "
+                "--allow-truncated)"
+            )
+        else:
+            text = f"{name} 0"
+        out.append(Threshold(name, allow_truncated or not cut, text, "truncated", 0.0))
         return out
 
     # --- output -----------------------------------------------------------------------------
@@ -376,6 +406,11 @@ class CheckSummary:
         if self.errors:
             lines += ["", f"judge errors ({self.labels['error']})"]
             lines += [f"  {e}" for e in self.errors]
+        if self.truncated:
+            lines += ["", f"truncated inputs ({self.truncated}): the judge read these in part"]
+            lines += [f"  {cut}" for cut in self.truncated_rows]
+            if self.truncated > len(self.truncated_rows):
+                lines.append(f"  … and {self.truncated - len(self.truncated_rows)} more")
         if self.invalid:
             lines += ["", f"invalid rows ({self.invalid})"]
             lines += [f"  {bad}" for bad in self.invalid_rows]

@@ -216,6 +216,12 @@ def context_is_substantive(passages: Sequence[Passage]) -> bool:
     return any(_is_prose_line(line) for p in passages for line in p.text.splitlines())
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun, singular for one: ``"1 claim"``, ``"3 claims"``. ``plural``
+    defaults to the noun with an ``s``. For every count a person reads."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
 # --- error types --------------------------------------------------------------------------------
 
 # Causes named by the runtime or by exception classes that have a documented type of their own.
@@ -288,7 +294,8 @@ def score(
     groundedness = (counts["supported"] + counts["inferred"]) / n
     explanation = (
         f"{counts['supported']} supported, {counts['inferred']} inferred, "
-        f"{counts['unsupported']} unsupported, {counts['contradicted']} contradicted of {n} claims"
+        f"{counts['unsupported']} unsupported, {counts['contradicted']} contradicted of "
+        f"{counted(n, 'claim')}"
     )
     label: Label
     if counts["supported"] == 0 and not context_is_substantive(passages):

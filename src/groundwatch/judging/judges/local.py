@@ -400,6 +400,18 @@ class LocalJudge:
         q_units = set(units(question)[0]) if question else set()
         return [self._measure(c, index, q_units, question or "") for c in parsed]
 
+    def closest(
+        self, claim: str, contexts: Sequence[Passage], question: str | None = None
+    ) -> tuple[int, int, int] | None:
+        """``(passage, start, end)`` of the passage sentence this judge aligns ``claim`` with
+        best: the sentence its reasons call the closest. ``None`` when no sentence shares a
+        unit with the claim. For reports that point the reader at it (a pointer, not evidence);
+        give the same question as to :meth:`judge`, which weighs the claim's words by it."""
+        parsed = _parse(ClaimSpan(claim, 0, len(claim)))
+        index = _index_for(contexts, [parsed])
+        q_units = set(units(question)[0]) if question else set()
+        return self._measure(parsed, index, q_units, question or "").best_span
+
     # -- internals ------------------------------------------------------------------------------
 
     def _measure(
@@ -507,7 +519,8 @@ class LocalJudge:
             # is not counted against a claim that leaves that clause out.
             evidence = index.text_of(f.best)
             snippet = evidence if len(evidence) <= 60 else evidence[:57].rstrip() + "..."
-            f.closest = f"passage {best.passage}: {snippet!r}"
+            # Numbered from 1, as people count (and as reports number passages).
+            f.closest = f"passage {best.passage + 1}: {snippet!r}"
             f.negation_unbacked = negated and not any(sentences[i].negated for i in f.window)
             if negated or best.negated:
                 f.negation_flip = f.cover_sentence >= 0.6 and _negation_differs(

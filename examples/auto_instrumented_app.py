@@ -12,6 +12,12 @@ Run (from the repository root; no network, no API key):
 
 The console shows a ``groundwatch.evaluation`` span per answer (the second one ``hallucinated``:
 the shipping time is made up) and its ``gen_ai.evaluation.result`` log events.
+
+Each evaluation span is a root span here, a trace of its own: nothing in this app starts a span
+for the request, since OpenTelemetry has no LangChain instrumentor of its own. Install one (for
+example ``pip install openinference-instrumentation-langchain``: ``opentelemetry-instrument``
+loads it too) or start a span around each request in the app, and the evaluation span becomes a
+child of that span, in the request's trace.
 """
 
 from __future__ import annotations

@@ -29,8 +29,13 @@ def main() -> None:
         g = "-" if ev.groundedness is None else f"{ev.groundedness:.2f}"
         print(f"{name:15} {ev.label:21} faithfulness={f:5} groundedness={g:5}  {answer}")
         for claim in ev.claims:
-            quote = claim.evidence[0].quote if claim.evidence else ""
-            print(f"    {claim.verdict:13} {claim.text!r}  <- {quote!r}")
+            if claim.evidence:
+                # Passages numbered from 1 for people (Evidence.passage is the 0-based index).
+                evidence = claim.evidence[0]
+                backing = f"<- passage {evidence.passage + 1}: {evidence.quote!r}"
+            else:
+                backing = f"-- no evidence: {claim.reason}"
+            print(f"    {claim.verdict:13} {claim.text!r}  {backing}")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from ..contrast import cause_effect_reversed, direction_reversed
 from ..evidence_check import missing_from, names_absent
 from ..lexical import context_units, pairs, units
 from ..numbers import Quantity, QuantityIndex, extract_quantities
+from ..scoring import counted
 from ._calibration import Calibration, default_calibration
 
 # Sentences longer than this are cut into chunks (tables, unpunctuated scraped text), so that
@@ -795,7 +796,9 @@ _RULE_VERDICTS: dict[str, _RuleVerdict] = {
 
 
 def _numbers_reason(f: ClaimFeatures) -> str:
-    return f"{f.numbers_unmatched} number(s) of the claim appear nowhere in the context"
+    n = f.numbers_unmatched
+    verb = "appears" if n == 1 else "appear"
+    return f"{counted(n, 'number')} of the claim {verb} nowhere in the context"
 
 
 def _names_reason(f: ClaimFeatures) -> str:

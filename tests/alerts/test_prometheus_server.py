@@ -170,3 +170,69 @@ def test_drop_detected_fires_on_the_first_alert_of_a_series(
     )
     assert float(series["value"][1]) >= 1
     assert prometheus.query(INCREASE_ONLY) == []
+
+
+class _SlowJudge:
+    name = "SlowJudge"
+
+    def judge(self, answer: str, contexts: Any, question: str | None) -> Any:
+        time.sleep(0.2)
+        return gw.LocalJudge().judge(answer, contexts, question)
+
+
+def test_failure_counters_read_zero_on_a_healthy_service_and_increase_sees_the_first(
+    prometheus: Server, exporter_port: tuple[int, MeterProvider]
+) -> None:
+    """``groundwatch_errors_total`` and ``groundwatch_evaluations_dropped_total`` are scraped at 0
+    before anything failed (a panel reads 0, not "No data"), with the labels dashboards group by;
+    the first drop then shows in ``increase()``, which a series born at 1 would hide."""
+    _, provider = exporter_port
+    healthy = gw.Monitor(
+        sampler=gw.RatioSampler(1.0),
+        meter_provider=provider,
+        tracer_provider=NoOpTracerProvider(),
+        logger_provider=NoOpLoggerProvider(),
+        executor="thread",
+        shutdown_on_exit=False,
+    )
+    try:
+        healthy.record(question="Battery?", contexts=[CONTEXT], answer=GOOD, route="faq")
+        assert healthy.force_flush(timeout_millis=20_000)
+
+        def zero_series() -> list[dict[str, Any]] | None:
+            errors = prometheus.query("groundwatch_errors_total")
+            dropped = prometheus.query("groundwatch_evaluations_dropped_total")
+            return (errors + dropped) if errors and dropped else None
+
+        series = prometheus.wait("the failure counters at 0", zero_series)
+        assert all(float(s["value"][1]) == 0 for s in series), series
+        by_component = "sum by (groundwatch_component) (groundwatch_errors_total)"
+        assert {
+            s["metric"].get("groundwatch_component") for s in prometheus.query(by_component)
+        } >= {
+            "on_result",
+            "record",
+        }, "a panel grouped by component reads 0 for each"
+        assert prometheus.query('groundwatch_evaluations_dropped_total{error_type="shutdown"} == 0')
+
+        # Now a first failure: records left queued at a short shutdown deadline.
+        slow = gw.Monitor(
+            judge=_SlowJudge(),
+            meter_provider=provider,
+            tracer_provider=NoOpTracerProvider(),
+            logger_provider=NoOpLoggerProvider(),
+            executor="thread",
+            shutdown_on_exit=False,
+        )
+        for _ in range(5):
+            slow.record(question="Battery?", contexts=[CONTEXT], answer=GOOD, route="faq")
+        assert slow.shutdown(timeout_millis=100) is False
+        assert slow.stats.snapshot()[1].get("shutdown", 0) > 0
+        prometheus.wait(
+            "increase() of the first drop",
+            lambda: prometheus.query(
+                'increase(groundwatch_evaluations_dropped_total{error_type="shutdown"}[1m]) > 0'
+            ),
+        )
+    finally:
+        healthy.shutdown(timeout_millis=5_000)

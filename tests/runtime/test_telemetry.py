@@ -354,3 +354,40 @@ def test_monitor_stats_print_as_counts(capgw: GroundwatchTelemetry) -> None:
     )
     assert repr(monitor.stats) == text
     assert "object at 0x" not in f"{monitor.stats}"
+
+
+def test_failure_counters_read_zero_before_the_first_failure(capgw: GroundwatchTelemetry) -> None:
+    """``groundwatch.errors`` and ``groundwatch.evaluations.dropped`` exist from the start at 0
+    for their known label sets, so a panel reads 0 on a healthy service (not "No data") and a
+    rule's ``increase()`` sees the first failure."""
+    monitor = capgw.monitor(judge=EchoJudge())
+    monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
+    dropped = dict((a[sc.ERROR_TYPE], v) for a, v in capgw.metric_points(sc.METRIC_DROPPED))
+    assert dropped == {t: 0 for t in sc.DROPPED_ERROR_TYPES}
+    assert {"shutdown", "fork", "internal", "transport", "invalid_input"} <= set(dropped)
+    zeros = [a for a, v in capgw.metric_points(sc.METRIC_ERRORS) if v == 0]
+    assert {a[sc.GROUNDWATCH_COMPONENT] for a in zeros} == set(sc.ERROR_COMPONENTS)
+    assert all(set(a) == {sc.GROUNDWATCH_COMPONENT} for a in zeros)
+    # The first failure adds its own series beside the zeros, which stay (no series vanishes).
+    monitor.shutdown()
+    monitor.stats.count_dropped(sc.ERROR_SHUTDOWN, 2)
+    dropped = dict((a[sc.ERROR_TYPE], v) for a, v in capgw.metric_points(sc.METRIC_DROPPED))
+    assert dropped == {**{t: 0 for t in sc.DROPPED_ERROR_TYPES}, sc.ERROR_SHUTDOWN: 2}
+
+
+def test_every_component_that_counts_errors_is_published_at_zero() -> None:
+    """The runtime's places of failure, as the code names them, are the known label set."""
+    import re
+    from pathlib import Path
+
+    src = Path(gw.__file__).parent
+    found: set[str] = set()
+    for sub in ("runtime", "telemetry", "alerts", "queue"):
+        for path in (src / sub).rglob("*.py"):
+            text = path.read_text()
+            found |= set(
+                re.findall(r'_guard\.(?:internal_error|user_error|user_fault)\(\s*"([^"]+)"', text)
+            )
+            for where in re.findall(r'_collect\(attrs, "([^"]+)"', text):
+                found.add(f"telemetry {where}")
+    assert found and found <= set(sc.ERROR_COMPONENTS), found - set(sc.ERROR_COMPONENTS)

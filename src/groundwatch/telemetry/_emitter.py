@@ -212,6 +212,10 @@ class _Instruments:
         for stats in list(self.sources):
             with stats.lock:
                 total.update(stats.dropped)
+        # The known label sets at 0 from the start (a counter is not "No data" before its first
+        # increment); each stays once counted, so no series ever vanishes.
+        for error_type in sc.DROPPED_ERROR_TYPES:
+            total.setdefault(error_type, 0)
         for error_type, n in total.items():
             yield Observation(n, {sc.ERROR_TYPE: error_type})
 
@@ -220,6 +224,10 @@ class _Instruments:
             items = list(_guard.errors.items())
         for (where, error_type), n in items:
             yield Observation(n, {sc.GROUNDWATCH_COMPONENT: where, sc.ERROR_TYPE: error_type})
+        # Each place of failure at 0, without error.type (the exception's class, not known
+        # before it happens): distinct from every series above.
+        for where in sc.ERROR_COMPONENTS:
+            yield Observation(0, {sc.GROUNDWATCH_COMPONENT: where})
 
     def _observe_escalations(self, options: CallbackOptions) -> Iterable[Observation]:
         total: Counter[tuple[str, bool]] = Counter()

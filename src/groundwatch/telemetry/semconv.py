@@ -156,6 +156,43 @@ ERROR_TYPES: Final = (
 )
 """The named error types; with ``http_<status>`` they are the whole documented list."""
 
+DROPPED_ERROR_TYPES: Final = (
+    ERROR_SHUTDOWN,
+    ERROR_FORK,
+    ERROR_INTERNAL,
+    ERROR_TRANSPORT,
+    ERROR_INVALID_INPUT,
+)
+"""The ``error.type`` values of ``groundwatch.evaluations.dropped``, each published at 0 from the
+start: a counter that appeared only with its first increment would show "No data" on a healthy
+service, and ``increase()`` would miss that first increment."""
+
+ERROR_COMPONENTS: Final = (
+    "record",
+    "record_decision",
+    "record_failure",
+    "force_flush",
+    "shutdown",
+    "sampler",
+    "judge",
+    "scoring",
+    "worker",
+    "on_result",
+    "redact",
+    "telemetry",
+    "telemetry span",
+    "telemetry events",
+    "telemetry user attributes",
+    "telemetry score attributes",
+    "telemetry record attributes",
+    "telemetry content attributes",
+    "alerts",
+    "on_alert",
+)
+"""The runtime's places of failure (``groundwatch.component`` of ``groundwatch.errors``), each
+published at 0 from the start, without ``error.type`` (an exception's class name, known only
+when it happens): ``sum by (groundwatch_component)`` reads 0 on a healthy service."""
+
 # --- groundwatch serve (docs/serve.md) -----------------------------------------------------------
 METRIC_SERVE_SPANS: Final = "groundwatch.serve.spans"
 """Spans received over OTLP, by ``groundwatch.serve.outcome``, each counted once on arrival:

@@ -10,13 +10,14 @@ from groundwatch.types import Judgement, Passage
 
 
 class PidJudge(LocalJudge):
-    """The local judge, with the id of the process that judged in the judgement's model name."""
+    """The local judge, with the id and the nice value of the process that judged in the
+    judgement's model name (``pid-123 nice-0``)."""
 
     name = "pid"
 
     def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
         judgement = super().judge(answer, contexts, question)
-        return judgement.model_copy(update={"model": f"pid-{os.getpid()}"})
+        return judgement.model_copy(update={"model": f"pid-{os.getpid()} nice-{os.nice(0)}"})
 
 
 class AsyncPidJudge:
@@ -27,4 +28,4 @@ class AsyncPidJudge:
     async def judge(
         self, answer: str, contexts: Sequence[Passage], question: str | None
     ) -> Judgement:
-        return Judgement(claims=[], model=f"pid-{os.getpid()}")
+        return Judgement(claims=[], model=f"pid-{os.getpid()} nice-{os.nice(0)}")

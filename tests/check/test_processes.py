@@ -43,9 +43,12 @@ def test_a_sync_judge_runs_in_n_worker_processes_in_input_order(
     assert summary.labels["hallucinated"] == 40 and summary.labels["grounded"] == 80
     models = _models(out)
     assert [name for name, _ in models] == [f"r{i}" for i in range(120)]
-    pids = {model for _, model in models}
+    pids = {model.split()[0] for _, model in models}
     assert len(pids) == 2, pids
     assert f"pid-{os.getpid()}" not in pids
+    # The judging is check's own work, not background work: the worker processes keep this
+    # process's priority (a Monitor's lower theirs, for the app's requests).
+    assert {model.split()[1] for _, model in models} == {f"nice-{os.nice(0)}"}
 
 
 def test_concurrency_1_and_small_files_judge_in_this_process(
@@ -58,7 +61,7 @@ def test_concurrency_1_and_small_files_judge_in_this_process(
         out = tmp_path / f"out{concurrency}.jsonl"
         gate = GateOptions(max_hallucination_rate=1.0)
         run_check(small, PidJudge(), gate, json_out=out, concurrency=concurrency)
-        assert {model for _, model in _models(out)} == {f"pid-{os.getpid()}"}
+        assert {model for _, model in _models(out)} == {f"pid-{os.getpid()} nice-{os.nice(0)}"}
 
 
 def test_an_async_judge_stays_on_this_process_loop(
@@ -70,4 +73,4 @@ def test_an_async_judge_stays_on_this_process_loop(
     gate = GateOptions(max_hallucination_rate=1.0)
     code, summary, _ = run_check(data, AsyncPidJudge(), gate, json_out=out, concurrency=4)
     assert summary.rows == 40
-    assert {model for _, model in _models(out)} == {f"pid-{os.getpid()}"}
+    assert {model for _, model in _models(out)} == {f"pid-{os.getpid()} nice-{os.nice(0)}"}

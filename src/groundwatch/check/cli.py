@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import inspect
 import io
 import math
 import os
@@ -41,7 +42,7 @@ from ..judging.evaluate import judge_name
 from ..judging.judges import Judge
 from ..runtime.asyncjudge import AsyncRunner
 from ..runtime.monitor import runner_for
-from ..runtime.process import LazyEvaluation
+from ..runtime.process import LazyEvaluation, ProcessRunner
 from ..runtime.runner import Prepared, Result, Runner
 from ..types import Evaluation
 from .input import Caps, InputFileError, InvalidRow, Row, count_rows, read_rows
@@ -408,12 +409,15 @@ def process_count(concurrency: int, rows: int | None) -> int:
 
 
 def check_runner(judge: Judge, concurrency: int, processes: int) -> Runner:
-    """Where the judge runs, chosen as the Monitor chooses (:func:`runner_for`): an async judge
-    on this loop with ``concurrency`` calls in flight; a sync judge in ``processes`` worker
-    processes, or on a thread of this process when ``processes`` is 1 (or the judge cannot be
-    pickled, or no worker process can start)."""
-    executor = _config.EXECUTOR_AUTO if processes > 1 else "thread"
-    return runner_for(judge, executor, processes, concurrency)
+    """Where the judge runs, as the Monitor's ``auto`` executor chooses (:func:`runner_for`):
+    an async judge on this loop with ``concurrency`` calls in flight; a sync judge in
+    ``processes`` worker processes, or on a thread of this process when ``processes`` is 1 (or
+    the judge cannot be pickled, or no worker process can start). Unlike a Monitor's, these
+    worker processes keep this process's priority: the judging is the work here, not
+    background work beside an app's requests."""
+    if processes > 1 and not inspect.iscoroutinefunction(getattr(judge, "judge", None)):
+        return ProcessRunner(judge, processes, fallback=True, nice=False)
+    return runner_for(judge, "thread", 1, concurrency)
 
 
 def _as_evaluation(result: Result) -> tuple[Evaluation, float]:

@@ -17,7 +17,7 @@ from typing import IO, Any
 from ..judging.evaluate import judge_name
 from ..telemetry.worker_export import ChildExport
 from ..types import Passage
-from .process import compact, read_message, write_message
+from .process import NO_NICE_ENV, compact, read_message, write_message
 from .runner import Prepared, evaluate_prepared
 
 
@@ -141,8 +141,9 @@ then shows as ``queue_full`` on the request path, not as slower requests."""
 
 
 def main() -> None:
-    with contextlib.suppress(OSError, AttributeError):  # not permitted / not on this platform
-        os.nice(WORKER_NICE)
+    if not os.environ.pop(NO_NICE_ENV, None):
+        with contextlib.suppress(OSError, AttributeError):  # not permitted / not on this platform
+            os.nice(WORKER_NICE)
     # Keep fd 1 for the protocol only: anything the judge prints goes to stderr.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

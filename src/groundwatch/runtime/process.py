@@ -85,6 +85,10 @@ what its batch processors hold before it is killed."""
 CLOSE_WAIT_S = 2.0
 """At shutdown, how long the worker processes get to exit after their pipes close."""
 
+NO_NICE_ENV = "_GROUNDWATCH_WORKER_NO_NICE"
+"""Set in a worker process's environment when it must not lower its priority (``nice=False``):
+a private word between this module and ``_child``, not a setting."""
+
 START_RETRY_S = 30.0
 """After a failed start, calls fail fast for this long instead of starting (and paying for)
 another interpreter per record."""
@@ -254,10 +258,14 @@ def _read_exact(stream: IO[bytes], n: int) -> bytes:
 class _Child:
     """One worker process and its pipes."""
 
-    def __init__(self, judge_bytes: bytes, export_setup: bytes | None = None) -> None:
+    def __init__(
+        self, judge_bytes: bytes, export_setup: bytes | None = None, nice: bool = True
+    ) -> None:
         env = dict(os.environ)
         # The child imports what the host can import: groundwatch and the judge's module.
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        if not nice:
+            env[NO_NICE_ENV] = "1"
         try:
             self.proc = self._popen(env)
         except OSError as exc:
@@ -406,6 +414,7 @@ class ProcessRunner:
         *,
         fallback: bool = False,
         export: WorkerExport | None = None,
+        nice: bool = True,
     ) -> None:
         self.inner = judge
         self.export = export
@@ -414,6 +423,10 @@ class ProcessRunner:
         self.name = judge_name(judge)
         self.concurrency = max(1, processes)
         self.allow_fallback = fallback
+        self.nice = nice
+        """The worker processes lower their priority (``_child.WORKER_NICE``): scoring is
+        background work beside the host's requests. ``groundwatch check``, whose work the
+        judging is, keeps them at its own priority."""
         self.fallback: ThreadRunner | None = None
         self._judge_bytes: bytes | None = None
         self._pickle_error: str | None = None
@@ -469,7 +482,7 @@ class ProcessRunner:
             raise WorkerProcessError(START_FAILED, f"(not retried yet) {failed[1]}")
         assert self._judge_bytes is not None
         try:
-            child = _Child(self._judge_bytes, self._export_setup)
+            child = _Child(self._judge_bytes, self._export_setup, self.nice)
         except WorkerProcessError as exc:
             with self._lock:
                 self._start_failure = (time.monotonic(), str(exc))

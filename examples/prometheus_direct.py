@@ -37,12 +37,18 @@ BAD = "The battery lasts 48 hours and the warranty covers it for ten years."
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=9464)
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address of /metrics (default: this machine only; 0.0.0.0 in a container)",
+    )
     parser.add_argument("--answers", type=int, default=400)
     parser.add_argument("--serve-seconds", type=float, default=None, help="default: until Ctrl-C")
     args = parser.parse_args()
 
     # 1. The reader is the exporter: Prometheus pulls through prometheus_client's HTTP server.
-    start_http_server(args.port, addr="127.0.0.1")
+    #    Loopback by default: /metrics has no authentication (--host 0.0.0.0 opens it).
+    start_http_server(args.port, addr=args.host)
     metrics.set_meter_provider(MeterProvider(metric_readers=[PrometheusMetricReader()]))
 
     # 2. The monitor emits to the global meter provider; the drop detector rides on on_result.

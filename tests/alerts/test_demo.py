@@ -199,7 +199,12 @@ def test_demo_without_langchain(
 ) -> None:
     monkeypatch.setitem(sys.modules, "langchain_core", None)
     args = argparse.Namespace(
-        requests=10, sample_rate=0.5, seed=1, prometheus_port=None, linger=0.0
+        requests=10,
+        sample_rate=0.5,
+        seed=1,
+        prometheus_port=None,
+        prometheus_host="127.0.0.1",
+        linger=0.0,
     )
     assert demo_cli.run(args) == 2
     err = capsys.readouterr().err
@@ -218,6 +223,54 @@ def test_core_does_not_import_langchain() -> None:
 
 
 def test_demo_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
-    bad = argparse.Namespace(requests=10, sample_rate=0.0, seed=1, prometheus_port=None, linger=0)
+    bad = argparse.Namespace(
+        requests=10,
+        sample_rate=0.0,
+        seed=1,
+        prometheus_port=None,
+        prometheus_host="127.0.0.1",
+        linger=0,
+    )
     assert demo_cli.run(bad) == 2
     assert "--sample-rate" in capsys.readouterr().err
+
+
+def _listening(port: int) -> set[str]:
+    """The IPv4 addresses a TCP socket listens on at ``port``, as the kernel tells them."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+            found.add(".".join(str(b) for b in reversed(bytes.fromhex(address))))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc/net/tcp")
+@pytest.mark.parametrize(
+    ("flags", "address"), [((), "127.0.0.1"), (("--prometheus-host", "0.0.0.0"), "0.0.0.0")]
+)
+def test_the_prometheus_endpoint_listens_on_loopback_unless_opened(
+    flags: tuple[str, ...], address: str
+) -> None:
+    """An unauthenticated /metrics on every interface is a choice, not a default."""
+    pytest.importorskip("opentelemetry.exporter.prometheus")
+    port = _free_port()
+    command = ["demo", "--requests", "10", "--prometheus-port", str(port), "--linger", "3"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "groundwatch", *command, *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
+    seen: set[str] = set()
+    deadline = time.monotonic() + 90
+    while not seen and proc.poll() is None and time.monotonic() < deadline:
+        seen = _listening(port)
+        time.sleep(0.1)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert seen == {address}, (seen, stdout)
+    assert f"Prometheus at http://{address}:{port}/metrics" in stdout

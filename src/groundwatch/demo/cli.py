@@ -55,6 +55,8 @@ _OTLP_HINT = (
     '    pip install -e ".[otlp]"   (opentelemetry-exporter-otlp-proto-http)\n'
     "Telemetry stays in this process for this run."
 )
+DEFAULT_PROMETHEUS_HOST = "127.0.0.1"
+"""The Prometheus endpoint is unauthenticated: this machine only unless asked."""
 _PROMETHEUS_HINT = (
     "--prometheus-port needs the Prometheus exporter:\n"
     '    pip install -e ".[prometheus]"   (opentelemetry-exporter-prometheus)'
@@ -87,7 +89,16 @@ def add_parser(subparsers: Any) -> None:
         "--prometheus-port",
         type=int,
         default=None,
-        help="serve Prometheus metrics on 127.0.0.1:PORT/metrics during the run",
+        help="serve Prometheus metrics on HOST:PORT/metrics during the run",
+    )
+    parser.add_argument(
+        "--prometheus-host",
+        default=DEFAULT_PROMETHEUS_HOST,
+        metavar="HOST",
+        help=(
+            "address of --prometheus-port (%(default)s: this machine only; 0.0.0.0 to be "
+            "scraped from another host or container: /metrics has no authentication)"
+        ),
     )
     parser.add_argument(
         "--linger",
@@ -323,7 +334,9 @@ def _unreachable(endpoint: str) -> str | None:
         return exc.strerror or type(exc).__name__
 
 
-def setup_telemetry(seed: int, prometheus_port: int | None) -> DemoTelemetry:
+def setup_telemetry(
+    seed: int, prometheus_port: int | None, prometheus_host: str = DEFAULT_PROMETHEUS_HOST
+) -> DemoTelemetry:
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import (
         BatchLogRecordProcessor,
@@ -397,9 +410,9 @@ def setup_telemetry(seed: int, prometheus_port: int | None) -> DemoTelemetry:
         except ImportError:
             notes.append(_PROMETHEUS_HINT)
         else:
-            start_http_server(prometheus_port, addr="127.0.0.1")
+            start_http_server(prometheus_port, addr=prometheus_host)
             readers.append(PrometheusMetricReader())
-            destinations.append(f"Prometheus at http://127.0.0.1:{prometheus_port}/metrics")
+            destinations.append(f"Prometheus at http://{prometheus_host}:{prometheus_port}/metrics")
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     return DemoTelemetry(
         tracer_provider, meter_provider, logger_provider, spans, logs, destinations, notes, otlp
@@ -621,7 +634,7 @@ def run(args: argparse.Namespace) -> int:
     requests, rate, seed = args.requests, args.sample_rate, args.seed
     drift_at = max(1, int(DRIFT_AT * requests))
     console = Console(requests)
-    tel = setup_telemetry(seed, args.prometheus_port)
+    tel = setup_telemetry(seed, args.prometheus_port, args.prometheus_host)
     for note in tel.notes:
         console.line(note)
 

@@ -90,8 +90,8 @@ def write_file(path: Path, megabytes: float) -> int:
     return n
 
 
-def _tree_rss_kib(pid: int) -> int:
-    """RSS of ``pid`` and its descendants, from /proc (Linux), in KiB."""
+def tree_rss_kib(pid: int) -> tuple[int, int]:
+    """RSS of ``pid`` alone and of ``pid`` with its descendants, from /proc (Linux), in KiB."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -110,7 +110,27 @@ def _tree_rss_kib(pid: int) -> int:
         p = todo.pop()
         total += rss.get(p, 0)
         todo += children.get(p, [])
-    return total
+    return rss.get(pid, 0), total
+
+
+class PeakRss:
+    """Samples the RSS of a process and of its tree every 50 ms until :meth:`stop`."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.own_kib = self.tree_kib = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(0.05):
+            own, tree = tree_rss_kib(self.pid)
+            self.own_kib, self.tree_kib = max(self.own_kib, own), max(self.tree_kib, tree)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 def run_check(path: Path, concurrency: int) -> dict[str, float]:
@@ -119,26 +139,16 @@ def run_check(path: Path, concurrency: int) -> dict[str, float]:
     args += ["--max-hallucination-rate", "1", "--concurrency", str(concurrency)]
     start = time.perf_counter()
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    peak_tree = 0
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak_tree
-        while not done.wait(0.05):
-            peak_tree = max(peak_tree, _tree_rss_kib(proc.pid))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    peak = PeakRss(proc.pid)
     out, err = proc.communicate()
     wall = time.perf_counter() - start
-    done.set()
-    sampler.join()
+    peak.stop()
     if proc.returncode not in (0, 1):
         raise SystemExit(f"check --concurrency {concurrency} exited {proc.returncode}: {err!r}")
     rows = next(
         int(line.split()[2]) for line in out.decode().splitlines() if line.startswith("rows ")
     )
-    return {"wall": wall, "rows": rows, "peak_tree_kib": peak_tree}
+    return {"wall": wall, "rows": rows, "peak_tree_kib": peak.tree_kib}
 
 
 def run_timed(path: Path, concurrency: int) -> dict[str, float]:

@@ -36,6 +36,7 @@ def test_broken_json_is_named_in_words_without_a_made_up_field(
 ) -> None:
     data = write_jsonl(tmp_path / "bad.jsonl", [GROUNDED, line])
     first, second = read_rows(data)
+    assert not isinstance(first, InvalidRow)
     assert isinstance(second, InvalidRow)
     assert second.field is None
     text = str(second)

@@ -72,5 +72,18 @@ def test_an_async_judge_stays_on_this_process_loop(
     out = tmp_path / "out.jsonl"
     gate = GateOptions(max_hallucination_rate=1.0)
     code, summary, _ = run_check(data, AsyncPidJudge(), gate, json_out=out, concurrency=4)
-    assert summary.rows == 40
+    assert summary.rows == 40 and summary.labels["no_claims"] == 40 and code == 1
     assert {model for _, model in _models(out)} == {f"pid-{os.getpid()} nice-{os.nice(0)}"}
+
+
+def test_default_concurrency_is_the_usable_cores_for_a_sync_judge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # More worker processes than cores cost memory (one interpreter each) and buy nothing.
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert check_cli.default_concurrency(PidJudge()) == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert check_cli.default_concurrency(PidJudge()) == check_cli.DEFAULT_CONCURRENCY
+    # An async judge waits on the network: its calls in flight do not need cores.
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert check_cli.default_concurrency(AsyncPidJudge()) == check_cli.DEFAULT_CONCURRENCY

@@ -143,11 +143,11 @@ def add_parser(subparsers: Any) -> None:
     judge.add_argument(
         "--concurrency",
         type=positive_int,
-        default=DEFAULT_CONCURRENCY,
         metavar="N",
         help="local and semantic judges: worker processes, one core each (at most one per "
-        f"{ROWS_PER_PROCESS} rows; 1: in this process); openai and cascade: LLM calls in "
-        f"flight (default {DEFAULT_CONCURRENCY})",
+        f"{ROWS_PER_PROCESS} rows; 1: in this process; default: the usable cores, at most "
+        f"{DEFAULT_CONCURRENCY}); openai and cascade: LLM calls in flight (default "
+        f"{DEFAULT_CONCURRENCY})",
     )
     caps = p.add_argument_group(
         "what the judge reads",
@@ -398,6 +398,23 @@ class Progress:
 
 
 # --- the run ------------------------------------------------------------------------------------
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, where the platform has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def default_concurrency(judge: Judge) -> int:
+    """``--concurrency`` when not given: :data:`DEFAULT_CONCURRENCY` calls in flight for an
+    async judge; for a sync (CPU-bound) judge as many worker processes as there are usable
+    cores, at most :data:`DEFAULT_CONCURRENCY` (more processes than cores only cost memory)."""
+    if inspect.iscoroutinefunction(getattr(judge, "judge", None)):
+        return DEFAULT_CONCURRENCY
+    return min(DEFAULT_CONCURRENCY, usable_cores())
 
 
 def process_count(concurrency: int, rows: int | None) -> int:
@@ -680,7 +697,7 @@ def run(args: argparse.Namespace) -> int:
             json_out=args.json,
             junit_out=args.junit,
             html_out=args.html,
-            concurrency=args.concurrency,
+            concurrency=args.concurrency or default_concurrency(judge),
             worst=args.worst,
             html_limit=args.html_limit,
             progress=progress,

@@ -119,3 +119,13 @@ def test_a_failure_while_running_exits_1_with_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("groundwatch check: error: ")
     assert "No space left on device" in proc.stderr
+
+
+def test_a_file_of_only_bad_rows_names_them_without_zero_tables(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "bad.jsonl", [{"answer": None, "contexts": ["x"]}, "{"])
+    proc = run_cli(data)
+    assert proc.returncode == 2
+    assert "no row could be checked: every row is invalid (2)" in proc.stdout
+    assert "row 1: field 'answer': null" in proc.stdout
+    assert "grounded " not in proc.stdout and "gate" not in proc.stdout
+    assert proc.stdout.rstrip().endswith("result: FAIL (bad input), exit 2")

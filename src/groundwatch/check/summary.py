@@ -355,9 +355,17 @@ class CheckSummary:
         lines = [
             f"groundwatch check: {self.source} (judge: {self.judge})",
             f"rows checked {self.rows} · invalid {self.invalid} · {self.seconds:.1f} s",
-            "",
-            f"{'label':<22}{'count':>7}{'share':>9}",
         ]
+        if self.rows == 0:
+            # Nothing was judged: tables of zeros and a gate over nothing would only hide the
+            # reason, which is the invalid rows.
+            lines += ["", f"no row could be checked: every row is invalid ({self.invalid})"]
+            lines += [f"  {bad}" for bad in self.invalid_rows]
+            if self.invalid > len(self.invalid_rows):
+                lines.append(f"  … and {self.invalid - len(self.invalid_rows)} more")
+            lines.append(f"result: FAIL (bad input), exit {exit_code}")
+            return "\n".join(lines)
+        lines += ["", f"{'label':<22}{'count':>7}{'share':>9}"]
         for label in LABELS:
             n = self.labels[label]
             share = f"{n / self.rows:.1%}" if self.rows else "-"

@@ -119,9 +119,11 @@ class JUnitWriter:
     A case fails (``<failure>``) exactly when a failed gate threshold blames it
     (:meth:`Threshold.blames`: a hallucinated answer under the hallucination-rate threshold, an
     answer below a failed minimum score); the message lists the unsupported and contradicted
-    claims with their evidence. So the file has a failure if and only if the gate failed, and
-    the CI's test view agrees with the exit code. Answers that are flagged but within the gate
-    pass, with their claims in ``<system-out>``. Judge errors and invalid rows are ``<error>``;
+    claims with their evidence; a row the judge read in part fails under the truncated-inputs
+    threshold (``type="truncated"``, or a line in the message of a failure it has already). So
+    the file has a failure if and only if the gate failed, and the CI's test view agrees with
+    the exit code. Answers that are flagged but within the gate pass, with their claims in
+    ``<system-out>``. Judge errors and invalid rows are ``<error>``;
     ``no_claims`` answers are ``<skipped>``. Each gate threshold is one more case.
 
     Whether a case fails is known only when the run ends, so cases wait in a temporary file, one

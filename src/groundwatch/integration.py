@@ -17,20 +17,26 @@ needs these things from the core, all here:
 - the limits a capture should respect (:data:`MAX_PASSAGES`) and :func:`raise_internal_errors`
   (the switch our own test suites set to turn logged errors into failures);
 - :class:`MonitorOwner`: the monitor an OpenTelemetry instrumentor's ``instrument(**kwargs)``
-  records into (``opentelemetry-instrument`` passes none, so one is built from the environment).
+  records into (``opentelemetry-instrument`` passes none, so one is built from the environment);
+- agents (docs/agents.md): :class:`ToolOutput`, a tool call's output held by reference among a
+  record's contexts and read as a ``tool`` passage on the worker; :func:`readable_tool_output`,
+  asked on the request path to leave out (and count) outputs with no text;
+  :func:`tool_filter` for the integrations' ``context_tools=`` option; a mapping context with
+  ``"kind": "conversation"`` for an earlier turn; the conversation's id goes in the record's
+  ``attributes`` under :data:`~groundwatch.telemetry.semconv.GEN_AI_CONVERSATION_ID`.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from opentelemetry import context as otel_context
 
 from ._config import raise_internal_errors
 from ._guard import bad_input, internal_error, user_error
-from ._inputs import MAX_PASSAGES
+from ._inputs import MAX_PASSAGES, ToolOutput, readable_tool_output, tool_output_text
 from ._weakhooks import reinit_after_fork, weak_callback
 from .runtime.sampling import Decision
 
@@ -42,16 +48,21 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_PASSAGES",
     "SUPPRESS_INSTRUMENTATION_KEYS",
+    "ContextTools",
     "Decision",
     "MonitorLike",
     "MonitorOwner",
+    "ToolOutput",
     "bad_input",
     "guarded",
     "internal_error",
     "raise_internal_errors",
+    "readable_tool_output",
     "reinit_after_fork",
     "suppressed",
     "suppressed_context",
+    "tool_filter",
+    "tool_output_text",
     "user_error",
     "weak_callback",
 ]
@@ -81,6 +92,40 @@ def suppressed() -> bool:
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+ContextTools = Collection[str] | Callable[[str], bool] | None
+"""Which tools' outputs are context (an integration's ``context_tools=``): ``None`` for every
+tool, a collection of tool names, or a predicate on the tool's name."""
+
+
+def tool_filter(context_tools: ContextTools) -> Callable[[str | None], bool] | None:
+    """``context_tools`` as one test on a tool's name (``None``: every tool counts, no test).
+
+    A tool without a name counts only when every tool does. A predicate that raises counts as
+    "no" (and is reported with :func:`user_error`): a filter never fails the host's run.
+
+    Raises:
+        TypeError: ``context_tools`` is a string (a collection of its letters is a mistake).
+    """
+    if context_tools is None:
+        return None
+    if isinstance(context_tools, str):
+        raise TypeError("context_tools takes a collection of tool names, not one string")
+    if callable(context_tools):
+        predicate = context_tools
+
+        def accepts(name: str | None) -> bool:
+            if name is None:
+                return False
+            try:
+                return bool(predicate(name))
+            except Exception as exc:
+                user_error("context_tools", exc)
+                return False
+
+        return accepts
+    names = frozenset(context_tools)
+    return lambda name: name in names
 
 
 def guarded(where: str, report: Callable[[Any, str, Exception], object]) -> Callable[[_F], _F]:

@@ -301,7 +301,7 @@ def _closest_sentence(claim: str, passages: _Sequence[_Passage]) -> tuple[int, s
 def _evidence_text(claim: _Claim, passages: _Sequence[_Passage]) -> str:
     if claim.evidence:
         ev = claim.evidence[0]
-        return f'best evidence: passage {ev.passage + 1} [{ev.start}:{ev.end}]: "{ev.quote}"'
+        return f'best evidence: {ev.name} [{ev.start}:{ev.end}]: "{ev.quote}"'
     text = "no evidence" + (f" ({claim.reason})" if claim.reason else "")
     closest = _closest_sentence(claim.text, passages)
     if closest is not None:

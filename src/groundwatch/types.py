@@ -17,6 +17,11 @@ Verdict = Literal["supported", "inferred", "unsupported", "contradicted"]
 Label = Literal["grounded", "hallucinated", "insufficient_context", "no_claims", "error"]
 """The verdict on a whole answer."""
 
+PassageKind = Literal["retrieved", "tool", "conversation"]
+"""Where a passage came from: a retriever's document, a tool's output, or an earlier turn of the
+conversation (only with an integration's ``conversation_context=True``)."""
+PASSAGE_KINDS: tuple[PassageKind, ...] = ("retrieved", "tool", "conversation")
+
 VERDICTS: tuple[Verdict, ...] = ("supported", "inferred", "unsupported", "contradicted")
 LABELS: tuple[Label, ...] = (
     "grounded",
@@ -28,7 +33,12 @@ LABELS: tuple[Label, ...] = (
 
 
 class Passage(BaseModel):
-    """One retrieved passage: the text the answer was supposed to rely on."""
+    """One passage of context: the text the answer was supposed to rely on.
+
+    ``kind`` says where it came from (``retrieved``, ``tool``, ``conversation``) and ``tool``
+    names the tool whose output it is (or that retrieved it): reports and telemetry name the
+    passage after them ("tool lookup_policy") instead of by number (:func:`passage_names`).
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -36,6 +46,38 @@ class Passage(BaseModel):
     id: str | None = None
     score: float | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    kind: PassageKind = "retrieved"
+    tool: str | None = None
+
+
+def passage_names(passages: Sequence[Passage]) -> list[str]:
+    """What to call each passage for people, numbered from 1 as people count.
+
+    ``passage 3`` for a retrieved document (``passage 3 (tool search_docs)`` when a tool
+    retrieved it), ``tool lookup_policy`` for a tool's output (``tool lookup_policy (call 2)``
+    when the same tool answered several times), ``earlier turn 1`` for conversation context.
+    """
+    calls = Counter(p.tool for p in passages if p.kind == "tool" and p.tool)
+    seen: Counter[str] = Counter()
+    turns = 0
+    names: list[str] = []
+    for i, p in enumerate(passages):
+        if p.kind == "tool":
+            if not p.tool:
+                names.append(f"tool output {i + 1}")
+                continue
+            seen[p.tool] += 1
+            names.append(
+                f"tool {p.tool}" if calls[p.tool] == 1 else f"tool {p.tool} (call {seen[p.tool]})"
+            )
+        elif p.kind == "conversation":
+            turns += 1
+            names.append(f"earlier turn {turns}")
+        elif p.tool:
+            names.append(f"passage {i + 1} (tool {p.tool})")
+        else:
+            names.append(f"passage {i + 1}")
+    return names
 
 
 class Evidence(BaseModel):
@@ -49,6 +91,14 @@ class Evidence(BaseModel):
     start: int
     end: int
     quote: str
+    source: str | None = None
+    """The passage's name for people when it is not just its number (``tool lookup_policy``,
+    see :func:`passage_names`); set by scoring. :attr:`name` reads either."""
+
+    @property
+    def name(self) -> str:
+        """``source``, or ``passage N`` (numbered from 1)."""
+        return self.source or f"passage {self.passage + 1}"
 
 
 class Claim(BaseModel):

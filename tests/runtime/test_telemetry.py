@@ -222,6 +222,7 @@ def test_content_only_with_capture_after_redact_truncated(capgw: GroundwatchTele
             "text": "The [NAME] Tower stands 330 metres tall.",
             "verdict": "supported",
             "quotes": ["The [NAME] Tower stands 330 metres tall."],
+            "sources": ["passage 1"],
         }
     ]
     answer = _attrs(second)[sc.GROUNDWATCH_CONTENT_ANSWER]

@@ -265,7 +265,7 @@ def _claim_item(i: int, claim: Claim, located: bool, passages: list[str]) -> str
     if not claim.evidence and claim.verdict in ("unsupported", "contradicted"):
         parts.append(_closest_item(claim, passages))
     for ev in claim.evidence[:3]:
-        label = f"passage {ev.passage + 1}"
+        label = ev.name  # "passage 3", or the tool whose output it is
         parts.append(
             f'<div class="evidence"><span class="quote">“{_e(ev.quote)}”</span> '
             f'<span class="pn">({label})</span>'

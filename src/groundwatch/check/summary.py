@@ -82,7 +82,7 @@ def claim_line(claim: Claim, limit: int = 160) -> str:
     line = f'{VERDICT_ICONS[claim.verdict]} {claim.verdict}: "{_cut(claim.text, limit)}"'
     if claim.evidence:
         ev = claim.evidence[0]
-        line += f' (passage {ev.passage + 1}: "{_cut(ev.quote, limit)}")'
+        line += f' ({ev.name}: "{_cut(ev.quote, limit)}")'
     elif claim.reason:
         line += f" ({_cut(claim.reason, limit)})"
     return line

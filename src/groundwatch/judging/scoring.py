@@ -19,11 +19,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..telemetry import semconv as sc
-from ..types import Claim, Evaluation, Evidence, Judgement, Label, Passage
+from ..types import Claim, Evaluation, Evidence, Judgement, Label, Passage, passage_names
 from .evidence_check import enforce_evidence_content
 
 DEFAULT_MIN_FAITHFULNESS = 1.0
@@ -154,8 +154,15 @@ def check_claims(
     """
     checked: list[Claim] = []
     rejected = 0
+    # Tool outputs and conversation turns are named for people ("tool lookup_policy"); plain
+    # retrieved passages keep their number (Evidence.name), so most records skip this.
+    names = (
+        passage_names(passages) if any(p.kind != "retrieved" or p.tool for p in passages) else None
+    )
     for claim in claims:
         evidence = [e for e in (verify_evidence(e, passages) for e in claim.evidence) if e]
+        if names is not None:
+            evidence = [e.model_copy(update={"source": names[e.passage]}) for e in evidence]
         verdict = claim.verdict
         reason = claim.reason
         if verdict != "unsupported" and not evidence:
@@ -179,6 +186,16 @@ def check_claims(
             )
         )
     return checked, rejected
+
+
+def _sources(claims: Iterable[Claim], limit: int = 3) -> str:
+    """The distinct names of the passages these claims' best evidence is in, in order."""
+    names: list[str] = []
+    for claim in claims:
+        if claim.evidence and claim.evidence[0].name not in names:
+            names.append(claim.evidence[0].name)
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
 
 
 def _unit_or_none(value: float | None) -> float | None:
@@ -297,6 +314,9 @@ def score(
         f"{counts['unsupported']} unsupported, {counts['contradicted']} contradicted of "
         f"{counted(n, 'claim')}"
     )
+    against = _sources(c for c in claims if c.verdict == "contradicted")
+    if against:
+        explanation += f"; contradicted by {against}"
     label: Label
     if counts["supported"] == 0 and not context_is_substantive(passages):
         label = "insufficient_context"

@@ -19,7 +19,7 @@ from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..telemetry._emitter import _user_attributes
-from ..types import Passage, RagRecord
+from ..types import Passage, PassageKind, RagRecord
 
 VERSION = 1
 FIELD = "record"
@@ -52,6 +52,8 @@ class WirePassage(BaseModel):
     id: str | None = None
     score: float | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    kind: PassageKind = "retrieved"
+    tool: str | None = None
 
 
 class WireRecord(BaseModel):
@@ -92,7 +94,14 @@ class WireRecord(BaseModel):
         return RagRecord(
             self.question,
             [
-                Passage(text=p.text, id=p.id, score=p.score, metadata=p.metadata)
+                Passage(
+                    text=p.text,
+                    id=p.id,
+                    score=p.score,
+                    metadata=p.metadata,
+                    kind=p.kind,
+                    tool=p.tool,
+                )
                 for p in self.passages
             ],
             self.answer,
@@ -131,7 +140,14 @@ def encode(record: RagRecord, sampling_rate: float | None, enqueued_ns: int) -> 
         "question": record.question,
         "answer": record.answer,
         "passages": [
-            {"text": p.text, "id": p.id, "score": p.score, "metadata": p.metadata}
+            {
+                "text": p.text,
+                "id": p.id,
+                "score": p.score,
+                "metadata": p.metadata,
+                "kind": p.kind,
+                "tool": p.tool,
+            }
             for p in record.contexts
         ],
         "route": record.route,

@@ -106,8 +106,10 @@ def _evaluate_batch(judge: Any, exporter: ChildExport | None, payload: Any, out:
         try:
             answer, contexts, question, span_fields = pickle.loads(item)
             passages = [
-                Passage.model_construct(text=text, id=pid, score=score, metadata=metadata)
-                for text, pid, score, metadata in contexts
+                Passage.model_construct(
+                    text=text, id=pid, score=score, metadata=metadata, kind=kind, tool=tool
+                )
+                for text, pid, score, metadata, kind, tool in contexts
             ]
             # Prepared by the host already (checked and capped); the host marks truncation.
             prepared = Prepared(answer, passages, question, False)

@@ -644,7 +644,9 @@ class ProcessRunner:
         export = self.export
         for item in items:
             try:
-                contexts = [(p.text, p.id, p.score, p.metadata) for p in item.passages]
+                contexts = [
+                    (p.text, p.id, p.score, p.metadata, p.kind, p.tool) for p in item.passages
+                ]
                 span_fields = (
                     export.span_fields(item.record)
                     if export is not None and item.record is not None

@@ -404,6 +404,8 @@ class Telemetry:
                 "text": self._content(claim.text),
                 "verdict": claim.verdict,
                 "quotes": [self._content(e.quote) for e in claim.evidence[:MAX_CONTENT_QUOTES]],
+                # Which passage each quote is from: "passage 2", "tool lookup_policy".
+                "sources": [e.name for e in claim.evidence[:MAX_CONTENT_QUOTES]],
             }
             for claim in evaluation.claims[:MAX_CONTENT_CLAIMS]
         ]

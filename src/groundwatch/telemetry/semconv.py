@@ -44,8 +44,13 @@ GROUNDWATCH_COMPONENT: Final = "groundwatch.component"
 GROUNDWATCH_CONTENT_QUESTION: Final = "groundwatch.content.question"
 GROUNDWATCH_CONTENT_ANSWER: Final = "groundwatch.content.answer"
 GROUNDWATCH_CONTENT_CLAIMS: Final = "groundwatch.content.claims"
-"""JSON list of ``{"text", "verdict", "quotes"}``, one entry per claim."""
+"""JSON list of ``{"text", "verdict", "quotes", "sources"}``, one entry per claim; ``sources``
+names each quote's passage (``passage 2``, ``tool lookup_policy``)."""
 
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+"""The conversation (thread, session) a record's turn belongs to: a span attribute only, never
+a metric attribute (one series per conversation would be unbounded). Integrations hand it over
+in the record's ``attributes``."""
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
 GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
 GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
@@ -100,6 +105,13 @@ GROUNDWATCH_LANGCHAIN_RUN_ID: Final = "groundwatch.langchain.run_id"
 """The root LangChain run the record came from."""
 GROUNDWATCH_CONTEXTS_DROPPED: Final = "groundwatch.contexts.dropped"
 """Retrieved passages past the cap that were not recorded."""
+GROUNDWATCH_CONTEXTS_TOOLS: Final = "groundwatch.contexts.tools"
+"""Tool outputs among the record's passages (agents)."""
+GROUNDWATCH_CONTEXTS_UNREADABLE: Final = "groundwatch.contexts.unreadable"
+"""Tool outputs left out because they could not be read as text (``None``, bytes, an object
+with only Python's default repr)."""
+GROUNDWATCH_TOOL_ERRORS: Final = "groundwatch.tool.errors"
+"""Tool calls of the run that raised (an error is not a passage)."""
 
 SCORE_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 DURATION_BUCKETS: Final = (

@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ...types import Claim, Evidence, Judgement, Passage, Verdict
+from ...types import Claim, Evidence, Judgement, Passage, Verdict, passage_names
 from .. import zh
 from ..claims import ClaimSpan, sentence_spans, split_claims
 from ..contrast import cause_effect_reversed, direction_reversed
@@ -175,6 +175,12 @@ class _ContextIndex:
                     self.all_pairs |= pair_set
         self.all_units = set(self.df)
         self.texts = [p.text for p in passages]
+        # What reasons call each passage: its number, or a tool's name for a tool's output.
+        self.names = (
+            passage_names(passages)
+            if any(p.kind != "retrieved" or p.tool for p in passages)
+            else None
+        )
         self._joined: str | None = None
         self.quantities = QuantityIndex(quantities)
         self._n1 = len(self.sentences) + 1.0
@@ -521,7 +527,10 @@ class LocalJudge:
             evidence = index.text_of(f.best)
             snippet = evidence if len(evidence) <= 60 else evidence[:57].rstrip() + "..."
             # Numbered from 1, as people count (and as reports number passages).
-            f.closest = f"passage {best.passage + 1}: {snippet!r}"
+            name = (
+                f"passage {best.passage + 1}" if index.names is None else index.names[best.passage]
+            )
+            f.closest = f"{name}: {snippet!r}"
             f.negation_unbacked = negated and not any(sentences[i].negated for i in f.window)
             if negated or best.negated:
                 f.negation_flip = f.cover_sentence >= 0.6 and _negation_differs(

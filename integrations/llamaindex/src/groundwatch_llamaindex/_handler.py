@@ -21,6 +21,7 @@ from __future__ import annotations
 import inspect
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import (
     AsyncGenerator,
@@ -31,9 +32,13 @@ from collections.abc import (
 )
 from typing import Any, TypeVar
 
+from llama_index.core.agent.workflow import AgentWorkflow, BaseWorkflowAgent
+from llama_index.core.agent.workflow.workflow_events import AgentOutput, ToolCallResult
 from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.base.llms.types import TextBlock
 from llama_index.core.base.response.schema import (
     AsyncStreamingResponse,
+    PydanticResponse,
     Response,
     StreamingResponse,
 )
@@ -50,23 +55,39 @@ from llama_index.core.instrumentation.events.retrieval import (
 )
 from llama_index.core.instrumentation.span import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.workflow import StopEvent
 from opentelemetry import trace as trace_api
 
 from groundwatch.integration import (
     Decision,
     MonitorLike,
+    ToolOutput,
     bad_input,
     guarded,
     internal_error,
+    readable_tool_output,
     reinit_after_fork,
     suppressed,
 )
+from groundwatch.telemetry import semconv
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 ROOT_METHODS = frozenset({"query", "aquery", "chat", "achat", "stream_chat", "astream_chat"})
 """Engine methods whose span starts a record when no tracked span encloses it."""
+
+AGENT_ROOT_METHOD = "run"
+"""An agent workflow's run span (``FunctionAgent.run-<uuid>``, entered by the workflow runtime
+around every step of one ``agent.run(...)``): a record when no tracked span encloses it."""
+
+TOOL_STEP_METHOD = "call_tool"
+"""The agent step that calls one tool and returns its ``ToolCallResult`` (``BaseWorkflowAgent``
+and ``AgentWorkflow`` alike): the place every tool's output passes, whatever the tool."""
+
+HANDOFF_TOOL = "handoff"
+"""``AgentWorkflow``'s routing tool: its output says which agent takes over, not a source."""
 
 _WRITER_METHODS = frozenset({"write_response_to_history", "awrite_response_to_history"})
 """Methods of ``StreamingAgentChatResponse`` that consume a streamed chat answer to its end."""
@@ -80,8 +101,9 @@ DEFAULT_PENDING_TIMEOUT_S = 600.0
 MAX_SPANS_PER_ROOT = 10_000
 MAX_NODES_PER_ROOT = 1_000
 
-_OTHER, _ENGINE, _CHAT_STREAM = 0, 1, 2
+_OTHER, _ENGINE, _CHAT_STREAM, _AGENT = 0, 1, 2, 3
 _kinds: dict[type, int] = {}
+_chat_engines: dict[type, bool] = {}
 _NOT_RETRIEVAL, _RETRIEVAL_START, _RETRIEVAL_END = 0, 1, 2
 _retrieval_kinds: dict[type, int] = {}
 
@@ -99,6 +121,8 @@ def _kind(instance: Any) -> int:
             kind = _ENGINE
         elif issubclass(cls, StreamingAgentChatResponse):
             kind = _CHAT_STREAM
+        elif issubclass(cls, (BaseWorkflowAgent, AgentWorkflow)):
+            kind = _AGENT
         else:
             kind = _OTHER
         if len(_kinds) < 4096:
@@ -106,25 +130,44 @@ def _kind(instance: Any) -> int:
     return kind
 
 
+def _is_chat_engine(instance: Any) -> bool:
+    cls = type(instance)
+    chat = _chat_engines.get(cls)
+    if chat is None:
+        chat = issubclass(cls, BaseChatEngine)
+        if len(_chat_engines) < 4096:
+            _chat_engines[cls] = chat
+    return chat
+
+
 class _Binding:
     """One ``instrument()`` call: where records go, and which engine they come from."""
 
-    __slots__ = ("engine", "monitor", "route")
+    __slots__ = ("engine", "monitor", "route", "tools")
 
     def __init__(
-        self, monitor: MonitorLike, route: str | None, engine: weakref.ref[Any] | None
+        self,
+        monitor: MonitorLike,
+        route: str | None,
+        engine: weakref.ref[Any] | None,
+        tools: Callable[[str | None], bool] | None = None,
     ) -> None:
         self.monitor = monitor
         self.route = route
         self.engine = engine
+        self.tools = tools  # which tools' outputs are context (None: every tool)
 
 
 class _Root:
     """Everything captured for one top-level query or chat turn."""
 
     __slots__ = (
+        "agent",
         "answer",
         "binding",
+        "chat",
+        "condensed",
+        "conversation_id",
         "decision",
         "engine",
         "error",
@@ -140,6 +183,12 @@ class _Root:
         "span_context",
         "span_ids",
         "stream",
+        "tool_called",
+        "tool_errors",
+        "tool_slots",
+        "tool_steps",
+        "tools_dropped",
+        "unreadable",
         "writer_seen",
     )
 
@@ -171,6 +220,18 @@ class _Root:
         self.exited_at = 0.0
         self.finished = False
         self.writer_seen = False
+        self.agent = False  # an agent's run: its tools' outputs are the passages
+        self.chat = False  # a chat engine's turn: the question is the one it retrieved with
+        self.condensed: str | None = None
+        self.conversation_id: str | None = None
+        self.tool_called = False
+        # One slot per tool call of the agent itself, in call order (parallel calls finish in
+        # any order): a ToolOutput, (tool name, nodes) for a retrieving tool, or None.
+        self.tool_slots: list[Any] = []
+        self.tool_steps: dict[str, int] = {}  # call_tool span id -> its slot
+        self.tool_errors = 0
+        self.tools_dropped = 0
+        self.unreadable = 0
 
 
 def _report(handler: Any, where: str, exc: Exception) -> None:
@@ -202,6 +263,18 @@ def _question(bound_args: inspect.BoundArguments) -> str | None:
     except BaseException as exc:  # the application's code (a property); see _read_result
         bad_input("llama_index question", exc)
     return None
+
+
+def _agent_question(bound_args: inspect.BoundArguments) -> str | None:
+    """An agent run's question: the ``user_msg`` of its start event (text or a message)."""
+    start = bound_args.arguments.get("start_event")
+    if start is None:
+        return None  # a run resumed from a context
+    try:
+        return _query_text(start.get("user_msg", None))
+    except BaseException as exc:  # the application's message object
+        bad_input("llama_index question", exc)
+        return None
 
 
 def _method(span_id: str) -> str:
@@ -257,6 +330,56 @@ def _passage(node: NodeWithScore) -> dict[str, Any]:
     }
 
 
+def _source_nodes(raw: Any) -> list[Any] | None:
+    """The documents a tool returned, when it returned documents: a query engine's response
+    (``QueryEngineTool``: its source nodes, not the sub-engine's synthesised answer, which is a
+    model's text), or a list of nodes (``RetrieverTool``, or a function returning nodes)."""
+    if isinstance(raw, (Response, PydanticResponse, AgentChatResponse)):
+        return raw.source_nodes if isinstance(raw.source_nodes, list) else []
+    if isinstance(raw, NodeWithScore | BaseNode):
+        return [raw]
+    if isinstance(raw, list) and raw and all(isinstance(n, NodeWithScore | BaseNode) for n in raw):
+        return raw
+    return None
+
+
+def _tool_value(output: Any) -> tuple[Any, bool]:
+    """What of a ``ToolOutput`` becomes context: ``(value, readable)``.
+
+    The raw output when it is data (a string, a mapping, rows, a model: written as JSON with
+    sorted keys on the worker, not as the ``str()`` LlamaIndex shows the model); the text
+    LlamaIndex made of it for content blocks, an agent's output or a tool that set no raw
+    output. Nothing is converted here: the request path only keeps a reference.
+    """
+    raw = output.raw_output
+    if (
+        raw is None
+        or isinstance(raw, TextBlock | AgentOutput)
+        or (isinstance(raw, list) and raw and all(isinstance(b, TextBlock) for b in raw))
+    ):
+        try:
+            text = output.content
+        except BaseException as exc:  # the application's object; see Capture._read_result
+            bad_input("llama_index tool output", exc)
+            return None, False
+        return text, bool(text)
+    return raw, readable_tool_output(raw)
+
+
+def _memory_id(memory: Any) -> str | None:
+    """The conversation a chat memory names: ``Memory.session_id``, or a chat-store memory's
+    ``chat_store_key`` unless it is LlamaIndex's default (shared by every such memory)."""
+    if memory is None:
+        return None
+    session_id = getattr(memory, "session_id", None)
+    if isinstance(session_id, str) and session_id:
+        return session_id
+    key = getattr(memory, "chat_store_key", None)
+    if isinstance(key, str) and key and key != DEFAULT_CHAT_STORE_KEY:
+        return key
+    return None
+
+
 class Capture:
     """The state shared by the span and event handlers: bindings and per-query roots."""
 
@@ -274,6 +397,8 @@ class Capture:
         self._roots: dict[str, _Root] = {}  # insertion order = age, for eviction
         self._max_open_roots = max_open_roots
         self._pending_timeout_s = pending_timeout_s
+        # A chat engine whose memory names no conversation is one: an id per engine object.
+        self._engine_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self.errors = 0
         """Internal failures caught by the guards (tests assert it stays 0)."""
         self.evicted = 0
@@ -293,7 +418,13 @@ class Capture:
 
     # --- bindings ---------------------------------------------------------------------------
 
-    def bind(self, monitor: MonitorLike, route: str | None, engine: Any | None) -> None:
+    def bind(
+        self,
+        monitor: MonitorLike,
+        route: str | None,
+        engine: Any | None,
+        tools: Callable[[str | None], bool] | None = None,
+    ) -> None:
         ref = weakref.ref(engine) if engine is not None else None
         with self._lock:
             kept = []
@@ -304,7 +435,7 @@ class Capture:
                 if target is engine:
                     continue  # replaced by this call (the global binding when engine is None)
                 kept.append(b)
-            kept.append(_Binding(monitor, route, ref))
+            kept.append(_Binding(monitor, route, ref, tools))
             # Engine-scoped bindings win over a global one.
             kept.sort(key=lambda b: b.engine is None)
             self._bindings = tuple(kept)
@@ -379,20 +510,37 @@ class Capture:
                             if not (parent_root.exited and not parent_root.writer_seen):
                                 parent_root.pending += 1
                             parent_root.writer_seen = True
+                        elif (
+                            parent_root.agent
+                            and parent_span_id == parent_root.id
+                            and _method(id_) == TOOL_STEP_METHOD
+                        ):
+                            # A tool call of the agent itself (not of an agent inside a tool:
+                            # that one's answer is this tool's output).
+                            self._tool_started_locked(parent_root, id_)
                 return
-        if _kind(instance) != _ENGINE or _method(id_) not in ROOT_METHODS:
+        kind = _kind(instance)
+        method = _method(id_)
+        if kind == _ENGINE:
+            if method not in ROOT_METHODS:
+                return
+        elif kind != _AGENT or method != AGENT_ROOT_METHOD:
             return
         binding = self._match(instance)
         if binding is None or suppressed():
             return
         span_context = trace_api.get_current_span().get_span_context()
+        agent = kind == _AGENT
         root = _Root(
             id_,
             binding,
             type(instance).__name__,
-            _question(bound_args),
+            _agent_question(bound_args) if agent else _question(bound_args),
             span_context if span_context.is_valid else None,
         )
+        root.agent = agent
+        root.chat = not agent and _is_chat_engine(instance)
+        root.conversation_id = self._conversation_id(instance, bound_args, root)
         evicted: list[_Root] = []
         with self._lock:
             evicted = self._evict_locked()
@@ -400,6 +548,82 @@ class Capture:
             self._spans[id_] = root
         for old in evicted:
             self._give_up(old, "evicted")
+
+    def _tool_started_locked(self, root: _Root, span_id: str) -> None:
+        root.tool_called = True
+        if root.decision is None:
+            # Taken when the first tool (or retrieval) starts, as for a query's retrieval: a
+            # run that will not be scored keeps no outputs.
+            root.decision = root.binding.monitor.decide(
+                span_context=root.span_context, route=root.binding.route
+            )
+        if root.decision is not Decision.SAMPLED:
+            return
+        if len(root.tool_slots) >= MAX_NODES_PER_ROOT:
+            root.tools_dropped += 1
+            return
+        root.tool_steps[span_id] = len(root.tool_slots)
+        root.tool_slots.append(None)
+
+    def _tool_result(self, root: _Root, span_id: str, result: Any) -> None:
+        """Keeps a reference to what a tool call returned, in its call's slot."""
+        with self._lock:
+            slot = root.tool_steps.pop(span_id, None)
+        if slot is None or not isinstance(result, ToolCallResult):
+            return
+        name = result.tool_name
+        output = result.tool_output
+        if output.is_error:
+            # What the model was told about the failure is not evidence for the answer.
+            with self._lock:
+                root.tool_errors += 1
+            return
+        if name == HANDOFF_TOOL and root.engine == AgentWorkflow.__name__:
+            return
+        accepts = root.binding.tools
+        if accepts is not None and not accepts(name):
+            return
+        value: Any
+        nodes = _source_nodes(output.raw_output)
+        if nodes is not None:
+            value = (name, nodes)
+        else:
+            data, readable = _tool_value(output)
+            if not readable:
+                with self._lock:
+                    root.unreadable += 1
+                return
+            value = ToolOutput(data, name)
+        with self._lock:
+            root.tool_slots[slot] = value
+
+    def _conversation_id(
+        self, instance: Any, bound_args: inspect.BoundArguments, root: _Root
+    ) -> str | None:
+        """The id of the conversation a turn belongs to, or ``None`` when none is known.
+
+        An agent's run: the ``memory=`` it was given (``Memory(session_id=...)``, or a
+        chat-store memory's own key). A chat engine's turn: its memory's, or else an id of the
+        engine object (a chat engine holds one conversation), unless the call passed its own
+        ``chat_history``.
+        """
+        try:
+            if root.agent:
+                start = bound_args.arguments.get("start_event")
+                return _memory_id(start.get("memory", None)) if start is not None else None
+            if not root.chat:
+                return None
+            found = _memory_id(getattr(instance, "_memory", None))
+            if found is not None or bound_args.arguments.get("chat_history") is not None:
+                return found
+            with self._lock:
+                engine_id = self._engine_ids.get(instance)
+                if engine_id is None:
+                    engine_id = self._engine_ids[instance] = uuid.uuid4().hex
+            return engine_id
+        except BaseException as exc:  # the application's objects (a property, an odd engine)
+            bad_input("llama_index conversation", exc)
+            return None
 
     def _evict_locked(self) -> list[_Root]:
         evicted: list[_Root] = []
@@ -427,6 +651,9 @@ class Capture:
             return
         if id_ == root.id:
             self._root_exit(root, result)
+            return
+        if root.tool_steps and id_ in root.tool_steps:
+            self._tool_result(root, id_, result)
             return
         kind = _kinds.get(type(instance))  # _kind() without a call, mostly
         if kind is None:
@@ -520,6 +747,13 @@ class Capture:
                     root.pending += 1
         elif isinstance(result, (Response, AgentChatResponse)):
             root.answer = result.response
+        elif isinstance(result, StopEvent):
+            # An agent's run: the final response (the last message without tool calls).
+            output = result.result
+            if isinstance(output, AgentOutput):
+                root.answer = output.response.content
+            elif output is not None:
+                root.answer = str(output)
         elif isinstance(result, (StreamingResponse, AsyncStreamingResponse)):
             root.answer = result.response_txt
         elif result is not None:
@@ -565,7 +799,7 @@ class Capture:
         if binding not in self._bindings:
             return  # uninstrumented meanwhile
         monitor = binding.monitor
-        if not root.retrieving and not root.source_nodes:
+        if not root.retrieving and not root.source_nodes and not root.tool_called:
             # Nothing was retrieved (a plain chat turn): there is nothing to ground the answer
             # in, and scoring it would report a retrieval failure that did not happen. Ignored,
             # as the LangChain integration ignores runs that never ran a retriever.
@@ -581,14 +815,19 @@ class Capture:
             self.not_sampled += 1
             monitor.record_decision(root.decision, route=binding.route)
             return
-        if len(root.retrieved) > MAX_NODES_PER_ROOT:
-            del root.retrieved[MAX_NODES_PER_ROOT:]
-        contexts = [_passage(n) for n in _select_nodes(root)[:MAX_NODES_PER_ROOT]]
         attributes: dict[str, Any] = {"llama_index.engine": root.engine}
+        if root.agent:
+            contexts = self._agent_contexts(root, attributes)
+        else:
+            if len(root.retrieved) > MAX_NODES_PER_ROOT:
+                del root.retrieved[MAX_NODES_PER_ROOT:]
+            contexts = [_passage(n) for n in _select_nodes(root)[:MAX_NODES_PER_ROOT]]
         if root.stream is not None:
             attributes["llama_index.stream"] = root.stream
+        if root.conversation_id is not None:
+            attributes[semconv.GEN_AI_CONVERSATION_ID] = root.conversation_id
         monitor.record(
-            question=root.question,
+            question=root.condensed if root.chat and root.condensed else root.question,
             contexts=contexts,
             answer=root.answer,
             span_context=root.span_context,
@@ -596,6 +835,39 @@ class Capture:
             attributes=attributes,
             decision=root.decision,
         )
+
+    def _agent_contexts(self, root: _Root, attributes: dict[str, Any]) -> list[Any]:
+        """An agent run's passages: each tool call's output in call order (a retrieving tool's
+        documents, each once), with the counts of what was left out."""
+        contexts: list[Any] = []
+        seen: set[str] = set()
+        tools = 0
+        for slot in root.tool_slots:
+            if slot is None:
+                continue
+            if isinstance(slot, ToolOutput):
+                contexts.append(slot)
+                tools += 1
+                continue
+            name, nodes = slot
+            for node in nodes:
+                with_score = node if isinstance(node, NodeWithScore) else NodeWithScore(node=node)
+                key = _node_key(with_score)
+                if key in seen:
+                    continue
+                seen.add(key)
+                passage = _passage(with_score)
+                passage["kind"] = "retrieved"
+                passage["tool"] = name
+                contexts.append(passage)
+        attributes[semconv.GROUNDWATCH_CONTEXTS_TOOLS] = tools
+        if root.tool_errors:
+            attributes[semconv.GROUNDWATCH_TOOL_ERRORS] = root.tool_errors
+        if root.unreadable:
+            attributes[semconv.GROUNDWATCH_CONTEXTS_UNREADABLE] = root.unreadable
+        if root.tools_dropped:
+            attributes[semconv.GROUNDWATCH_CONTEXTS_DROPPED] = root.tools_dropped
+        return contexts
 
     # --- events -----------------------------------------------------------------------------
 
@@ -607,12 +879,18 @@ class Capture:
             return  # a retriever used on its own, or a query not tracked
         with self._lock:
             root.retrieving = True
+            if root.chat and root.condensed is None:
+                # A chat turn retrieves with the standalone question its engine condensed from
+                # the conversation: that is the question the passages and the answer are for.
+                root.condensed = _query_text(event.str_or_query_bundle)
             if root.decision is None:
                 binding = root.binding
                 root.decision = binding.monitor.decide(
                     span_context=root.span_context, route=binding.route
                 )
-            if not end or root.decision is not Decision.SAMPLED:
+            if not end or root.decision is not Decision.SAMPLED or root.agent:
+                # An agent's passages are its tools' outputs (a retrieving tool's documents
+                # among them), not every retrieval inside them.
                 return
             room = MAX_NODES_PER_ROOT - len(root.retrieved)
             if room > 0:

@@ -6,7 +6,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from groundwatch.integration import MonitorLike
+    from groundwatch.integration import ContextTools, MonitorLike
 
     from ._handler import Capture
 
@@ -15,7 +15,11 @@ _capture: Capture | None = None
 
 
 def instrument(
-    monitor: MonitorLike, *, engine: Any | None = None, route: str | None = None
+    monitor: MonitorLike,
+    *,
+    engine: Any | None = None,
+    route: str | None = None,
+    context_tools: ContextTools = None,
 ) -> None:
     """Send LlamaIndex queries and chat turns to ``monitor``.
 
@@ -31,12 +35,20 @@ def instrument(
             different engines can feed different monitors or routes. ``None`` binds every engine
             (replacing an earlier global binding).
         route: the route name for these records (defaults to the monitor's own).
+        context_tools: which tools' outputs are an agent run's context: tool names, or a
+            predicate on the name; ``None`` (the default): every tool.
+
+    Raises:
+        TypeError: ``context_tools`` is one string rather than a collection of names.
     """
     global _capture
     from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
 
+    from groundwatch.integration import tool_filter
+
     from ._handler import Capture, GroundwatchEventHandler, GroundwatchSpanHandler
 
+    accepts = tool_filter(context_tools)  # raises for a string, before anything is registered
     with _lock:
         dispatcher = get_dispatcher()
         if _capture is None:
@@ -48,7 +60,7 @@ def instrument(
             dispatcher.add_span_handler(GroundwatchSpanHandler(_capture))
         if not any(isinstance(h, GroundwatchEventHandler) for h in dispatcher.event_handlers):
             dispatcher.add_event_handler(GroundwatchEventHandler(_capture))
-        _capture.bind(monitor, route, engine)
+        _capture.bind(monitor, route, engine, accepts)
 
 
 def uninstrument(*, engine: Any | None = None) -> None:

@@ -18,7 +18,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
-from groundwatch.integration import MonitorLike, MonitorOwner
+from groundwatch.integration import ContextTools, MonitorLike, MonitorOwner
 
 from . import _instrument
 
@@ -30,10 +30,10 @@ class GroundwatchLlamaIndexInstrumentor(MonitorOwner, BaseInstrumentor):  # type
     """Record every LlamaIndex query and chat turn, the OpenTelemetry way.
 
     ``GroundwatchLlamaIndexInstrumentor().instrument(monitor=None, route=None, engine=None,
-    tracer_provider=None, meter_provider=None, logger_provider=None)``: without ``monitor`` it
-    builds a :class:`groundwatch.Monitor` on the given (or global) providers, configured from the
-    environment, and shuts it down in ``uninstrument()``. ``instrument()`` returns the monitor
-    that receives the records.
+    context_tools=None, tracer_provider=None, meter_provider=None, logger_provider=None)``:
+    without ``monitor`` it builds a :class:`groundwatch.Monitor` on the given (or global)
+    providers, configured from the environment, and shuts it down in ``uninstrument()``.
+    ``instrument()`` returns the monitor that receives the records.
     """
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -41,7 +41,12 @@ class GroundwatchLlamaIndexInstrumentor(MonitorOwner, BaseInstrumentor):  # type
 
     def _instrument(self, **kwargs: Any) -> MonitorLike:
         monitor = self._take_monitor(kwargs)
-        _instrument.instrument(monitor, engine=kwargs.get("engine"), route=kwargs.get("route"))
+        _instrument.instrument(
+            monitor,
+            engine=kwargs.get("engine"),
+            route=kwargs.get("route"),
+            context_tools=kwargs.get("context_tools"),
+        )
         return monitor
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -54,14 +59,16 @@ def instrument(
     *,
     route: str | None = None,
     engine: Any | None = None,
+    context_tools: ContextTools = None,
     **monitor_options: Any,
 ) -> MonitorLike:
     """Send LlamaIndex queries and chat turns to ``monitor``.
 
     The same as ``GroundwatchLlamaIndexInstrumentor().instrument(monitor=monitor, route=route,
-    engine=engine)`` the first time. Registers groundwatch's span and event handlers on the root
-    instrumentation dispatcher (``llama_index.core.instrumentation.get_dispatcher()``) once:
-    calling again adds or replaces a binding instead of registering twice.
+    engine=engine, context_tools=context_tools)`` the first time. Registers groundwatch's span
+    and event handlers on the root instrumentation dispatcher
+    (``llama_index.core.instrumentation.get_dispatcher()``) once: calling again adds or replaces
+    a binding instead of registering twice.
 
     Args:
         monitor: a :class:`groundwatch.Monitor` (anything with its ``record`` and
@@ -73,6 +80,9 @@ def instrument(
             engine is held weakly). Engine bindings take precedence over a global one, so
             different engines can feed different monitors or routes. ``None`` binds every engine
             (replacing an earlier global binding).
+        context_tools: which tools' outputs are an agent run's context (docs/agents.md): tool
+            names, or a predicate on the name; ``None`` (the default): every tool. A tool's
+            raised error is never context.
         **monitor_options: ``tracer_provider=``, ``meter_provider=``, ``logger_provider=`` for
             the monitor built here.
 
@@ -83,11 +93,16 @@ def instrument(
     current = instrumentor.monitor
     if instrumentor.is_instrumented_by_opentelemetry and current is not None:
         target = monitor if monitor is not None else current
-        _instrument.instrument(target, engine=engine, route=route)
+        _instrument.instrument(target, engine=engine, route=route, context_tools=context_tools)
         return target
     # An explicit call in code: the distribution's own requirement already pins llama-index-core.
     result: MonitorLike = instrumentor.instrument(
-        monitor=monitor, route=route, engine=engine, skip_dep_check=True, **monitor_options
+        monitor=monitor,
+        route=route,
+        engine=engine,
+        context_tools=context_tools,
+        skip_dep_check=True,
+        **monitor_options,
     )
     return result
 

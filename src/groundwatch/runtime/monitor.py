@@ -34,6 +34,7 @@ from ..telemetry import semconv as sc
 from ..telemetry.worker_export import WorkerExport, WorkerProviders, otlp_worker_providers
 from ..types import RagRecord
 from .asyncjudge import AsyncRunner
+from .feedback import DEFAULT_MEMORY, Feedback
 from .process import ProcessRunner
 from .results import ResultCallback, Results
 from .runner import Runner
@@ -197,6 +198,9 @@ class Monitor:
             (:func:`~groundwatch.otlp_worker_providers`); or a picklable function that builds
             the worker process's tracer and logger providers. Default off
             (``GROUNDWATCH_EXPORT_FROM_WORKER``): this process's providers export everything.
+        feedback_memory: scored traces whose judge's label :meth:`feedback` can still
+            compare a person's label with (trace and span ids, label and route; never
+            content): the most recent 10000 by default, ``0`` for none.
 
     Raises:
         ValueError: a size, count or timeout below 1, or an unknown ``executor``. (Only the
@@ -225,6 +229,7 @@ class Monitor:
         processes: int = 1,
         queue: RecordSink | None = None,
         export_from_worker: bool | WorkerProviders | None = None,
+        feedback_memory: int = DEFAULT_MEMORY,
     ) -> None:
         for name, value in (
             ("max_queue_size", max_queue_size),
@@ -265,7 +270,14 @@ class Monitor:
             content_max_chars=content_max_chars or config.content_max_chars,
             stats=self.stats,
         )
-        self._results = Results(self.sampler, self._telemetry, callbacks)
+        self._feedback = Feedback(
+            self._telemetry, self.stats, memory=feedback_memory, route=self.route
+        )
+        for callback in callbacks:
+            self._bind_callback(callback)
+        self._results = Results(
+            self.sampler, self._telemetry, callbacks, verdicts=self._feedback.memory
+        )
         self._worker: Worker = Worker(
             runner=runner_for(
                 self.judge,
@@ -525,6 +537,62 @@ class Monitor:
         except Exception as exc:
             _guard.internal_error("record_failure", exc)
 
+    def feedback(
+        self,
+        *args: Never,
+        label: str | None = None,
+        trace_id: str | int | SpanContext | None = None,
+        span_context: SpanContext | None = None,
+        score: float | None = None,
+        name: str = sc.EVALUATION_GROUNDEDNESS,
+        source: str = "human",
+        comment: str | None = None,
+        **unknown: Never,
+    ) -> None:
+        """A person's (or another system's) verdict on an answer served earlier. Returns at
+        once; never raises.
+
+        The answer is named by its trace: ``trace_id`` as the 32-hex string (a
+        ``traceparent`` header's, a log line's), the int or a ``SpanContext``; or
+        ``span_context``. The call is counted in ``groundwatch.feedback`` with the person's
+        label (``groundwatch.feedback.label``) beside the judge's (``groundwatch.label``)
+        when the monitor still remembers its verdict for that trace (``feedback_memory``),
+        else ``unknown``. A ``gen_ai.evaluation.result`` log record lands in that trace,
+        marked ``gen_ai.evaluation.evaluator.type=human`` for ``source="human"``, emitted on
+        a thread of its own (the caller pays a dict look-up and a queue append). Arguments
+        that cannot be read are counted with ``error.type=invalid_input`` and a warning
+        (rate-limited). docs/feedback.md has the whole loop.
+
+        Args:
+            label: ``hallucinated`` or ``grounded`` (``unfaithful``, ``faithful``), or
+                ``insufficient_context``, ``no_claims``.
+            trace_id: the trace of the answer.
+            span_context: the span of the answer, in place of ``trace_id``.
+            score: a score the person gave, if any (``gen_ai.evaluation.score.value``).
+            name: the evaluation's name (``gen_ai.evaluation.name``), ``groundedness`` by
+                default.
+            source: who gave it: ``human`` (default) or another system's name
+                (``groundwatch.feedback.source``).
+            comment: the person's words: ``gen_ai.evaluation.explanation``, only with
+                content capture on, through ``redact``.
+        """
+        try:
+            if args or unknown:
+                reason = (
+                    f"feedback() takes keyword arguments only (label=, trace_id=), got "
+                    f"{len(args)} positional"
+                    if args
+                    else f"unknown arguments: {', '.join(sorted(unknown))}"
+                )
+                _guard.bad_input("Monitor.feedback", TypeError(reason))
+                self.stats.count_feedback(None, None, None, sc.ERROR_INVALID_INPUT)
+                return
+            if self._disabled:
+                return
+            self._feedback.give(label, trace_id, span_context, score, name, source, comment)
+        except Exception as exc:
+            _guard.internal_error("feedback", exc)
+
     # --- worker side ---------------------------------------------------------------------------
 
     def _sampling_rate(self, record: RagRecord) -> float | None:
@@ -538,8 +606,24 @@ class Monitor:
             return None
 
     def add_result_callback(self, callback: ResultCallback) -> None:
-        """Add an ``on_result`` callback (e.g. an alert detector) after construction."""
+        """Add an ``on_result`` callback (e.g. an alert detector) after construction.
+
+        Raises:
+            ValueError: the callback cannot work with this monitor (a
+                :class:`~groundwatch.DatasetSink` without content capture).
+        """
+        self._bind_callback(callback)
         self._results.add_callback(callback)
+
+    def _bind_callback(self, callback: ResultCallback) -> None:
+        """Hand a callback that asks for it (``bind_monitor``) the monitor's content settings:
+        a :class:`~groundwatch.DatasetSink` writes content only as the monitor captures it."""
+        bind = getattr(callback, "bind_monitor", None)
+        if callable(bind):
+            bind(
+                capture_content=self._telemetry.capture_content,
+                redact=self._telemetry.redact,
+            )
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -553,6 +637,8 @@ class Monitor:
         try:
             deadline = time.monotonic() + timeout_millis / 1000
             if not self._worker.flush(timeout_millis / 1000):
+                return False
+            if not self._feedback.flush(max(0.0, deadline - time.monotonic())):
                 return False
             # The worker processes' own exporters (export_from_worker) hold the spans now.
             return self._worker.runner.flush(max(0.0, deadline - time.monotonic()))
@@ -577,8 +663,10 @@ class Monitor:
             if self._atexit is not None:
                 atexit.unregister(self._atexit)
                 self._atexit = None
+            deadline = time.monotonic() + timeout_millis / 1000
             ok = self._worker.shutdown(timeout_millis / 1000)
             self._worker.runner.close()
+            ok = self._feedback.close(max(0.0, deadline - time.monotonic())) and ok
             return ok
         except Exception as exc:
             _guard.internal_error("shutdown", exc)

@@ -8,6 +8,7 @@ from typing import Any
 from .. import _guard
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
+from .feedback import VerdictMemory
 from .runner import NO_PACING, Pacer
 from .sampling import Sampler, inner_samplers, record_sampling_rate
 
@@ -29,9 +30,15 @@ class Results:
     """
 
     def __init__(
-        self, sampler: Sampler, telemetry: Telemetry, callbacks: Sequence[ResultCallback]
+        self,
+        sampler: Sampler,
+        telemetry: Telemetry,
+        callbacks: Sequence[ResultCallback],
+        verdicts: VerdictMemory | None = None,
     ) -> None:
         self.sampler = sampler
+        self.verdicts = verdicts
+        """Where each record's label is remembered for ``Monitor.feedback`` (ids and labels)."""
         self.telemetry = telemetry
         self.callbacks: list[ResultCallback] = list(callbacks)
         self.observers: list[Callable[[RagRecord, Evaluation], None]] = [
@@ -48,6 +55,7 @@ class Results:
         # A LazyEvaluation from the worker process becomes the pydantic Evaluation (with its
         # claims) only for code that reads it.
         telemetry = self.telemetry
+        verdicts = self.verdicts
         need_full = bool(self.observers or self.callbacks or telemetry.capture_content)
         batch = telemetry.batch()
         pacer.start()
@@ -76,6 +84,17 @@ class Results:
                 )
             except Exception as exc:
                 _guard.internal_error("telemetry", exc, reraise=False)
+            if verdicts is not None:
+                try:
+                    verdicts.remember(
+                        record.trace_id,
+                        record.span_id,
+                        int(record.span_context.trace_flags) if record.span_context else 0,
+                        evaluation.label,
+                        record.route,
+                    )
+                except Exception as exc:
+                    _guard.internal_error("feedback", exc, reraise=False)
             for callback in self.callbacks:
                 try:
                     callback(record, evaluation)

@@ -78,6 +78,12 @@ class Stats:
         self.escalating: list[EscalationCounts] = []
         """Judges that count their escalations (a ``CascadeJudge``), read by the
         ``groundwatch.judge.escalations`` counter."""
+        self.feedback: Counter[tuple[str | None, str | None, str | None, str | None]] = Counter()
+        """``(judge label, person's label, route, error.type) -> count``: ``Monitor.feedback``
+        calls, read by the ``groundwatch.feedback`` counter."""
+        self.feedback_routes: frozenset[str | None] = frozenset()
+        """Routes with scored verdicts, whose label pairs ``groundwatch.feedback`` publishes at
+        0 once feedback is in use (set by the monitor's verdict memory)."""
 
     def count_decision(self, decision: str, error_type: str | None = None) -> None:
         with self.lock:
@@ -87,6 +93,16 @@ class Stats:
         if n:
             with self.lock:
                 self.dropped[error_type] += n
+
+    def count_feedback(
+        self,
+        judge: str | None,
+        human: str | None,
+        route: str | None,
+        error_type: str | None = None,
+    ) -> None:
+        with self.lock:
+            self.feedback[(judge, human, route, error_type)] += 1
 
     def reinit_after_fork(self) -> None:
         self.lock = threading.Lock()
@@ -122,6 +138,11 @@ def _counts(counts: Mapping[str, int], empty: str) -> str:
         f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     )
     return f"{sum(counts.values())} ({parts})"
+
+
+_VERDICT_LABELS = ("grounded", "hallucinated", "insufficient_context", "no_claims", "error")
+FEEDBACK_JUDGE_UNKNOWN = "unknown"
+"""``groundwatch.label`` of feedback on a trace the monitor has no verdict for."""
 
 
 class _Instruments:
@@ -189,6 +210,12 @@ class _Instruments:
             unit=sc.METRIC_JUDGE_ESCALATIONS_UNIT,
             description="Answers the cascade judged, by whether they went to the second judge",
         )
+        meter.create_observable_counter(
+            sc.METRIC_FEEDBACK,
+            callbacks=[self._observe_feedback],
+            unit="{feedback}",
+            description="Feedback on served answers, by the judge's label and the person's",
+        )
         meter.create_observable_gauge(
             sc.METRIC_QUEUE_SIZE,
             callbacks=[self._observe_queue],
@@ -238,6 +265,34 @@ class _Instruments:
                 total[(judge.name, False)] += seen - escalated
         for (name, escalated), n in total.items():
             yield Observation(n, {sc.GROUNDWATCH_ESCALATED: escalated, sc.GROUNDWATCH_JUDGE: name})
+
+    def _observe_feedback(self, options: CallbackOptions) -> Iterable[Observation]:
+        total: Counter[tuple[str | None, str | None, str | None, str | None]] = Counter()
+        routes: set[str | None] = set()
+        for stats in list(self.sources):
+            with stats.lock:
+                if stats.feedback:
+                    total.update(stats.feedback)
+                    routes.update(stats.feedback_routes)
+        # Once feedback is in use, each route's label pairs at 0 (the agreement rules use
+        # increase(), which misses a series' first sample): the judge's verdict labels and
+        # unknown, against the two labels a thumbs-up or thumbs-down gives.
+        if total:
+            for route in routes:
+                for judge_label in (*_VERDICT_LABELS, FEEDBACK_JUDGE_UNKNOWN):
+                    for human_label in ("grounded", "hallucinated"):
+                        total.setdefault((judge_label, human_label, route, None), 0)
+        for (judge, human, route, error_type), n in total.items():
+            attrs: dict[str, str] = {}
+            if judge is not None:
+                attrs[sc.GROUNDWATCH_LABEL] = judge
+            if human is not None:
+                attrs[sc.GROUNDWATCH_FEEDBACK_LABEL] = human
+            if route is not None:
+                attrs[sc.GROUNDWATCH_ROUTE] = route
+            if error_type is not None:
+                attrs[sc.ERROR_TYPE] = error_type
+            yield Observation(n, attrs)
 
     def _observe_queue(self, options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(sum(s.queue_size() for s in list(self.sources)))

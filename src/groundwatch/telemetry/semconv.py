@@ -56,6 +56,10 @@ GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
 GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
 GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
 GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+GEN_AI_EVALUATION_EVALUATOR_TYPE: Final = "gen_ai.evaluation.evaluator.type"
+"""Who gave an evaluation: ``human``, ``llm_judge``, ``deterministic``. Proposed in the GenAI
+semantic conventions (open-telemetry/semantic-conventions-genai PR #359), not yet in their
+registry; set on feedback events (docs/feedback.md)."""
 GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 ERROR_TYPE: Final = "error.type"
 
@@ -77,6 +81,13 @@ METRIC_JUDGE_TOKENS: Final = "groundwatch.judge.tokens"
 METRIC_QUEUE_SIZE: Final = "groundwatch.queue.size"
 METRIC_QUEUE_LAG: Final = "groundwatch.queue.lag"
 """``groundwatch worker``: entries of the stream not yet delivered to the consumer group."""
+METRIC_FEEDBACK: Final = "groundwatch.feedback"
+"""``Monitor.feedback`` calls, by the judge's label (``groundwatch.label``; ``unknown``: no
+verdict remembered for the trace), the person's (``groundwatch.feedback.label``) and
+``groundwatch.route``; ``error.type=invalid_input`` alone for a call that could not be read."""
+GROUNDWATCH_FEEDBACK_LABEL: Final = "groundwatch.feedback.label"
+GROUNDWATCH_FEEDBACK_SOURCE: Final = "groundwatch.feedback.source"
+"""Who gave the feedback (``human`` by default, or another system's name)."""
 METRIC_ALERTS: Final = "groundwatch.alerts"
 """Emitted by the alerts engine, with ``gen_ai.evaluation.name`` and ``groundwatch.route``."""
 
@@ -200,6 +211,8 @@ ERROR_COMPONENTS: Final = (
     "telemetry content attributes",
     "alerts",
     "on_alert",
+    "feedback",
+    "dataset",
 )
 """The runtime's places of failure (``groundwatch.component`` of ``groundwatch.errors``), each
 published at 0 from the start, without ``error.type`` (an exception's class name, known only

@@ -1,0 +1,450 @@
+"""``Monitor.feedback``: a person's verdict on an answer served earlier, beside the judge's.
+
+Three parts, each cheap on the caller's thread:
+
+- :class:`VerdictMemory`: the judge's label of the last ``capacity`` scored traces (trace id,
+  span id, trace flags, label, route: ids and labels only, never content), filled on the worker
+  thread by :class:`~.results.Results` and read by :meth:`Feedback.give`.
+- the ``groundwatch.feedback`` counter, counted on the caller's thread in :class:`Stats`
+  (plain integers under a lock; the SDK reads them when it collects), with the judge's label
+  (``unknown`` when the memory has no verdict for the trace) and the person's.
+- :class:`FeedbackEvents`: the ``gen_ai.evaluation.result`` log record of each feedback,
+  built and emitted on a thread of its own, so a slow log exporter never holds up the caller.
+  The caller appends to a bounded ``deque`` and wakes that thread only when it sleeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from opentelemetry._logs import LogRecord
+from opentelemetry.context import Context
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+
+from .. import _guard
+from .._weakhooks import reinit_after_fork
+from ..telemetry import Stats, Telemetry
+from ..telemetry import semconv as sc
+from ..telemetry._emitter import FEEDBACK_JUDGE_UNKNOWN, _Reported
+
+DEFAULT_MEMORY = 10_000
+"""Scored traces whose verdict the monitor remembers (about 200 bytes each)."""
+
+MAX_PENDING_EVENTS = 4096
+"""Feedback events waiting for their thread; more are dropped and counted in
+``groundwatch.errors{groundwatch.component="feedback", error.type="queue_full"}``."""
+
+STAY_AWAKE_S = 1.0
+"""After its last event the events thread looks at its queue every ``POLL_S`` for this long
+before it sleeps until :meth:`FeedbackEvents.submit` wakes it (a wake-up is a system call on
+the caller's thread: under steady feedback, nobody pays for one)."""
+POLL_S = 0.2
+
+JUDGE_UNKNOWN = FEEDBACK_JUDGE_UNKNOWN
+"""The judge label of feedback on a trace the monitor never scored or has forgotten."""
+
+HUMAN_LABELS: Mapping[str, str] = {
+    "grounded": "grounded",
+    "faithful": "grounded",
+    "hallucinated": "hallucinated",
+    "unfaithful": "hallucinated",
+    "insufficient_context": "insufficient_context",
+    "no_claims": "no_claims",
+}
+"""Labels a person may give, by the spellings ``groundwatch check`` accepts too, mapped onto the
+judge's vocabulary: a metric attribute, so its values are a closed set."""
+
+SOURCE_TO_EVALUATOR_TYPE: Mapping[str, str] = {
+    "human": "human",
+    "llm_judge": "llm_judge",
+    "deterministic": "deterministic",
+}
+"""``gen_ai.evaluation.evaluator.type`` (proposed in the GenAI semantic conventions' PR #359)
+for the sources that name one; other sources carry ``groundwatch.feedback.source`` only."""
+
+_TRACE_FLAGS_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+class Verdict(NamedTuple):
+    """What the memory keeps of one scored record: ids and its label, never content."""
+
+    label: str
+    route: str | None
+    span_id: int
+    trace_flags: int
+
+
+class VerdictMemory:
+    """The judge's verdict of the last ``capacity`` scored traces, by trace id.
+
+    A dict in insertion order: a new verdict goes last, the oldest goes when the memory is
+    full; a trace scored again (an agent's second turn) moves to the end with its newest
+    label. Written on the worker thread, read on callers' threads, under one lock held for a
+    dict operation or two.
+    """
+
+    __slots__ = ("__weakref__", "_lock", "_stats", "_verdicts", "capacity", "routes")
+
+    MAX_ROUTES = 64
+    """Routes remembered for the zero series of ``groundwatch.feedback`` (a cap: routes are
+    meant to be few, and a bug that made them many must not make the metric unbounded)."""
+
+    def __init__(self, capacity: int = DEFAULT_MEMORY, stats: Stats | None = None) -> None:
+        if capacity < 0:
+            raise ValueError(f"feedback_memory must be >= 0, got {capacity!r}")
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._verdicts: dict[int, Verdict] = {}
+        self._stats = stats
+        self.routes: frozenset[str | None] = frozenset()
+        """Routes of the verdicts seen so far (at most ``MAX_ROUTES``); replaced, never
+        changed in place, so the metric callback reads it without a lock."""
+
+    def remember(
+        self, trace_id: int, span_id: int, trace_flags: int, label: str, route: str | None
+    ) -> None:
+        """Keep the judge's ``label`` for ``trace_id`` (worker thread)."""
+        if not trace_id or not self.capacity:
+            return
+        verdict = Verdict(label, route, span_id, trace_flags)
+        verdicts = self._verdicts
+        with self._lock:
+            verdicts.pop(trace_id, None)
+            verdicts[trace_id] = verdict
+            if len(verdicts) > self.capacity:
+                del verdicts[next(iter(verdicts))]
+            if route not in self.routes and len(self.routes) < self.MAX_ROUTES:
+                self.routes = self.routes | {route}
+                if self._stats is not None:
+                    self._stats.feedback_routes = self.routes
+
+    def recall(self, trace_id: int) -> Verdict | None:
+        """The judge's verdict for ``trace_id``, if still remembered."""
+        with self._lock:
+            return self._verdicts.get(trace_id)
+
+    def __len__(self) -> int:
+        return len(self._verdicts)
+
+    def reinit_after_fork(self) -> None:
+        self._lock = threading.Lock()
+
+
+class Pending(NamedTuple):
+    """One feedback event waiting for the events thread."""
+
+    trace_id: int
+    span_id: int
+    trace_flags: int
+    name: str
+    label: str
+    score: float | None
+    source: str
+    comment: str | None
+    judge_label: str
+    route: str | None
+    timestamp_ns: int
+
+
+class FeedbackEvents:
+    """Emits the feedback log records on a daemon thread of their own (see module docstring)."""
+
+    def __init__(self, telemetry: Telemetry, max_pending: int = MAX_PENDING_EVENTS) -> None:
+        self.telemetry = telemetry
+        self.max_pending = max_pending
+        self._init_state()
+        reinit_after_fork(self._init_state)
+
+    def _init_state(self) -> None:
+        self.queue: deque[Pending] = deque()
+        self._pid = os.getpid()
+        self._wake = threading.Event()
+        self._idle = threading.Condition(threading.Lock())
+        self._awake = False
+        self._busy = False
+        self.closed = False
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    # --- caller's thread ---------------------------------------------------------------------
+
+    def submit(self, item: Pending) -> bool:
+        """Queue one event; ``False`` when the queue is full or closed (the caller counts)."""
+        if self._pid != os.getpid():
+            self._init_state()
+        queue = self.queue
+        # Checked without a lock: concurrent callers may overshoot by one each, still bounded.
+        if self.closed or len(queue) >= self.max_pending:
+            return False
+        queue.append(item)
+        if not self._awake:
+            self._awake = True
+            if self._thread is None:
+                self._start()
+            else:
+                self._wake.set()
+        return True
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._thread is not None:
+                self._wake.set()
+                return
+            thread = threading.Thread(target=self._main, name="groundwatch-feedback", daemon=True)
+            self._thread = thread
+            thread.start()
+
+    # --- events thread -----------------------------------------------------------------------
+
+    def _main(self) -> None:
+        quiet_since = time.monotonic()
+        while True:
+            if self.queue:
+                self._drain()
+                quiet_since = time.monotonic()
+            elif self.closed:
+                return
+            elif time.monotonic() - quiet_since < STAY_AWAKE_S:
+                self._wake.wait(POLL_S)
+                self._wake.clear()
+            else:
+                self._awake = False
+                # A caller that appended before seeing _awake False did not wake us: look again.
+                if not self.queue and not self.closed:
+                    self._wake.wait()
+                self._wake.clear()
+                self._awake = True
+                quiet_since = time.monotonic()
+
+    def _drain(self) -> None:
+        with self._idle:
+            self._busy = True
+        try:
+            while self.queue:
+                item = self.queue.popleft()
+                try:
+                    self.emit(item)
+                except Exception as exc:
+                    _guard.internal_error("feedback", exc, reraise=False)
+        finally:
+            with self._idle:
+                self._busy = False
+                self._idle.notify_all()
+
+    def emit(self, item: Pending) -> None:
+        """The ``gen_ai.evaluation.result`` log record of one feedback, in the answer's trace."""
+        telemetry = self.telemetry
+        attrs: dict[str, Any] = {
+            sc.GEN_AI_EVALUATION_NAME: item.name,
+            sc.GEN_AI_EVALUATION_SCORE_LABEL: item.label,
+            sc.GROUNDWATCH_FEEDBACK_SOURCE: item.source,
+            sc.GROUNDWATCH_LABEL: item.judge_label,
+        }
+        evaluator_type = SOURCE_TO_EVALUATOR_TYPE.get(item.source)
+        if evaluator_type is not None:
+            attrs[sc.GEN_AI_EVALUATION_EVALUATOR_TYPE] = evaluator_type
+        if item.score is not None:
+            attrs[sc.GEN_AI_EVALUATION_SCORE_VALUE] = item.score
+        if item.route is not None:
+            attrs[sc.GROUNDWATCH_ROUTE] = item.route
+        if item.comment is not None and telemetry.capture_content:
+            # A person's words may quote the answer or name a customer: content rules apply
+            # (redact, secrets scrubbed, capped), and none of it without content capture.
+            # A redact hook that raised is counted as its error; the comment is left out.
+            with contextlib.suppress(_Reported):
+                attrs[sc.GEN_AI_EVALUATION_EXPLANATION] = telemetry._content(item.comment)
+        telemetry.event_logger.emit(
+            LogRecord(
+                timestamp=item.timestamp_ns,
+                # The answer's trace; with no span id known, the span context is not "valid"
+                # but the record still carries the trace id.
+                context=set_span_in_context(
+                    NonRecordingSpan(
+                        SpanContext(
+                            item.trace_id,
+                            item.span_id,
+                            is_remote=True,
+                            trace_flags=TraceFlags(item.trace_flags),
+                        )
+                    ),
+                    Context(),
+                ),
+                event_name=sc.EVENT_EVALUATION_RESULT,
+                attributes=attrs,
+            )
+        )
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until every event queued so far is emitted; ``False`` past the deadline."""
+        if self._thread is None:
+            return not self.queue
+        deadline = time.monotonic() + timeout_s
+        if threading.current_thread() is self._thread:
+            return False
+        self._wake.set()
+        with self._idle:
+            while self.queue or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._wake.set()
+                self._idle.wait(min(left, POLL_S))
+        return True
+
+    def close(self, timeout_s: float) -> bool:
+        """Emit what is queued within the deadline, then stop the thread."""
+        ok = self.flush(timeout_s)
+        self.closed = True
+        self._wake.set()
+        if not ok:
+            lost = len(self.queue)
+            self.queue.clear()
+            if lost:
+                _guard.user_fault(
+                    "feedback",
+                    sc.ERROR_SHUTDOWN,
+                    "groundwatch: %d feedback events not emitted by the shutdown deadline",
+                    lost,
+                )
+        return ok
+
+
+def parse_trace(trace_id: Any, span_context: Any) -> tuple[int, int, int] | str:
+    """``(trace_id, span_id, trace_flags)`` from what ``feedback`` was given, or what is wrong.
+
+    ``span_context`` wins; ``trace_id`` may be the 32-hex string of a trace id (as in a
+    ``traceparent`` header or a log line), the int, or a ``SpanContext``.
+    """
+    if span_context is not None:
+        if not isinstance(span_context, SpanContext):
+            return f"span_context must be a SpanContext, got {type(span_context).__name__}"
+        trace_id = span_context
+    if isinstance(trace_id, SpanContext):
+        if not trace_id.is_valid:
+            return "the SpanContext is not valid (no trace id)"
+        return trace_id.trace_id, trace_id.span_id, int(trace_id.trace_flags)
+    if trace_id is None:
+        return "trace_id or span_context is required (the trace of the answer)"
+    if isinstance(trace_id, str):
+        text = trace_id.strip().lower()
+        if len(text) != 32:
+            return f"trace_id must be 32 hex digits, got {len(text)} characters"
+        try:
+            value = int(text, 16)
+        except ValueError:
+            return "trace_id must be 32 hex digits"
+    elif isinstance(trace_id, int) and not isinstance(trace_id, bool):
+        value = trace_id
+    else:
+        kind = type(trace_id).__name__
+        return f"trace_id must be a 32-hex string, an int or a SpanContext, got {kind}"
+    if not 0 < value < 1 << 128:
+        return "trace_id must be a non-zero 128-bit id"
+    return value, 0, int(_TRACE_FLAGS_SAMPLED)
+
+
+class Feedback:
+    """What :meth:`Monitor.feedback <groundwatch.Monitor.feedback>` does; see the module."""
+
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        stats: Stats,
+        *,
+        memory: int = DEFAULT_MEMORY,
+        route: str | None = None,
+    ) -> None:
+        self.memory = VerdictMemory(memory, stats)
+        self.events = FeedbackEvents(telemetry)
+        self.stats = stats
+        self.route = route
+        reinit_after_fork(self.memory.reinit_after_fork)
+
+    def invalid(self, label: Any, name: Any, score: Any, source: Any, comment: Any) -> str | None:
+        """What is wrong with the other arguments, or ``None``."""
+        if label is None:
+            return "label is missing (feedback(label='hallucinated', trace_id=...))"
+        if not isinstance(label, str) or label.strip().lower() not in HUMAN_LABELS:
+            return f"label must be one of {', '.join(sorted(HUMAN_LABELS))}, got {label!r}"
+        if not isinstance(name, str) or not name:
+            return f"name must be a non-empty string, got {name!r}"
+        if not isinstance(source, str) or not source:
+            return f"source must be a non-empty string, got {source!r}"
+        if score is not None and (
+            isinstance(score, bool)
+            or not isinstance(score, (int, float))
+            or not math.isfinite(score)
+        ):
+            return f"score must be a finite number or None, got {score!r}"
+        if comment is not None and not isinstance(comment, str):
+            return f"comment must be a string or None, got {type(comment).__name__}"
+        return None
+
+    def give(
+        self,
+        label: Any,
+        trace_id: Any,
+        span_context: Any,
+        score: Any,
+        name: Any,
+        source: Any,
+        comment: Any,
+    ) -> None:
+        """Count the feedback and queue its event (caller's thread; see the module)."""
+        reason = self.invalid(label, name, score, source, comment)
+        ids = parse_trace(trace_id, span_context) if reason is None else reason
+        if isinstance(ids, str):
+            _guard.bad_input("Monitor.feedback", TypeError(ids))
+            self.stats.count_feedback(None, None, None, sc.ERROR_INVALID_INPUT)
+            return
+        if self.events.closed:
+            # As record() after shutdown: counted, nothing emitted.
+            self.stats.count_feedback(None, None, None, sc.ERROR_SHUTDOWN)
+            return
+        trace, span_id, flags = ids
+        human = HUMAN_LABELS[label.strip().lower()]
+        verdict = self.memory.recall(trace)
+        if verdict is not None:
+            judge, route = verdict.label, verdict.route
+            if not span_id:
+                # The span the evaluation was about: where the evaluation's own events point.
+                span_id, flags = verdict.span_id, verdict.trace_flags
+        else:
+            judge, route = JUDGE_UNKNOWN, self.route
+        self.stats.count_feedback(judge, human, route)
+        if not self.events.submit(
+            Pending(
+                trace,
+                span_id,
+                flags,
+                name,
+                human,
+                None if score is None else float(score),
+                source,
+                comment,
+                judge,
+                route,
+                time.time_ns(),
+            )
+        ):
+            _guard.user_fault(
+                "feedback",
+                "queue_full",
+                "groundwatch: feedback events arrive faster than they are emitted; one was "
+                "dropped (the groundwatch.feedback counter has it)",
+            )
+
+    def flush(self, timeout_s: float) -> bool:
+        return self.events.flush(timeout_s)
+
+    def close(self, timeout_s: float) -> bool:
+        return self.events.close(timeout_s)

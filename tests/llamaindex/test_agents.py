@@ -522,3 +522,83 @@ async def test_faithful_answer_is_grounded_and_a_changed_number_contradicted(
         points = capgw.metric_points(name)
         assert points
         assert not any(semconv.GEN_AI_CONVERSATION_ID in attrs for attrs, _ in points)
+
+
+async def test_conversation_context_adds_the_earlier_turns_last(
+    index: VectorStoreIndex,
+) -> None:
+    monitor = RecordingMonitor()
+    groundwatch_llamaindex.instrument(monitor, conversation_context=True)
+    try:
+        agent = FunctionAgent(
+            tools=tools(lookup_policy),
+            llm=llm(Script([("lookup_policy", {"topic": "x"})], FAITHFUL, "Yes, 30 days.")),
+        )
+        memory = ChatMemoryBuffer.from_defaults(chat_store_key="customer-42")
+        await agent.run(user_msg=QUESTION, memory=memory)
+        await agent.run(user_msg="Even for sale items?", memory=memory)
+        engine = index.as_chat_engine(
+            chat_mode="condense_plus_context", llm=ContextAnswerLLM(), similarity_top_k=1
+        )
+        engine.chat(QUESTIONS["fuji"])
+        engine.chat(QUESTIONS["wall"])
+    finally:
+        groundwatch_llamaindex.uninstrument()
+
+    first, second, chat_first, chat_second = monitor.records
+    tool = Passage(text=POLICY, kind="tool", tool="lookup_policy")
+    assert first["passages"] == [tool]  # a first turn has no earlier ones
+    assert second["passages"] == [
+        tool,
+        Passage(text=QUESTION, kind="conversation", metadata={"role": "user"}),
+        Passage(text=FAITHFUL, kind="conversation", metadata={"role": "assistant"}),
+    ]
+    assert [p.kind for p in chat_first["passages"]] == ["retrieved"]
+    assert [(p.kind, p.text) for p in chat_second["passages"][1:]] == [
+        ("conversation", QUESTIONS["fuji"]),
+        ("conversation", FACTS["fuji"].split(". ")[0] + "."),
+    ]
+
+
+async def test_an_agent_workflow_handoff_is_not_a_passage(
+    capture_clean: RecordingMonitor,
+) -> None:
+    def router(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+        if messages[-1].role == MessageRole.TOOL:
+            return ChatMessage(role="assistant", content="Handed over.")
+        call = ToolCallBlock(
+            tool_call_id="h-1",
+            tool_name="handoff",
+            tool_kwargs={"to_agent": "policies", "reason": "a policy question"},
+        )
+        return ChatMessage(role="assistant", blocks=[call])
+
+    def expert(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+        if messages[-1].role == MessageRole.TOOL and messages[-1].content == POLICY:
+            return ChatMessage(role="assistant", content=FAITHFUL)
+        call = ToolCallBlock(
+            tool_call_id="p-1", tool_name="lookup_policy", tool_kwargs={"topic": "refunds"}
+        )
+        return ChatMessage(role="assistant", blocks=[call])
+
+    front = FunctionAgent(
+        name="front",
+        description="Routes questions.",
+        tools=[],
+        llm=llm(router),
+        can_handoff_to=["policies"],
+    )
+    policies = FunctionAgent(
+        name="policies",
+        description="Knows the store's policies.",
+        tools=tools(lookup_policy),
+        llm=llm(expert),
+    )
+    workflow = AgentWorkflow(agents=[front, policies], root_agent="front")
+    result = await workflow.run(user_msg=QUESTION)
+
+    assert str(result) == FAITHFUL
+    assert [c.tool_name for c in result.tool_calls] == ["handoff", "lookup_policy"]
+    [record] = capture_clean.records
+    assert record["answer"] == FAITHFUL
+    assert record["passages"] == [Passage(text=POLICY, kind="tool", tool="lookup_policy")]

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from llama_index.core.agent.workflow import AgentWorkflow, BaseWorkflowAgent
 from llama_index.core.agent.workflow.workflow_events import AgentOutput, ToolCallResult
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.base.llms.types import TextBlock
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.base.response.schema import (
     AsyncStreamingResponse,
     PydanticResponse,
@@ -49,6 +49,7 @@ from llama_index.core.chat_engine.types import (
 )
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
 from llama_index.core.instrumentation.events.retrieval import (
     RetrievalEndEvent,
     RetrievalStartEvent,
@@ -104,7 +105,7 @@ MAX_NODES_PER_ROOT = 1_000
 _OTHER, _ENGINE, _CHAT_STREAM, _AGENT = 0, 1, 2, 3
 _kinds: dict[type, int] = {}
 _chat_engines: dict[type, bool] = {}
-_NOT_RETRIEVAL, _RETRIEVAL_START, _RETRIEVAL_END = 0, 1, 2
+_NOT_RETRIEVAL, _RETRIEVAL_START, _RETRIEVAL_END, _CHAT_START = 0, 1, 2, 3
 _retrieval_kinds: dict[type, int] = {}
 
 
@@ -143,7 +144,7 @@ def _is_chat_engine(instance: Any) -> bool:
 class _Binding:
     """One ``instrument()`` call: where records go, and which engine they come from."""
 
-    __slots__ = ("engine", "monitor", "route", "tools")
+    __slots__ = ("conversation_context", "engine", "monitor", "route", "tools")
 
     def __init__(
         self,
@@ -151,11 +152,13 @@ class _Binding:
         route: str | None,
         engine: weakref.ref[Any] | None,
         tools: Callable[[str | None], bool] | None = None,
+        conversation_context: bool = False,
     ) -> None:
         self.monitor = monitor
         self.route = route
         self.engine = engine
         self.tools = tools  # which tools' outputs are context (None: every tool)
+        self.conversation_context = conversation_context
 
 
 class _Root:
@@ -188,6 +191,7 @@ class _Root:
         "tool_slots",
         "tool_steps",
         "tools_dropped",
+        "turns",
         "unreadable",
         "writer_seen",
     )
@@ -232,6 +236,8 @@ class _Root:
         self.tool_errors = 0
         self.tools_dropped = 0
         self.unreadable = 0
+        # The earlier turns' messages (conversation_context only; None: not taken yet).
+        self.turns: list[Any] | None = None
 
 
 def _report(handler: Any, where: str, exc: Exception) -> None:
@@ -366,6 +372,39 @@ def _tool_value(output: Any) -> tuple[Any, bool]:
     return raw, readable_tool_output(raw)
 
 
+_USER_MARK = ChatMessage(role=MessageRole.USER, content="")
+"""Stands for the current turn's message after a chat engine's history (which ends before it)."""
+
+
+def _earlier_turns(messages: Any) -> list[Any]:
+    """The messages before the current turn's (the last user message) that people wrote or
+    read: user messages and answers, not system prompts, tool calls or tool results."""
+    if not isinstance(messages, list):
+        return []
+    last = len(messages)
+    for i in range(len(messages) - 1, -1, -1):
+        if getattr(messages[i], "role", None) == MessageRole.USER:
+            last = i
+            break
+    return [
+        m
+        for m in messages[:last]
+        if isinstance(m, ChatMessage)
+        and m.role in (MessageRole.USER, MessageRole.ASSISTANT)
+        and not any(isinstance(b, ToolCallBlock) for b in m.blocks)
+        and not m.additional_kwargs.get("tool_calls")
+    ]
+
+
+def _turn_passage(message: Any) -> dict[str, Any] | None:
+    """An earlier turn's message as a ``conversation`` context (None without text)."""
+    text = message.content
+    if not isinstance(text, str) or not text.strip():
+        return None
+    role = "user" if message.role == MessageRole.USER else "assistant"
+    return {"text": text, "kind": "conversation", "metadata": {"role": role}}
+
+
 def _memory_id(memory: Any) -> str | None:
     """The conversation a chat memory names: ``Memory.session_id``, or a chat-store memory's
     ``chat_store_key`` unless it is LlamaIndex's default (shared by every such memory)."""
@@ -424,6 +463,7 @@ class Capture:
         route: str | None,
         engine: Any | None,
         tools: Callable[[str | None], bool] | None = None,
+        conversation_context: bool = False,
     ) -> None:
         ref = weakref.ref(engine) if engine is not None else None
         with self._lock:
@@ -435,7 +475,7 @@ class Capture:
                 if target is engine:
                     continue  # replaced by this call (the global binding when engine is None)
                 kept.append(b)
-            kept.append(_Binding(monitor, route, ref, tools))
+            kept.append(_Binding(monitor, route, ref, tools, conversation_context))
             # Engine-scoped bindings win over a global one.
             kept.sort(key=lambda b: b.engine is None)
             self._bindings = tuple(kept)
@@ -541,6 +581,8 @@ class Capture:
         root.agent = agent
         root.chat = not agent and _is_chat_engine(instance)
         root.conversation_id = self._conversation_id(instance, bound_args, root)
+        if root.chat and binding.conversation_context:
+            root.turns = self._chat_history(instance, bound_args)
         evicted: list[_Root] = []
         with self._lock:
             evicted = self._evict_locked()
@@ -624,6 +666,36 @@ class Capture:
         except BaseException as exc:  # the application's objects (a property, an odd engine)
             bad_input("llama_index conversation", exc)
             return None
+
+    @staticmethod
+    def _chat_history(instance: Any, bound_args: inspect.BoundArguments) -> list[Any]:
+        """A chat engine's conversation before this turn (opt-in): the ``chat_history`` the
+        call passed, or else the engine's own (its memory's messages, read before the turn's
+        message joins them)."""
+        try:
+            history = bound_args.arguments.get("chat_history")
+            if history is None:
+                history = instance.chat_history
+            if not isinstance(history, list):
+                return []
+            # The history ends before this turn's message: all of it is earlier.
+            return _earlier_turns([*history, _USER_MARK])
+        except BaseException as exc:  # the application's engine (a property)
+            bad_input("llama_index chat history", exc)
+            return []
+
+    def chat_start(self, event: Any) -> None:
+        """An agent's first model call (opt-in): the messages before the user's are the
+        conversation so far, whichever memory (or context) the run was given."""
+        span_id = event.span_id
+        root = self._spans.get(span_id) if span_id is not None else None
+        if root is None or not root.agent or root.turns is not None:
+            return
+        if not root.binding.conversation_context:
+            return
+        with self._lock:
+            if root.turns is None:
+                root.turns = _earlier_turns(event.messages)
 
     def _evict_locked(self) -> list[_Root]:
         evicted: list[_Root] = []
@@ -822,6 +894,9 @@ class Capture:
             if len(root.retrieved) > MAX_NODES_PER_ROOT:
                 del root.retrieved[MAX_NODES_PER_ROOT:]
             contexts = [_passage(n) for n in _select_nodes(root)[:MAX_NODES_PER_ROOT]]
+        if root.turns:
+            # Last in the list, so that the passage cap cuts them first.
+            contexts.extend(t for t in map(_turn_passage, root.turns) if t is not None)
         if root.stream is not None:
             attributes["llama_index.stream"] = root.stream
         if root.conversation_id is not None:
@@ -1048,7 +1123,8 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
 
 
 class GroundwatchEventHandler(BaseEventHandler):
-    """Dispatcher event handler: collects the nodes of every retrieval inside a query."""
+    """Dispatcher event handler: collects the nodes of every retrieval inside a query (and, with
+    ``conversation_context``, an agent's conversation from its first model call)."""
 
     _capture: Capture
 
@@ -1071,13 +1147,18 @@ class GroundwatchEventHandler(BaseEventHandler):
                 kind = _RETRIEVAL_END
             elif issubclass(cls, RetrievalStartEvent):
                 kind = _RETRIEVAL_START
+            elif issubclass(cls, LLMChatStartEvent):
+                kind = _CHAT_START
             else:
                 kind = _NOT_RETRIEVAL
             if len(_retrieval_kinds) < 4096:
                 _retrieval_kinds[cls] = kind
         if kind:
             try:
-                self._capture.retrieval(event, end=kind == _RETRIEVAL_END)
+                if kind == _CHAT_START:
+                    self._capture.chat_start(event)
+                else:
+                    self._capture.retrieval(event, end=kind == _RETRIEVAL_END)
             except Exception as exc:
                 self._capture.internal_error("event", exc)
         return None

@@ -20,6 +20,7 @@ def instrument(
     engine: Any | None = None,
     route: str | None = None,
     context_tools: ContextTools = None,
+    conversation_context: bool = False,
 ) -> None:
     """Send LlamaIndex queries and chat turns to ``monitor``.
 
@@ -37,6 +38,9 @@ def instrument(
         route: the route name for these records (defaults to the monitor's own).
         context_tools: which tools' outputs are an agent run's context: tool names, or a
             predicate on the name; ``None`` (the default): every tool.
+        conversation_context: add the conversation's earlier turns (the user's messages and
+            the answers) as ``conversation`` passages. Off by default: what the user said is
+            not a source the answer is grounded in (docs/agents.md).
 
     Raises:
         TypeError: ``context_tools`` is one string rather than a collection of names.
@@ -60,7 +64,7 @@ def instrument(
             dispatcher.add_span_handler(GroundwatchSpanHandler(_capture))
         if not any(isinstance(h, GroundwatchEventHandler) for h in dispatcher.event_handlers):
             dispatcher.add_event_handler(GroundwatchEventHandler(_capture))
-        _capture.bind(monitor, route, engine, accepts)
+        _capture.bind(monitor, route, engine, accepts, conversation_context)
 
 
 def uninstrument(*, engine: Any | None = None) -> None:

@@ -30,7 +30,8 @@ class GroundwatchLlamaIndexInstrumentor(MonitorOwner, BaseInstrumentor):  # type
     """Record every LlamaIndex query and chat turn, the OpenTelemetry way.
 
     ``GroundwatchLlamaIndexInstrumentor().instrument(monitor=None, route=None, engine=None,
-    context_tools=None, tracer_provider=None, meter_provider=None, logger_provider=None)``:
+    context_tools=None, conversation_context=False, tracer_provider=None, meter_provider=None,
+    logger_provider=None)``:
     without ``monitor`` it builds a :class:`groundwatch.Monitor` on the given (or global)
     providers, configured from the environment, and shuts it down in ``uninstrument()``.
     ``instrument()`` returns the monitor that receives the records.
@@ -46,6 +47,7 @@ class GroundwatchLlamaIndexInstrumentor(MonitorOwner, BaseInstrumentor):  # type
             engine=kwargs.get("engine"),
             route=kwargs.get("route"),
             context_tools=kwargs.get("context_tools"),
+            conversation_context=bool(kwargs.get("conversation_context", False)),
         )
         return monitor
 
@@ -60,15 +62,16 @@ def instrument(
     route: str | None = None,
     engine: Any | None = None,
     context_tools: ContextTools = None,
+    conversation_context: bool = False,
     **monitor_options: Any,
 ) -> MonitorLike:
-    """Send LlamaIndex queries and chat turns to ``monitor``.
+    """Send LlamaIndex queries, chat turns and agent runs to ``monitor``.
 
     The same as ``GroundwatchLlamaIndexInstrumentor().instrument(monitor=monitor, route=route,
-    engine=engine, context_tools=context_tools)`` the first time. Registers groundwatch's span
-    and event handlers on the root instrumentation dispatcher
-    (``llama_index.core.instrumentation.get_dispatcher()``) once: calling again adds or replaces
-    a binding instead of registering twice.
+    engine=engine, context_tools=context_tools, conversation_context=conversation_context)`` the
+    first time. Registers groundwatch's span and event handlers on the root instrumentation
+    dispatcher (``llama_index.core.instrumentation.get_dispatcher()``) once: calling again adds
+    or replaces a binding instead of registering twice.
 
     Args:
         monitor: a :class:`groundwatch.Monitor` (anything with its ``record`` and
@@ -83,6 +86,9 @@ def instrument(
         context_tools: which tools' outputs are an agent run's context (docs/agents.md): tool
             names, or a predicate on the name; ``None`` (the default): every tool. A tool's
             raised error is never context.
+        conversation_context: add the conversation's earlier turns (the user's messages and
+            the answers) as ``conversation`` passages, after the others. Off by default: what
+            the user said is not a source the answer is grounded in.
         **monitor_options: ``tracer_provider=``, ``meter_provider=``, ``logger_provider=`` for
             the monitor built here.
 
@@ -93,7 +99,13 @@ def instrument(
     current = instrumentor.monitor
     if instrumentor.is_instrumented_by_opentelemetry and current is not None:
         target = monitor if monitor is not None else current
-        _instrument.instrument(target, engine=engine, route=route, context_tools=context_tools)
+        _instrument.instrument(
+            target,
+            engine=engine,
+            route=route,
+            context_tools=context_tools,
+            conversation_context=conversation_context,
+        )
         return target
     # An explicit call in code: the distribution's own requirement already pins llama-index-core.
     result: MonitorLike = instrumentor.instrument(
@@ -101,6 +113,7 @@ def instrument(
         route=route,
         engine=engine,
         context_tools=context_tools,
+        conversation_context=conversation_context,
         skip_dep_check=True,
         **monitor_options,
     )

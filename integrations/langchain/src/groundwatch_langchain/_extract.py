@@ -54,14 +54,80 @@ def message_text(message: Any) -> str | None:
 MESSAGES_KEY = "messages"
 
 
+#: Roles of the other message forms LangChain accepts (``("user", "...")``,
+#: ``{"role": "user", "content": "..."}``), as message types.
+_ROLES = {"user": "human", "human": "human", "assistant": "ai", "ai": "ai"}
+
+
+def _role_and_text(message: Any) -> tuple[str | None, Any]:
+    """``(type, message-like)`` of a message, a ``(role, content)`` pair or a role mapping."""
+    kind = getattr(message, "type", None)
+    if kind is not None:
+        return kind, message
+    if isinstance(message, tuple) and len(message) == 2 and isinstance(message[0], str):
+        return _ROLES.get(message[0]), message[1]
+    if isinstance(message, Mapping) and isinstance(message.get("role"), str):
+        return _ROLES.get(message["role"]), message.get("content")
+    return None, None
+
+
+def _text_of(value: Any) -> str | None:
+    return value if isinstance(value, str) else message_text(value)
+
+
 def _last_text(messages: Any, role: str) -> str | None:
     """Text of the last message of ``role`` ("human", "ai") in a message list."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         return None
     for message in reversed(messages):
-        if getattr(message, "type", None) == role:
-            return message_text(message)
+        kind, value = _role_and_text(message)
+        if kind == role:
+            return _text_of(value)
     return None
+
+
+def final_answer(messages: Any) -> str | None:
+    """An agent's final answer: the last AI message without tool calls, in the current turn
+    (after the last human message). None when the turn ended on a tool call (interrupted, or
+    out of steps): an earlier turn's answer is not this turn's."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        return None
+    for message in reversed(messages):
+        kind, value = _role_and_text(message)
+        if kind == "human":
+            return None
+        if kind == "ai" and not getattr(message, "tool_calls", None):
+            return _text_of(value)
+    return None
+
+
+def earlier_turns(messages: Any) -> list[Any]:
+    """The messages of the conversation before the current turn (before the last human
+    message) that people wrote or read: human messages and AI answers (no tool calls)."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        return []
+    last = None
+    for i in range(len(messages) - 1, -1, -1):
+        if _role_and_text(messages[i])[0] == "human":
+            last = i
+            break
+    if not last:
+        return []
+    return [
+        m
+        for m in messages[:last]
+        if _role_and_text(m)[0] in ("human", "ai") and not getattr(m, "tool_calls", None)
+    ]
+
+
+def turn_passage(message: Any) -> dict[str, Any] | None:
+    """An earlier turn's message as a ``conversation`` context (None without text)."""
+    kind, value = _role_and_text(message)
+    text = _text_of(value)
+    if not text:
+        return None
+    speaker = "user" if kind == "human" else "assistant"
+    return {"text": text, "kind": "conversation", "metadata": {"role": speaker}}
 
 
 def _first_text(mapping: Mapping[str, Any], keys: Sequence[str]) -> str | None:
@@ -99,13 +165,13 @@ def default_answer(outputs: Any) -> str | None:
 
     Understands a plain string, a message (``AIMessage`` or a merged ``AIMessageChunk`` from a
     stream), a mapping with one of :data:`ANSWER_KEYS` holding either of those, and agent state
-    ``{"messages": [...]}`` (the last AI message is the answer).
+    ``{"messages": [...]}`` (:func:`final_answer`: the last AI message without tool calls).
     """
     if isinstance(outputs, str):
         return outputs
     if isinstance(outputs, Mapping):
         text = _first_text(outputs, ANSWER_KEYS)
-        return text if text is not None else _last_text(outputs.get(MESSAGES_KEY), "ai")
+        return text if text is not None else final_answer(outputs.get(MESSAGES_KEY))
     return message_text(outputs)
 
 

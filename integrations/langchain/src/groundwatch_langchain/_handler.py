@@ -13,6 +13,7 @@ root's state and handed to the monitor with the record instead.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import threading
 import time
@@ -26,23 +27,30 @@ from opentelemetry.trace import SpanContext
 
 from groundwatch.integration import (
     MAX_PASSAGES,
+    ContextTools,
     Decision,
     MonitorLike,
+    ToolOutput,
     guarded,
     internal_error,
     raise_internal_errors,
+    readable_tool_output,
+    tool_filter,
     user_error,
 )
 from groundwatch.telemetry import semconv
 
 from ._extract import (
+    MESSAGES_KEY,
     SCORE_KEYS,
     AnswerExtractor,
     QuestionExtractor,
     default_answer,
     default_question,
+    earlier_turns,
     passage_of,
     plain,
+    turn_passage,
 )
 
 if TYPE_CHECKING:
@@ -69,6 +77,44 @@ EVICTED = "evicted"
 #: Run metadata key that overrides the handler's route for one run:
 #: ``chain.invoke(q, config={"metadata": {"groundwatch_route": "faq"}})``.
 ROUTE_METADATA_KEY = "groundwatch_route"
+#: Run metadata keys holding the conversation's id, looked up in order: ours, then LangGraph's
+#: ``thread_id`` (it copies ``config["configurable"]["thread_id"]`` into every run's metadata),
+#: then the names other stacks use.
+CONVERSATION_METADATA_KEYS: tuple[str, ...] = (
+    "groundwatch_conversation_id",
+    "thread_id",
+    "conversation_id",
+    "session_id",
+)
+
+# What LangChain sends the model for a tool result it cannot serialise: ``str(obj)``, Python's
+# default repr, which says nothing an answer could rest on.
+_DEFAULT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+class _Tool:
+    """A tool run under a root: its name, whether its output is context, and whether a
+    retriever ran directly inside it (a retriever wrapped as a tool: its documents are the
+    passages, not its joined text)."""
+
+    __slots__ = ("context", "name", "retrieved")
+
+    def __init__(self, name: str | None, context: bool) -> None:
+        self.name = name
+        # False inside another tool (a subagent's tool fed the subagent, not this run's
+        # answer) or when ``context_tools`` leaves the tool out.
+        self.context = context
+        self.retrieved = False
+
+
+class _Tagged:
+    """A document retrieved inside a tool, with the (outermost) tool's name."""
+
+    __slots__ = ("document", "tool")
+
+    def __init__(self, document: Any, tool: str | None) -> None:
+        self.document = document
+        self.tool = tool
 
 
 class _RootRun:
@@ -76,6 +122,7 @@ class _RootRun:
 
     __slots__ = (
         "children",
+        "conversation_id",
         "decision",
         "documents",
         "dropped",
@@ -90,7 +137,13 @@ class _RootRun:
         "run_id",
         "span_context",
         "started",
+        "tool_ended",
+        "tool_errors",
+        "tool_of",
+        "tool_outputs",
+        "tools",
         "unfinished",
+        "unreadable",
     )
 
     def __init__(
@@ -109,7 +162,9 @@ class _RootRun:
         self.is_chain = is_chain
         self.started = time.monotonic()
         self.children: set[int] = set()
-        self.documents: list[Document] = []
+        # Documents (``_Tagged`` when retrieved inside a tool) and ``ToolOutput``s, in the order
+        # they arrived.
+        self.documents: list[Any] = []
         self.dropped = 0
         self.retrieving = False  # a retriever started under this root
         # The sampler's decision, taken when the first retriever starts (None before): a run
@@ -119,6 +174,15 @@ class _RootRun:
         self.error_type: str | None = None  # first error seen under this root
         self.generated = False  # a language model finished under this root
         self.unfinished = 0  # nested runs still open when the root ended
+        self.conversation_id: str | None = None
+        # Agents: live tool runs, and every live run inside a tool -> its outermost tool run
+        # (both empty for chains without tools: one truth test per link).
+        self.tools: dict[int, _Tool] = {}
+        self.tool_of: dict[int, int] = {}
+        self.tool_ended = False  # a tool whose output is context ended or failed
+        self.tool_outputs = 0  # tool outputs kept among ``documents``
+        self.tool_errors = 0  # tool calls that raised (not passages)
+        self.unreadable = 0  # tool outputs with no text (left out)
 
 
 _F = TypeVar("_F", bound=Callable[..., None])
@@ -134,11 +198,12 @@ def _guarded(method: _F) -> _F:
 
 
 class GroundwatchCallbackHandler(BaseCallbackHandler):
-    """Capture what a LangChain RAG chain retrieved and answered, and hand it to a monitor.
+    """Capture what a LangChain RAG chain or agent retrieved and answered, and hand it to a
+    monitor.
 
     Pass it to a run (``chain.invoke(q, config={"callbacks": [handler]})``) or attach it to every
     run with :func:`groundwatch_langchain.instrument`. For each top-level run that both ran a
-    retriever and produced an answer, the handler calls ``monitor.record`` once with:
+    retriever or a tool and produced an answer, the handler calls ``monitor.record`` once with:
 
     - the question: the run's input when it is a string, a message or a list of messages (the
       last human message), a mapping with a string under ``"question"``, ``"input"``,
@@ -146,11 +211,14 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
       ``question_extractor`` replaces this;
     - the contexts: every document from every retriever that ran under the run, in the order
       the retrievers finished, each with its ``page_content``, ``id``, ``metadata`` and a score
-      when the metadata has one under ``score_keys``;
+      when the metadata has one under ``score_keys``; every tool's output, a ``tool`` passage
+      named after the tool (only the outermost tool's: a tool inside another tool, such as a
+      subagent's, fed that tool, not this run's answer); with ``conversation_context``, the
+      thread's earlier turns;
     - the answer: the run's final output when it is a string or a message (an ``AIMessage``, or
       the merged chunks of a stream), a mapping with one of those under ``"answer"``,
-      ``"output"`` or ``"result"``, or the last AI message of ``{"messages": [...]}``;
-      ``answer_extractor`` replaces this;
+      ``"output"`` or ``"result"``, or an agent's final answer in ``{"messages": [...]}`` (the
+      last AI message without tool calls); ``answer_extractor`` replaces this;
     - the span context current when the run started, so the evaluation joins the request's trace.
 
     A run that failed (retriever, LLM or chain error, or cancellation) after starting a retriever
@@ -168,6 +236,11 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         max_documents: Documents kept per run; the rest are counted and the record is marked.
         max_active_runs: Top-level runs tracked at once before the oldest is dropped.
         max_run_age_seconds: Top-level runs open longer than this are dropped.
+        context_tools: Which tools' outputs are context: ``None`` (every tool), tool names,
+            or a predicate on the tool's name. Retrievers inside any tool always count.
+        conversation_context: Add the thread's earlier turns (human messages and answers) as
+            ``conversation`` passages. Off by default: an answer may rest on what the user
+            said, but that is not grounding in sources (docs/agents.md).
     """
 
     # Called on the event loop itself in async runs instead of in a thread pool: every callback
@@ -192,6 +265,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         max_documents: int = DEFAULT_MAX_DOCUMENTS,
         max_active_runs: int = DEFAULT_MAX_ACTIVE_RUNS,
         max_run_age_seconds: float = DEFAULT_MAX_RUN_AGE_SECONDS,
+        context_tools: ContextTools = None,
+        conversation_context: bool = False,
     ) -> None:
         super().__init__()
         if max_documents < 0 or max_active_runs < 1 or max_run_age_seconds <= 0:
@@ -206,6 +281,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         self._max_documents = max_documents
         self._max_active_runs = max_active_runs
         self._max_run_age = max_run_age_seconds
+        self._tool_filter = tool_filter(context_tools)
+        self._conversation_context = conversation_context
         self._lock = threading.Lock()
         # Maps are keyed by ``run_id.int``: hashing a UUID runs Python code, an int does not,
         # and these maps are touched several times per callback.
@@ -224,6 +301,9 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 "no_answer",
                 "evicted",
                 "documents_dropped",
+                "tool_outputs",
+                "tool_errors",
+                "tool_outputs_unreadable",
                 "extractor_errors",
                 "internal_errors",
             ),
@@ -242,8 +322,10 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         ``no_retrieval`` (top-level chain runs that never retrieved: ignored), ``no_answer``
         (retrieved but the output had no recognisable answer; reported as a failure when a
         model ran under the run, ignored for retrieval-only runs), ``evicted`` (runs dropped
-        unfinished), ``documents_dropped`` (documents beyond ``max_documents``),
-        ``extractor_errors`` (a user extractor raised), ``internal_errors`` (a bug of ours,
+        unfinished), ``documents_dropped`` (documents and tool outputs beyond
+        ``max_documents``), ``tool_outputs`` (kept as passages), ``tool_errors`` (tool calls
+        that raised: never passages), ``tool_outputs_unreadable`` (outputs with no text, left
+        out), ``extractor_errors`` (a user extractor raised), ``internal_errors`` (a bug of ours,
         logged and swallowed).
         """
         with self._lock:
@@ -311,9 +393,10 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             # stream reports the partial output as the root's output). Not an answer to score.
             self._fail(root, CANCELLED)
             return
-        if not root.retrieved:
+        if not root.retrieved and not root.tool_ended:
             # Every retriever failed and a fallback answered without documents: say so rather
-            # than score an answer against nothing.
+            # than score an answer against nothing. (An agent whose tools raised is recorded:
+            # it answered anyway, and the record counts its tools' errors.)
             self._fail(root, root.error_type or RETRIEVER_ERROR)
             return
         if root.decision is not None and root.decision is not Decision.SAMPLED:
@@ -373,18 +456,26 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
     ) -> None:
         """Keep references to the retrieved documents in the top-level run's state."""
         with self._lock:
-            root = self._retriever_finished(run_id.int)
+            key = run_id.int
+            owner = self._owner.get(key)
+            tool_key = owner.tool_of.get(key) if owner is not None and owner.tool_of else None
+            root = self._retriever_finished(key)
             if root is None:
                 return
             root.retrieved = True
             if root.decision is not None and root.decision is not Decision.SAMPLED:
                 return  # not to be scored: nothing to keep
+            kept: Sequence[Any] = documents
+            if tool_key is not None:  # retrieved inside a tool: the passages name it
+                tool = root.tools.get(tool_key)
+                name = tool.name if tool is not None else None
+                kept = [_Tagged(d, name) for d in documents]
             room = self._max_documents - len(root.documents)
-            if len(documents) <= room:
-                root.documents.extend(documents)
+            if len(kept) <= room:
+                root.documents.extend(kept)
             else:
-                root.documents.extend(documents[: max(room, 0)])
-                dropped = len(documents) - max(room, 0)
+                root.documents.extend(kept[: max(room, 0)])
+                dropped = len(kept) - max(room, 0)
                 root.dropped += dropped
                 self._counts["documents_dropped"] += dropped
 
@@ -457,8 +548,17 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         inputs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """Link a tool run to its top-level run so that retrievers inside it count."""
-        if parent_run_id is None or not self._link(run_id.int, parent_run_id.int):
+        """Link a tool run to its top-level run: its output is context, and retrievers inside
+        it count."""
+        name = serialized.get("name") if serialized else None
+        if not isinstance(name, str):
+            name = kwargs.get("name")
+        if not isinstance(name, str):
+            name = None
+        context = self._tool_filter is None or self._tool_filter(name)
+        if parent_run_id is None or not self._link(
+            run_id.int, parent_run_id.int, tool=name, context=context
+        ):
             self._start_root(run_id, input_str, metadata, is_chain=False)
 
     @_guarded
@@ -470,8 +570,30 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        """Forget a tool run."""
-        self._end(run_id.int)
+        """Keep a reference to the tool's output among the top-level run's contexts."""
+        with self._lock:
+            key = run_id.int
+            root, tool = self._tool_finished(key)
+            if root is None or tool is None or not tool.context or tool.retrieved:
+                return  # unknown, not context, or a retriever's (its documents are kept)
+            root.tool_ended = True
+            if root.decision is not None and root.decision is not Decision.SAMPLED:
+                return  # not to be scored: nothing to keep
+            if getattr(output, "status", None) == "error":  # a ToolMessage reporting a failure
+                root.tool_errors += 1
+                self._counts["tool_errors"] += 1
+                return
+            if not _readable(output):
+                root.unreadable += 1
+                self._counts["tool_outputs_unreadable"] += 1
+                return
+            if len(root.documents) >= self._max_documents:
+                root.dropped += 1
+                self._counts["documents_dropped"] += 1
+                return
+            root.documents.append(ToolOutput(output, tool.name))
+            root.tool_outputs += 1
+            self._counts["tool_outputs"] += 1
 
     @_guarded
     def on_tool_error(
@@ -482,29 +604,69 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        """Forget a tool run (an agent may recover from a tool error)."""
-        self._end(run_id.int)
+        """Count a tool's error (never a passage; an agent may recover from it)."""
+        with self._lock:
+            root, tool = self._tool_finished(run_id.int)
+            if root is not None and tool is not None and tool.context:
+                root.tool_ended = True
+                root.tool_errors += 1
+                self._counts["tool_errors"] += 1
 
     # -- state ------------------------------------------------------------------------------------
 
-    def _link(self, key: int, parent_key: int, retriever: bool = False) -> bool:
+    def _link(
+        self,
+        key: int,
+        parent_key: int,
+        retriever: bool = False,
+        tool: str | bool | None = False,
+        context: bool = True,
+    ) -> bool:
         """Map a nested run to its parent's root. False when the parent is unknown to us.
 
-        The root's first retriever takes the sampler's decision for the whole run (under the
-        lock: parallel retrievers must not take two)."""
+        ``tool``: the run is a tool run (its name, or None when it has none); ``context``:
+        ``context_tools`` counts its output. The root's first retriever or context tool takes
+        the sampler's decision for the whole run (under the lock: parallel ones must not take
+        two)."""
         with self._lock:
             root = self._owner.get(parent_key)
             if root is None:
                 return False
             self._owner[key] = root
             root.children.add(key)
-            if retriever:
+            if root.tool_of:  # inside a tool: remember the outermost one
+                outer = root.tool_of.get(parent_key)
+                if outer is not None:
+                    root.tool_of[key] = outer
+                    if retriever and outer == parent_key:
+                        root.tools[outer].retrieved = True  # a retriever wrapped as a tool
+            if tool is not False:
+                nested = key in root.tool_of
+                context = context and not nested
+                root.tools[key] = _Tool(tool if isinstance(tool, str) else None, context)
+                if not nested:
+                    root.tool_of[key] = key
+            if retriever or (tool is not False and context):
                 root.retrieving = True
                 if root.decision is None and root.is_chain:
                     root.decision = self._monitor.decide(
                         span_context=root.span_context, route=root.route
                     )
             return True
+
+    def _tool_finished(self, key: int) -> tuple[_RootRun | None, _Tool | None]:
+        """Unlink a tool run that ended or failed: its top-level run's state and its own
+        (``None``s when unknown, or when it was itself the top-level run). Call with the lock
+        held."""
+        root = self._owner.pop(key, None)
+        if root is None:
+            return None, None
+        if root.key == key:
+            self._forget(root)
+            return None, None
+        root.children.discard(key)
+        root.tool_of.pop(key, None)
+        return root, root.tools.pop(key, None)
 
     def _start_root(
         self, run_id: UUID, inputs: Any, metadata: Mapping[str, Any] | None, *, is_chain: bool
@@ -519,6 +681,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             if isinstance(value, str):
                 route = value
         root = _RootRun(run_id, inputs, span_context, route, is_chain)
+        if metadata:
+            root.conversation_id = _conversation_id(metadata)
         evicted: list[_RootRun] = []
         with self._lock:
             roots = self._roots
@@ -544,6 +708,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 return None
             if root.key != key:
                 root.children.discard(key)
+                if root.tool_of:
+                    root.tool_of.pop(key, None)
                 return None
             self._forget(root)
             return root
@@ -559,6 +725,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             self._forget(root)
             return None
         root.children.discard(key)
+        if root.tool_of:
+            root.tool_of.pop(key, None)
         return root
 
     def _forget(self, root: _RootRun) -> None:
@@ -576,6 +744,10 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         try:
             answer = self._answer(outputs)
             question = self._question(inputs)
+            if question is None and self._question is default_question:
+                # An agent's input may be a form we do not read (a dict of role and content);
+                # its output state holds the turn's human message as a message.
+                question = default_question(outputs)
         except Exception as exc:
             self._count("extractor_errors")
             user_error("langchain extractor", exc)
@@ -590,10 +762,23 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             return
         question = plain(question) if isinstance(question, str) else None
         answer = plain(answer)
-        contexts = _Passages(root.documents, self._score_keys)
+        turns: list[Any] = []
+        if self._conversation_context and isinstance(outputs, Mapping):
+            # Opt-in, so built here: a few messages' texts, as conversation passages.
+            found = map(turn_passage, earlier_turns(outputs.get(MESSAGES_KEY)))
+            turns = [t for t in found if t is not None]
+        contexts = _Passages(root.documents, self._score_keys, turns)
         attributes: dict[str, Any] = {semconv.GROUNDWATCH_LANGCHAIN_RUN_ID: str(root.run_id)}
         if root.dropped:
             attributes[semconv.GROUNDWATCH_CONTEXTS_DROPPED] = root.dropped
+        if root.tools or root.tool_outputs or root.tool_errors or root.unreadable:
+            attributes[semconv.GROUNDWATCH_CONTEXTS_TOOLS] = root.tool_outputs
+        if root.tool_errors:
+            attributes[semconv.GROUNDWATCH_TOOL_ERRORS] = root.tool_errors
+        if root.unreadable:
+            attributes[semconv.GROUNDWATCH_CONTEXTS_UNREADABLE] = root.unreadable
+        if root.conversation_id is not None:
+            attributes[semconv.GEN_AI_CONVERSATION_ID] = root.conversation_id
         self._monitor.record(
             question=question,
             contexts=contexts,
@@ -623,20 +808,24 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
 
 
 class _Passages(Sequence[Any]):
-    """The documents of a run, turned into passages only when read.
+    """The documents and tool outputs of a run (then earlier turns, with
+    ``conversation_context``), turned into passages only when read.
 
     The monitor reads the contexts only for records its sampler keeps, so at a low sampling
     rate the request path never pays for the conversion.
     """
 
-    __slots__ = ("_documents", "_score_keys")
+    __slots__ = ("_items", "_score_keys")
 
-    def __init__(self, documents: list[Document], score_keys: tuple[str, ...]) -> None:
-        self._documents = documents
+    def __init__(
+        self, documents: list[Any], score_keys: tuple[str, ...], turns: Sequence[Any] = ()
+    ) -> None:
+        # Earlier turns come last: the passage cap cuts them first.
+        self._items = [*documents, *turns] if turns else documents
         self._score_keys = score_keys
 
     def __len__(self) -> int:
-        return len(self._documents)
+        return len(self._items)
 
     @overload
     def __getitem__(self, index: int) -> Any: ...
@@ -644,16 +833,48 @@ class _Passages(Sequence[Any]):
     def __getitem__(self, index: slice) -> list[Any]: ...
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
-            return [self._convert(d) for d in self._documents[index]]
-        return self._convert(self._documents[index])
+            return [self._convert(d) for d in self._items[index]]
+        return self._convert(self._items[index])
 
     def __iter__(self) -> Iterator[Any]:
-        for document in self._documents:
-            yield self._convert(document)
+        for item in self._items:
+            yield self._convert(item)
 
-    def _convert(self, document: Any) -> Any:
+    def _convert(self, item: Any) -> Any:
+        kind = type(item)
+        if kind is ToolOutput:
+            return item  # the core reads it (groundwatch.integration.ToolOutput)
+        if kind is _Tagged:
+            passage = passage_of(item.document, self._score_keys)
+            if passage is None:
+                return item.document
+            passage["tool"] = item.tool
+            return passage
         # Anything that is not document-shaped goes as is: the monitor validates its inputs.
-        return passage_of(document, self._score_keys) or document
+        return passage_of(item, self._score_keys) or item
+
+
+def _readable(output: Any) -> bool:
+    """Whether a tool's output has text a passage can hold (asked on the request path)."""
+    content = getattr(output, "content", None)  # a ToolMessage: what the model was sent
+    if content is None or isinstance(output, Mapping):
+        return readable_tool_output(output)
+    if isinstance(content, str):
+        # A default repr is at most a few dozen characters: longer content is never one.
+        return bool(content) and not (
+            len(content) < 200 and _DEFAULT_REPR.fullmatch(content) is not None
+        )
+    return bool(content)
+
+
+def _conversation_id(metadata: Mapping[str, Any]) -> str | None:
+    for key in CONVERSATION_METADATA_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+    return None
 
 
 def _parent_span_context(root: _RootRun) -> SpanContext:

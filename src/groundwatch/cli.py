@@ -2,7 +2,9 @@
 process of a Redis pool) and ``serve`` (scores traces received over OTLP).
 
 Each subcommand lives in its own private module and registers itself through ``add_parser``;
-this module only wires them together.
+this module wires them together and is where every command fails the same way
+(:mod:`groundwatch._errors`): one line naming the option and what to do, exit 2 for a usage or
+configuration problem, 1 for a failure at run time, the traceback only with ``--debug``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from . import __version__
+from . import __version__, _errors
 
 # (subcommand, module): each module defines add_parser(subparsers) and run(args) -> int.
 _SUBCOMMANDS: tuple[tuple[str, str], ...] = (
@@ -23,15 +25,25 @@ _SUBCOMMANDS: tuple[tuple[str, str], ...] = (
 )
 
 
+_DEBUG_HELP = "on an error, print the traceback above the one-line message"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="groundwatch", description="Hallucination monitoring for RAG pipelines."
     )
     parser.add_argument("--version", action="version", version=f"groundwatch {__version__}")
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for _name, module_name in _SUBCOMMANDS:
         module = importlib.import_module(module_name)
         module.add_parser(sub)
+    # Accepted after the subcommand too (`groundwatch worker ... --debug`), where people add it
+    # when a command has just failed; SUPPRESS keeps the global one when it is not repeated.
+    for subparser in sub.choices.values():
+        subparser.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP
+        )
     return parser
 
 
@@ -43,7 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is None:
         parser.print_help()
         return 2
-    return int(run(args))
+    _errors.set_debug(bool(args.debug))
+    try:
+        return int(run(args))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        return _errors.report(f"groundwatch {args.command}", exc)
 
 
 if __name__ == "__main__":

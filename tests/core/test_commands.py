@@ -22,7 +22,7 @@ def test_usage_error_is_exit_2_with_the_command_name_and_telemetry_is_flushed(
         raise UsageError("--model is required")
 
     assert _commands.run_command("groundwatch serve", bad) == 2
-    assert "groundwatch serve: --model is required" in capsys.readouterr().err
+    assert "groundwatch serve: error: --model is required" in capsys.readouterr().err
     assert flushed == [True]
 
     async def fine() -> int:

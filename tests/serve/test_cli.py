@@ -135,6 +135,8 @@ def test_sigterm_scores_the_pending_trace_and_exports_over_otlp(
         assert found, (line, proc.stderr.read() if proc.stderr else "")
         url, grpc_target = found.groups()
         assert get(url, "/health").status == 200
+        # One probe convention with groundwatch worker: liveness and readiness apart.
+        assert get(url, "/livez").status == 200 and get(url, "/readyz").status == 200
         with recorded() as (provider, exported):
             openinference_trace(provider)
             spans = exported.get_finished_spans()
@@ -143,6 +145,12 @@ def test_sigterm_scores_the_pending_trace_and_exports_over_otlp(
         time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+        assert proc.stderr is not None
+        stderr = proc.stderr.read()
+        # Each line names its command once ("groundwatch serve: stopped", never doubled).
+        assert re.search(r"groundwatch serve: stopped \(spans", stderr), stderr
+        assert "groundwatch groundwatch" not in stderr
+        assert "telemetry goes over OTLP to " + sink in line + stderr
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -187,3 +195,61 @@ def test_default_port_does_not_clash_with_a_collector_on_the_same_host(
     assert f"| `--grpc-port` | `GROUNDWATCH_SERVE_GRPC_PORT` | `{grpc_port}` |" in doc
     # Every example sends to serve on its default port, never on the Collector's.
     assert "groundwatch-serve:4318" not in doc and f"groundwatch-serve:{port}" in doc
+
+
+def test_listens_on_loopback_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    monkeypatch.delenv("GROUNDWATCH_SERVE_HOST", raising=False)
+    assert build_parser().parse_args(["serve"]).host == "127.0.0.1"
+    doc = (Path(__file__).parents[2] / "docs" / "serve.md").read_text()
+    assert "| `--host` | `GROUNDWATCH_SERVE_HOST` | `127.0.0.1` |" in doc
+    assert "--host 0.0.0.0" in doc  # what a container needs, said where the flag is
+
+
+def _serve(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    return subprocess.run(
+        [sys.executable, "-m", "groundwatch", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
+def test_a_busy_port_is_one_line_naming_the_option_and_exit_1(busy_port: int) -> None:
+    common = ("--grpc-port", "off", "--executor", "thread")
+    done = _serve("serve", "--port", str(busy_port), *common)
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith(
+        f"groundwatch serve: error: cannot listen on 127.0.0.1:{busy_port} (--port)"
+    ), lines[0]
+    assert "listening" not in done.stdout
+    done = _serve("serve", "--port", "0", "--grpc-port", str(busy_port), "--executor", "thread")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().startswith(
+        f"groundwatch serve: error: cannot listen on 127.0.0.1:{busy_port} (--grpc-port)"
+    ), done.stderr
+    done = _serve("--debug", "serve", "--port", str(busy_port), *common)
+    assert done.returncode == 1 and "Traceback" in done.stderr, done.stderr
+
+
+def test_a_bad_option_value_is_exit_2_in_one_line() -> None:
+    done = _serve("serve", "--judge", "openai", "--grpc-port", "off")  # no --model
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("groundwatch serve: error: --judge openai needs --model"), lines

@@ -2,6 +2,9 @@
 
 Telemetry goes out through the global OpenTelemetry providers, set up from the standard
 ``OTEL_EXPORTER_OTLP_*`` variables when none are configured (:mod:`groundwatch._commands`).
+The worker reaches Redis before it says it is consuming: a URL that is not one is a usage
+error (exit 2), a Redis it cannot reach at start a run-time failure (exit 1); an outage after
+that is waited out with backoff.
 """
 
 from __future__ import annotations
@@ -9,19 +12,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
+import json
 import logging
-import sys
+import os
 import time
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from .._commands import run_command, stop_event
+from .._commands import Console, add_console_options, run_command, stop_event, telemetry_destination
+from .._errors import CommandError, UsageError
 from ..check.cli import add_judge_options, close_judge, judge_from_args, positive_int
 from .consumer import StreamWorker
-from .redis import DEFAULT_STREAM, INSTALL_HINT
+from .redis import DEFAULT_STREAM
 
 _logger = logging.getLogger("groundwatch")
 
 LIVENESS_S = 60.0
+INSTALL_HINT = 'groundwatch worker needs the redis extra: from a clone, pip install -e ".[redis]"'
+DEFAULT_HEALTH_HOST = "127.0.0.1"
+"""Loopback, as the OpenTelemetry Collector's own endpoints default to: a probe port is not
+opened to the network unless asked (``--health-host 0.0.0.0`` in a container)."""
 
 
 def add_parser(subparsers: Any) -> None:
@@ -56,31 +67,101 @@ def add_parser(subparsers: Any) -> None:
         "--health-port",
         type=int,
         metavar="PORT",
-        help="serve GET /livez and /readyz on this port (0.0.0.0) for Kubernetes probes",
+        help="serve GET /livez, /readyz (Kubernetes probes) and /health (JSON) on this port",
     )
+    p.add_argument(
+        "--health-host",
+        default=DEFAULT_HEALTH_HOST,
+        metavar="ADDRESS",
+        help=f"address of the health port (default {DEFAULT_HEALTH_HOST}; 0.0.0.0 in a "
+        "container, where the kubelet probes the pod's address)",
+    )
+    p.add_argument(
+        "--capture-content",
+        action="store_true",
+        help="put question, answer and claims on the evaluation span (and --verbose lines)",
+    )
+    add_console_options(p)
     p.set_defaults(run=run)
 
 
-async def _serve_health(worker: StreamWorker, port: int) -> asyncio.AbstractServer:
+def _redacted(url: str) -> str:
+    """``url`` without its password, for messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return url
+
+
+async def _reach(url: str, timeout_s: float) -> None:
+    """Connect to Redis once, or say in one line why not."""
+    from .redis import connect, transport_errors
+
+    shown = _redacted(url)
+    try:
+        client = connect(url, timeout_s)
+    except ValueError as exc:  # redis-py's URL parser
+        raise UsageError(f"--redis {shown!r}: {exc}; for example redis://localhost:6379/0") from exc
+    try:
+        await client.ping()
+    except transport_errors() as exc:
+        raise CommandError(
+            f"cannot reach Redis at {shown} (--redis): {type(exc).__name__}: {exc}; start "
+            "redis-server there, or point --redis at a running one"
+        ) from exc
+    finally:
+        with contextlib.suppress(Exception):
+            await client.aclose()
+
+
+def _health(worker: StreamWorker) -> dict[str, Any]:
+    return {
+        "status": "ok" if worker.ready else "not ready",
+        "ready": worker.ready,
+        "live": time.monotonic() - worker.alive_at < LIVENESS_S,
+        "scored": worker.scored,
+        "duplicates": worker.duplicates,
+        "dead_lettered": worker.dead_lettered,
+        "lag": worker.lag,
+    }
+
+
+async def _serve_health(worker: StreamWorker, host: str, port: int) -> asyncio.Server:
+    """``GET /livez`` and ``/readyz`` (``ok`` or 503), ``/health`` (JSON), as serve answers
+    them."""
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             line = await asyncio.wait_for(reader.readline(), 5)
             path = line.split()[1].decode() if len(line.split()) > 1 else ""
+            content_type = b"text/plain"
             if path == "/readyz":
                 ok = worker.ready
             elif path == "/livez":
                 # The consuming loop goes round at least once per read block (1 s) or backoff
                 # (at most 2 s): a minute without a round is a stuck worker.
                 ok = time.monotonic() - worker.alive_at < LIVENESS_S
+            elif path == "/health":
+                ok = worker.ready
+                content_type = b"application/json"
             else:
                 writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                 return
-            body = b"ok\n" if ok else b"not ready\n"
+            if path == "/health":
+                body = json.dumps(_health(worker)).encode()
+            else:
+                body = b"ok\n" if ok else b"not ready\n"
             status = b"200 OK" if ok else b"503 Service Unavailable"
             writer.write(
                 b"HTTP/1.1 "
                 + status
-                + b"\r\nContent-Type: text/plain\r\nContent-Length: "
+                + b"\r\nContent-Type: "
+                + content_type
+                + b"\r\nContent-Length: "
                 + str(len(body)).encode()
                 + b"\r\nConnection: close\r\n\r\n"
                 + body
@@ -92,40 +173,72 @@ async def _serve_health(worker: StreamWorker, port: int) -> asyncio.AbstractServ
                 await writer.drain()
                 writer.close()
 
-    return await asyncio.start_server(handle, "0.0.0.0", port)
+    try:
+        return await asyncio.start_server(handle, host, port)
+    except OSError as exc:
+        option = "--health-port" if exc.errno == errno.EADDRINUSE else "--health-host"
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise CommandError(
+            f"cannot listen on {host}:{port} ({option}): {reason}; stop what uses it or choose "
+            f"another {option}"
+        ) from exc
 
 
 async def _main(args: argparse.Namespace) -> int:
+    name = "groundwatch worker"
     judge = judge_from_args(args)
-    # --concurrency is the LLM judge's own limit too (a cascade's second judge), which it
-    # reads on first use: otherwise its default would decide.
-    for part in (judge, getattr(judge, "then", None)):
-        if isinstance(getattr(part, "concurrency", None), int):
-            part.concurrency = args.concurrency  # type: ignore[union-attr]
-    worker = StreamWorker(
-        args.redis,
-        group=args.group,
-        judge=judge,
-        stream=args.stream,
-        consumer=args.consumer,
-        concurrency=args.concurrency,
-        executor=args.executor,
-        visibility_timeout_millis=args.visibility_timeout_ms,
-        max_deliveries=args.max_deliveries,
-        evaluation_timeout_millis=args.evaluation_timeout_ms,
-    )
-    stop = stop_event()
-    server = None
-    if args.health_port is not None:
-        server = await _serve_health(worker, args.health_port)
-    _logger.warning(
-        "groundwatch worker %s: consuming %r as group %r", worker.consumer, args.stream, args.group
-    )
     try:
-        await worker.run(stop, shutdown_timeout_s=args.shutdown_timeout_ms / 1000)
-    finally:
+        # --concurrency is the LLM judge's own limit too (a cascade's second judge), which it
+        # reads on first use: otherwise its default would decide.
+        for part in (judge, getattr(judge, "then", None)):
+            if isinstance(getattr(part, "concurrency", None), int):
+                part.concurrency = args.concurrency  # type: ignore[union-attr]
+        await _reach(args.redis, 5.0)
+        console = Console(name, args)
+        worker = StreamWorker(
+            args.redis,
+            group=args.group,
+            judge=judge,
+            stream=args.stream,
+            consumer=args.consumer,
+            concurrency=args.concurrency,
+            executor=args.executor,
+            visibility_timeout_millis=args.visibility_timeout_ms,
+            max_deliveries=args.max_deliveries,
+            evaluation_timeout_millis=args.evaluation_timeout_ms,
+            capture_content=args.capture_content,
+        )
+        stop = stop_event()
+        server = None
+        if args.health_port is not None:
+            server = await _serve_health(worker, args.health_host, args.health_port)
+        # One line a supervisor (or a test) can wait for, once Redis answered.
+        print(
+            f"{name} {worker.consumer}: consuming {args.stream!r} as group {args.group!r}",
+            flush=True,
+        )
+        console.say(telemetry_destination())
         if server is not None:
-            server.close()
+            port = server.sockets[0].getsockname()[1]
+            console.say(f"health probes on http://{args.health_host}:{port}/livez and /readyz")
+
+        def counts() -> str:
+            dropped = sum(worker.stats.snapshot()[1].values())
+            errors = "-" if console.errors < 0 else str(console.errors)
+            lag = "-" if worker.lag is None else str(worker.lag)
+            return f"scored {worker.scored}, errors {errors}, dropped {dropped}, lag {lag}"
+
+        progress = asyncio.create_task(console.progress(counts))
+        try:
+            await worker.run(stop, shutdown_timeout_s=args.shutdown_timeout_ms / 1000)
+        finally:
+            progress.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await progress
+            if server is not None:
+                server.close()
+        console.say(f"stopped ({counts()})")
+    finally:
         await close_judge(judge)
     return 0
 
@@ -134,6 +247,5 @@ def run(args: argparse.Namespace) -> int:
     try:
         import redis  # noqa: F401
     except ImportError:
-        print(f"groundwatch worker: {INSTALL_HINT}", file=sys.stderr)
-        return 2
+        raise UsageError(INSTALL_HINT) from None
     return run_command("groundwatch worker", lambda: _main(args))

@@ -1,7 +1,7 @@
 """``groundwatch serve``: score RAG traces received over OTLP/HTTP and OTLP/gRPC (docs/serve.md).
 
-Needs the ``serve`` extra (``pip install "groundwatch[serve]"``: opentelemetry-proto, aiohttp
-and grpcio); the core never imports this package. The names below load on first use, so that
+Needs the ``serve`` extra (from a clone, ``pip install -e ".[serve]"``: opentelemetry-proto,
+aiohttp and grpcio); the core never imports this package. The names below load on first use, so that
 ``groundwatch --help`` (which imports :mod:`groundwatch.serve.cli`) works without the extra.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-INSTALL_HINT = 'groundwatch serve needs the serve extra: pip install "groundwatch[serve]"'
+INSTALL_HINT = 'groundwatch serve needs the serve extra: from a clone, pip install -e ".[serve]"'
 
 if TYPE_CHECKING:
     from ._assemble import Counts, TraceAssembler

@@ -18,6 +18,8 @@ over the cap, is final); metrics are ``UNIMPLEMENTED`` with the reason; our own 
 
 from __future__ import annotations
 
+import errno
+import socket
 from collections.abc import Awaitable, Callable
 
 import grpc
@@ -103,6 +105,24 @@ def _handlers(service: TraceService) -> list[grpc.GenericRpcHandler]:
     ]
 
 
+def _refuse_if_taken(host: str, port: int) -> None:
+    """Raise ``OSError(EADDRINUSE)`` when another process listens on ``host:port``: grpcio
+    would print its own error lines on stderr before failing, under the command's one line."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # grpcio reports what it cannot resolve
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise
+                # Another reason (no IPv6 here): grpcio decides.
+
+
 class GrpcReceiver:
     """The OTLP/gRPC server of one :class:`TraceService` (plaintext, like the Collector's
     default receiver; put TLS in front of it where the network needs it).
@@ -131,6 +151,8 @@ class GrpcReceiver:
             ),
         )
         address = f"{self.host}:{self.port}"
+        if self.port:
+            _refuse_if_taken(self.host, self.port)
         try:
             bound = server.add_insecure_port(address)
         except RuntimeError as exc:  # grpcio's "Failed to bind" (older ones return 0)

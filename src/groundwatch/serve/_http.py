@@ -1,6 +1,7 @@
 """The OTLP/HTTP endpoint on aiohttp: ``POST /v1/traces``, ``POST /v1/logs`` (GenAI content
-events), ``GET /health``; ``POST /v1/metrics`` is refused with a reason. :class:`Receiver`
-also runs the OTLP/gRPC endpoint (``_grpc``) beside it when asked to.
+events), the probes ``GET /livez`` and ``GET /readyz`` (as ``groundwatch worker`` answers them)
+and ``GET /health`` (the state as JSON); ``POST /v1/metrics`` is refused with a reason.
+:class:`Receiver` also runs the OTLP/gRPC endpoint (``_grpc``) beside it when asked to.
 
 aiohttp rather than an ASGI framework plus a server: one well-kept package that is both the
 HTTP server and (for the tests) the client, runs inside an event loop we own
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -30,6 +33,21 @@ TRACES_PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"
 METRICS_PATH = "/v1/metrics"
 HEALTH_PATH = "/health"
+LIVEZ_PATH = "/livez"
+READYZ_PATH = "/readyz"
+
+
+class ListenError(OSError):
+    """A listener could not take its address: ``transport`` (``http`` or ``grpc``),
+    ``address`` (``host:port``), ``reason`` in words, ``in_use`` when another process holds the
+    port."""
+
+    def __init__(self, transport: str, address: str, reason: str, *, in_use: bool) -> None:
+        super().__init__(f"cannot listen on {address} for OTLP/{transport.upper()}: {reason}")
+        self.transport = transport
+        self.address = address
+        self.reason = reason
+        self.in_use = in_use
 
 
 async def _read_capped(request: web.Request, limit: int) -> bytes | None:
@@ -78,12 +96,23 @@ def build_app(service: TraceService) -> web.Application:
             content_type="application/json",
         )
 
+    async def livez(request: web.Request) -> web.StreamResponse:
+        # The event loop answered: alive. (Stopping is not dead: no restart mid-shutdown.)
+        return web.Response(text="ok\n")
+
+    async def readyz(request: web.Request) -> web.StreamResponse:
+        if service.stopping:
+            return web.Response(status=503, text="not ready\n")
+        return web.Response(text="ok\n")
+
     # client_max_size: aiohttp's own cap for request.read(); ours reads the stream itself.
     app = web.Application(client_max_size=service.max_body_bytes + 1)
     app.router.add_post(TRACES_PATH, export)
     app.router.add_post(LOGS_PATH, export)
     app.router.add_post(METRICS_PATH, metrics)
     app.router.add_get(HEALTH_PATH, health)
+    app.router.add_get(LIVEZ_PATH, livez)
+    app.router.add_get(READYZ_PATH, readyz)
     return app
 
 
@@ -121,7 +150,13 @@ class Receiver:
             build_app(self.service), auto_decompress=False, access_log=None
         )
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
+        try:
+            await web.TCPSite(self._runner, self.host, self.port).start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            in_use = exc.errno == errno.EADDRINUSE
+            raise ListenError("http", f"{self.host}:{self.port}", reason, in_use=in_use) from exc
         self.port = int(self._runner.addresses[0][1])  # the real one, with port 0
         if self.grpc_port is not None:
             from ._grpc import GrpcReceiver  # grpcio is loaded only when gRPC is served
@@ -129,8 +164,13 @@ class Receiver:
             self._grpc = GrpcReceiver(self.service, self.host, self.grpc_port)
             try:
                 await self._grpc.start()
-            except BaseException:
+            except BaseException as exc:
                 await self._runner.cleanup()
+                if isinstance(exc, OSError):
+                    # grpcio itself says only "Failed to bind": a taken port, the usual cause.
+                    address = f"{self.host}:{self.grpc_port}"
+                    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+                    raise ListenError("grpc", address, reason, in_use=True) from exc
                 raise
             self.grpc_port = self._grpc.port
         self._poller = asyncio.create_task(self._poll(), name="groundwatch-serve-poll")

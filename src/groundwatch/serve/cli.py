@@ -12,13 +12,15 @@ OTLP/HTTP exporters from the standard ``OTEL_EXPORTER_OTLP_*`` variables, as
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import importlib.util
 import logging
-import sys
 from typing import Any
 
 from .. import _config
-from .._commands import run_command, stop_event
+from .._commands import Console, add_console_options, run_command, stop_event, telemetry_destination
+from .._errors import CommandError, UsageError
 from ..check.cli import add_judge_options, close_judge, judge_from_args, positive_int
 from . import INSTALL_HINT
 
@@ -69,7 +71,8 @@ def add_parser(subparsers: Any) -> None:
             "assembles each trace, finds its RAG interaction in OpenInference or OpenLLMetry "
             "spans (retrieved documents, answer, question), scores a sampled share and emits "
             "the evaluation span as a child of the trace's root span, with the "
-            "gen_ai.evaluation.result events and the metrics. GET /health reports its state. "
+            "gen_ai.evaluation.result events and the metrics. GET /livez and /readyz answer "
+            "probes, GET /health reports its state as JSON. "
             "Stops on SIGTERM: answers 503, scores what is pending within "
             "--shutdown-timeout-ms, counts the rest. Every default below comes from the "
             "GROUNDWATCH_* variable named with it."
@@ -80,7 +83,10 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument(
         "--host",
         default=e.env_host(e.SERVE_HOST, e.DEFAULT_SERVE_HOST),
-        help=f"address to listen on ({e.SERVE_HOST})",
+        help=(
+            "address to listen on: loopback unless asked, since the receiver has no "
+            f"authentication; 0.0.0.0 in a container ({e.SERVE_HOST})"
+        ),
     )
     g.add_argument(
         "--port",
@@ -228,6 +234,7 @@ def add_parser(subparsers: Any) -> None:
         default=20_000,
         help="on SIGTERM, how long pending interactions may take to be scored or sent",
     )
+    add_console_options(p)
     p.set_defaults(run=run)
 
 
@@ -280,9 +287,11 @@ def build_service(args: argparse.Namespace, judge: Any) -> Any:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from ._http import Receiver
+    from ._http import ListenError, Receiver
 
+    name = "groundwatch serve"
     judge = judge_from_args(args)
+    console = Console(name, args)
     service = build_service(args, judge)
     poll_s = min(0.5, args.quiet_period_ms / 4000)
     grpc_port = args.grpc_port
@@ -291,13 +300,40 @@ async def _main(args: argparse.Namespace) -> int:
         grpc_port = None
     receiver = Receiver(service, args.host, args.port, poll_s, grpc_port=grpc_port)
     stop = stop_event()
-    await receiver.start()
+    try:
+        await receiver.start()
+    except ListenError as exc:
+        await asyncio.to_thread(service.monitor.shutdown, 0)
+        await close_judge(judge)
+        option = "--grpc-port" if exc.transport == "grpc" else "--port"
+        if not exc.in_use:
+            option = "--host"
+        raise CommandError(
+            f"cannot listen on {exc.address} ({option}): {exc.reason}; stop what uses it, or "
+            f"choose another {option}" + (" (0 picks a free port)" if exc.in_use else "")
+        ) from exc
     # One line a supervisor (or a test) can wait for; the ports are the real ones with 0.
     grpc = "" if receiver.grpc_port is None else f" and grpc://{args.host}:{receiver.grpc_port}"
-    print(f"groundwatch serve: listening on http://{args.host}:{receiver.port}{grpc}", flush=True)
+    print(f"{name}: listening on http://{args.host}:{receiver.port}{grpc}", flush=True)
+    console.say(telemetry_destination())
+
+    def counts() -> str:
+        health = service.health()
+        dropped = sum(service.monitor.stats.snapshot()[1].values())
+        scored = sum(console.labels.values())
+        errors = "-" if console.errors < 0 else str(console.errors)
+        return (
+            f"scored {scored if console.watching else '-'}, errors {errors}, dropped {dropped}, "
+            f"pending traces {health['pending_traces']}, queue {health['queue_size']}"
+        )
+
+    progress = asyncio.create_task(console.progress(counts))
     try:
         await stop.wait()
     finally:
+        progress.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await progress
         ok = await receiver.stop(args.shutdown_timeout_ms)
         await close_judge(judge)
     spans, traces = service.assembler.counts.snapshot()
@@ -307,9 +343,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if not all(_importable(m) for m in _REQUIRED):
-        print(f"groundwatch serve: {INSTALL_HINT}", file=sys.stderr)
-        return 2
+        raise UsageError(INSTALL_HINT)
     if args.redis and not _importable("redis"):
-        print('groundwatch serve: --redis needs pip install "groundwatch[redis]"', file=sys.stderr)
-        return 2
+        raise UsageError('--redis needs the redis extra: from a clone, pip install -e ".[redis]"')
     return run_command("groundwatch serve", lambda: _main(args))

@@ -2,8 +2,10 @@
 
 Every knob an operator may change without touching code is read here, when a
 :class:`~groundwatch.Monitor` is built (not at import, so tests and late ``os.environ`` changes
-work). An argument given to ``Monitor(...)`` always wins over the environment. A bad value logs
-one warning and falls back to the default; it never raises.
+work). An argument given to ``Monitor(...)`` always wins over the environment. A bad value is a
+:class:`ConfigWarning` (on stderr, once per variable and value, with no logging set up) and
+falls back to the default; it never raises. Shares take ``0.05`` or ``5%``; whole numbers
+``1000``, ``1_000`` or ``1e3``.
 
 | variable | default | meaning |
 |---|---|---|
@@ -51,10 +53,13 @@ The input caps are read once, when ``groundwatch`` is imported (they size every 
 from __future__ import annotations
 
 import logging
+import math
 import os
+import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 _logger = logging.getLogger(__name__)
 
@@ -155,10 +160,51 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 
-def _read(name: str, default: T, parse: Callable[[str], T], check: Callable[[T], bool]) -> T:
+class ConfigWarning(UserWarning):
+    """A configuration variable's value could not be read; its default is used instead.
+
+    A Python warning, not a log record: it reaches a person (on stderr, once per variable and
+    value under Python's default filter) with no logging set up, where the library's
+    ``NullHandler`` would swallow a log line. ``logging.captureWarnings(True)`` sends it to
+    logging instead; ``warnings.filterwarnings("error", category=ConfigWarning)`` makes tests
+    strict about it (reading the environment still never raises: see :func:`_report`)."""
+
+
+def _report(name: str, raw: str, expected: str, default: object) -> None:
+    """Say that ``name``'s value ``raw`` is ignored: a :class:`ConfigWarning`, or a logged
+    warning where a filter turns warnings into errors (configuration is read inside the host's
+    code, e.g. ``Monitor()``, which must not raise for it)."""
+    message = f"groundwatch: ignoring {name}={raw!r} (expected {expected}); using {default!r}"
+    try:
+        # Located at "environment", not at a line of ours (the default display would print
+        # that line's source); one registry, so the default filter's "once per location and
+        # text" is once per variable and value, however many monitors read it.
+        warnings.warn_explicit(
+            message,
+            ConfigWarning,
+            "environment",
+            0,
+            module=__name__,
+            registry=_WARNED,
+        )
+    except Exception:
+        _logger.warning("%s", message)
+
+
+_WARNED: dict[Any, Any] = {}
+"""The warnings registry of :func:`_report` (what the default filter has shown)."""
+
+
+def _read(
+    name: str,
+    default: T,
+    parse: Callable[[str], T],
+    check: Callable[[T], bool],
+    expected: str,
+) -> T:
     """``parse`` of the variable's value if it parses (it raises ``ValueError`` or
     ``TypeError`` if not; ``None`` is a value like any other) and passes ``check``; otherwise
-    one warning and ``default``."""
+    a :class:`ConfigWarning` saying what was ``expected``, and ``default``."""
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
@@ -169,7 +215,7 @@ def _read(name: str, default: T, parse: Callable[[str], T], check: Callable[[T],
     else:
         if check(value):
             return value
-    _logger.warning("ignoring %s=%r: invalid value; using %r", name, raw, default)
+    _report(name, raw, expected, default)
     return default
 
 
@@ -182,12 +228,43 @@ def _parse_bool(raw: str) -> bool:
     raise ValueError(raw)
 
 
+_BOOL_FORMS = "true or false (1/0, yes/no, on/off)"
+
+
+def _parse_fraction(raw: str) -> float:
+    """``0.05`` or ``5%``."""
+    if raw.endswith("%"):
+        return float(raw[:-1].strip()) / 100
+    return float(raw)
+
+
+def _parse_int(raw: str) -> int:
+    """``1000``, ``1_000``, ``1e3`` or ``1000.0``: a whole number however it is written."""
+    try:
+        return int(raw)
+    except ValueError:
+        value = float(raw)
+        if not value.is_integer():
+            raise
+        return int(value)
+
+
 def env_float(name: str, default: float, lo: float, hi: float) -> float:
-    return _read(name, default, float, lambda v: lo <= v <= hi)
+    """A number in ``[lo, hi]``; a share (``hi <= 1``) may be written as a percentage too."""
+    if hi <= 1.0:
+        return _read(
+            name,
+            default,
+            _parse_fraction,
+            lambda v: lo <= v <= hi,
+            f"a number from {lo:g} to {hi:g}, or a percentage such as 5%",
+        )
+    return _read(name, default, float, lambda v: lo <= v <= hi, f"a number from {lo:g} to {hi:g}")
 
 
-def env_int(name: str, default: int, lo: int = 1) -> int:
-    return _read(name, default, int, lambda v: v >= lo)
+def env_int(name: str, default: int, lo: int = 1, hi: int | None = None) -> int:
+    expected = f"a whole number >= {lo}" if hi is None else f"a whole number from {lo} to {hi}"
+    return _read(name, default, _parse_int, lambda v: v >= lo and (hi is None or v <= hi), expected)
 
 
 def parse_port_or_off(raw: str) -> int | None:
@@ -205,15 +282,37 @@ def parse_port_or_off(raw: str) -> int | None:
 
 
 def env_port_or_off(name: str, default: int | None) -> int | None:
-    return _read(name, default, parse_port_or_off, lambda v: True)
+    return _read(name, default, parse_port_or_off, lambda v: True, "a port (0-65535) or off")
 
 
 def env_bool(name: str, default: bool) -> bool:
-    return _read(name, default, _parse_bool, lambda v: True)
+    return _read(name, default, _parse_bool, lambda v: True, _BOOL_FORMS)
 
 
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
-    return _read(name, default, str.lower, lambda v: v in choices)
+    return _read(name, default, str.lower, lambda v: v in choices, "one of " + ", ".join(choices))
+
+
+_HOST = re.compile(r"[A-Za-z0-9._\-:%\[\]]+")
+"""A host name or an IPv4/IPv6 address (no scheme, path or port)."""
+
+
+def env_host(name: str, default: str) -> str:
+    """An address to listen on: a host name or an IP address."""
+    return _read(
+        name,
+        default,
+        str,
+        lambda v: _HOST.fullmatch(v) is not None and v.count(":") != 1,
+        "a host name or IP address, without scheme or port",
+    )
+
+
+def env_name(name: str, default: str | None) -> str | None:
+    """An attribute name: any text without spaces."""
+    return _read(
+        name, default, str, lambda v: v is not None and v.split() == [v], "a name, no spaces"
+    )
 
 
 def _parse_capture(raw: str) -> bool:
@@ -223,7 +322,13 @@ def _parse_capture(raw: str) -> bool:
 
 def capture_content_default() -> bool:
     """``GROUNDWATCH_CAPTURE_CONTENT`` if set, else the GenAI switch, else off."""
-    genai = _read(GENAI_CAPTURE_CONTENT, DEFAULT_CAPTURE_CONTENT, _parse_capture, lambda v: True)
+    genai = _read(
+        GENAI_CAPTURE_CONTENT,
+        DEFAULT_CAPTURE_CONTENT,
+        _parse_capture,
+        lambda v: True,
+        f"{_BOOL_FORMS}, or one of {', '.join(_GENAI_MODES)}",
+    )
     return env_bool(CAPTURE_CONTENT, genai)
 
 
@@ -255,7 +360,11 @@ class RuntimeConfig:
 def from_env() -> RuntimeConfig:
     """Read every runtime variable now; bad values warn and fall back."""
     limit: float | None = _read(
-        RATE_LIMIT_PER_MINUTE, None, float, lambda v: v is not None and v > 0
+        RATE_LIMIT_PER_MINUTE,
+        None,
+        float,
+        lambda v: v is not None and 0 < v < math.inf,
+        "a number of records per minute > 0",
     )
     return RuntimeConfig(
         sample_rate=env_float(SAMPLE_RATE, DEFAULT_SAMPLE_RATE, 0.0, 1.0),
@@ -268,7 +377,8 @@ def from_env() -> RuntimeConfig:
         capture_content=capture_content_default(),
         content_max_chars=env_int(CONTENT_MAX_CHARS, DEFAULT_CONTENT_MAX_CHARS),
         executor=env_choice(EXECUTOR, DEFAULT_EXECUTOR, EXECUTORS),
-        disabled=env_bool(DISABLED, False) or env_bool(OTEL_SDK_DISABLED, False),
+        # Both are read (and a bad value of either reported) whatever the other says.
+        disabled=any([env_bool(DISABLED, False), env_bool(OTEL_SDK_DISABLED, False)]),
         export_from_worker=env_bool(EXPORT_FROM_WORKER, False),
     )
 
@@ -281,16 +391,34 @@ exporters read their endpoint, headers and timeout themselves. Per signal:
 ``OTEL_TRACES_EXPORTER`` (``OTEL_LOGS_EXPORTER``, ``OTEL_METRICS_EXPORTER``)."""
 
 
+_OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+"""What the OTLP exporters groundwatch builds speak (the Python exporters have no
+``http/json``)."""
+_SIGNAL_EXPORTERS = frozenset({"otlp", "none", "console", "zipkin", "prometheus", "logging"})
+"""The values OpenTelemetry's ``OTEL_<SIGNAL>_EXPORTER`` takes; groundwatch's own exporters
+follow ``otlp`` and ``none``, the rest are the app's business."""
+
+
 def otlp_protocol(signal: str) -> str:
     """``http/protobuf`` (the default) or ``grpc`` for ``signal``: its own variable, else
     ``OTEL_EXPORTER_OTLP_PROTOCOL``."""
-    raw = env_str(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", None) or env_str(OTLP_PROTOCOL, None)
-    return (raw or "http/protobuf").lower()
+    for name in (f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", OTLP_PROTOCOL):
+        if env_str(name, None) is not None:
+            return env_choice(name, "http/protobuf", _OTLP_PROTOCOLS)
+    return "http/protobuf"
 
 
 def otel_signal_enabled(signal: str) -> bool:
     """``OTEL_<signal>_EXPORTER`` is not ``none`` (for the exporters groundwatch builds)."""
-    return (env_str(f"OTEL_{signal}_EXPORTER", None) or "otlp").lower() != "none"
+    name = f"OTEL_{signal}_EXPORTER"
+    raw = env_str(name, None)
+    if raw is None:
+        return True
+    names = [n.strip() for n in raw.lower().split(",")]
+    unknown = [n for n in names if n not in _SIGNAL_EXPORTERS]
+    if unknown:
+        _report(name, raw, "otlp, none or another OpenTelemetry exporter name", "otlp")
+    return names != ["none"]
 
 
 def env_str(name: str, default: str | None) -> str | None:
@@ -299,4 +427,4 @@ def env_str(name: str, default: str | None) -> str | None:
 
 
 def raise_internal_errors() -> bool:
-    return os.environ.get(RAISE_INTERNAL_ERRORS, "").strip().lower() in _TRUE
+    return env_bool(RAISE_INTERNAL_ERRORS, False)

@@ -290,6 +290,46 @@ def test_two_workers_taking_copies_of_one_record_score_it_once(
     assert client.xpending(STREAM, "scorers")["pending"] == 0
 
 
+def test_an_entry_a_worker_takes_back_while_scoring_it_is_neither_acknowledged_nor_rescored(
+    capgw: GroundwatchTelemetry, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A heartbeat that comes too late (here: none) lets the worker's own XAUTOCLAIM take back
+    # the entry it is judging. That copy is the same entry, not a duplicate: acknowledging it
+    # would lose the record if the judging then failed; scoring it would score it twice.
+    async def no_heartbeat(self: StreamWorker) -> None:
+        return None
+
+    monkeypatch.setattr(StreamWorker, "_heartbeat", no_heartbeat)
+    client = redis_server.client()
+    go = threading.Event()
+    entry = client.xadd(STREAM, _entry("00000000000000aa"))
+    worker = InProcessWorker(
+        capgw, redis_server.url, judge=HeldJudge(go), visibility_timeout_millis=200
+    )
+
+    def deliveries() -> int:
+        pending = client.xpending_range(STREAM, "scorers", "-", "+", 10)
+        return int(pending[0]["times_delivered"]) if pending else 0
+
+    try:
+        wait_for(lambda: worker.worker._held, 10, "the entry held")
+        wait_for(
+            lambda: deliveries() >= 3 or worker.worker.duplicates,
+            20,
+            "the worker to take its entry back twice (scoring it again stalls it here)",
+        )
+        assert worker.worker.duplicates == 0
+        assert [e for e, _ in client.xrange(STREAM)] == [entry]  # not acknowledged
+    finally:
+        go.set()
+    wait_for(lambda: client.xlen(STREAM) == 0, 30, "the stream to drain")
+    worker.stop()
+    assert [str((s.attributes or {})[sc.GROUNDWATCH_RECORD_ID]) for s in capgw.spans()] == [
+        "00000000000000aa"
+    ]
+    assert worker.worker.duplicates == worker.worker.dead_lettered == 0
+
+
 def test_malformed_and_poison_entries_are_dead_lettered_and_counted(
     capgw: GroundwatchTelemetry, redis_server: RedisServer
 ) -> None:

@@ -8,6 +8,7 @@ from .judging.evaluate import aevaluate, evaluate
 from .judging.judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge, SemanticJudge
 from .judging.scoring import LabelPolicy
 from .queue import RedisQueue
+from .runtime.dataset import DatasetSink
 from .runtime.monitor import Monitor
 from .runtime.sampling import (
     Decision,
@@ -30,6 +31,7 @@ __all__ = [
     "CascadeJudge",
     "Claim",
     "ConfigWarning",
+    "DatasetSink",
     "Decision",
     "DropDetector",
     "Evaluation",

@@ -203,8 +203,9 @@ class Monitor:
             content): the most recent 10000 by default, ``0`` for none.
 
     Raises:
-        ValueError: a size, count or timeout below 1, or an unknown ``executor``. (Only the
-            constructor raises; ``record`` and the rest never do.)
+        ValueError: a size, count or timeout below 1, an unknown ``executor``, or a
+            :class:`~groundwatch.DatasetSink` in ``on_result`` without content capture. (Only
+            the constructor raises; ``record`` and the rest never do.)
     """
 
     def __init__(
@@ -273,6 +274,7 @@ class Monitor:
         self._feedback = Feedback(
             self._telemetry, self.stats, memory=feedback_memory, route=self.route
         )
+        self._bound: list[Any] = []
         for callback in callbacks:
             self._bind_callback(callback)
         self._results = Results(
@@ -624,6 +626,8 @@ class Monitor:
                 capture_content=self._telemetry.capture_content,
                 redact=self._telemetry.redact,
             )
+            # Flushed and closed with the monitor: what it buffered is written at shutdown.
+            self._bound = [*self._bound, callback]
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -640,6 +644,9 @@ class Monitor:
                 return False
             if not self._feedback.flush(max(0.0, deadline - time.monotonic())):
                 return False
+            for sink in self._bound:
+                if not sink.flush(max(0.0, deadline - time.monotonic())):
+                    return False
             # The worker processes' own exporters (export_from_worker) hold the spans now.
             return self._worker.runner.flush(max(0.0, deadline - time.monotonic()))
         except Exception as exc:
@@ -667,6 +674,12 @@ class Monitor:
             ok = self._worker.shutdown(timeout_millis / 1000)
             self._worker.runner.close()
             ok = self._feedback.close(max(0.0, deadline - time.monotonic())) and ok
+            for sink in self._bound:
+                try:
+                    ok = sink.close(max(0.0, deadline - time.monotonic())) and ok
+                except Exception as exc:  # a sink of the user's own
+                    _guard.user_error("on_result", exc)
+                    ok = False
             return ok
         except Exception as exc:
             _guard.internal_error("shutdown", exc)

@@ -22,6 +22,7 @@ def _raise_internal_errors(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     ours = {
         key: n - before.get(key, 0)
         for key, n in _guard.errors.items()
-        if key[0] not in ("on_result", "sampler", "judge", "redact", "dataset") and n != before.get(key, 0)
+        if key[0] not in ("on_result", "sampler", "judge", "redact", "dataset")
+        and n != before.get(key, 0)
     }
     assert not ours, f"groundwatch internal errors: {ours}"

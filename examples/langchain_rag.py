@@ -10,9 +10,15 @@ Run (from the repository root):
 
     pip install -e ".[demo]" -e integrations/langchain   # numpy: the vector store's search
     python examples/langchain_rag.py
+
+With ``--redis URL`` the monitor sends the runs to a Redis stream instead of scoring them, for
+a ``groundwatch worker`` to score (docs/distributed.md "Try it on one machine").
 """
 
 from __future__ import annotations
+
+import argparse
+from typing import Any
 
 from groundwatch_langchain import GroundwatchCallbackHandler
 from langchain_core.documents import Document
@@ -55,7 +61,8 @@ def show(record: gw.RagRecord, evaluation: gw.Evaluation) -> None:
         print(f"      {claim.verdict:13} {claim.text!r}" + (f"  <- {quote!r}" if quote else ""))
 
 
-def main() -> None:
+def build_chain() -> Any:
+    """The RAG chain: retriever, prompt, the scripted chat model, output parser."""
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=64))
     store.add_documents(
         [Document(page_content=text, id=f"policy-{i}") for i, text in enumerate(POLICIES)]
@@ -67,7 +74,7 @@ def main() -> None:
         [("system", "Answer from this context only:\n{context}"), ("human", "{question}")]
     )
     llm = FakeListChatModel(responses=[answer for _, answer in QUESTIONS_AND_ANSWERS])
-    chain = (
+    return (
         {
             "context": retriever | (lambda docs: "\n\n".join(d.page_content for d in docs)),
             "question": RunnablePassthrough(),
@@ -77,13 +84,29 @@ def main() -> None:
         | StrOutputParser()
     )
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--redis", metavar="URL", help="send the runs to groundwatch worker")
+    args = parser.parse_args()
+    chain = build_chain()
+
     # Score every run (production setups sample a share, e.g. gw.RatioSampler(0.05)).
-    monitor = gw.Monitor(sampler=gw.RatioSampler(1.0), on_result=show)
+    if args.redis:
+        queue = gw.RedisQueue(args.redis)
+        monitor = gw.Monitor(sampler=gw.RatioSampler(1.0), queue=queue)
+    else:
+        monitor = gw.Monitor(sampler=gw.RatioSampler(1.0), on_result=show)
     handler = GroundwatchCallbackHandler(monitor, route="support-faq")
     for question, _ in QUESTIONS_AND_ANSWERS:
         chain.invoke(question, config={"callbacks": [handler]})
-    # The chain returned at once; scoring ran in the background. Wait for it before exiting.
+    # The chain returned at once; scoring (or sending) ran in the background. Wait for it.
     monitor.shutdown(timeout_millis=30_000)
+    if args.redis:
+        print(
+            f"sent {len(QUESTIONS_AND_ANSWERS)} runs to the Redis stream {queue.stream!r} at "
+            f"{args.redis}: groundwatch worker scores them"
+        )
 
 
 if __name__ == "__main__":

@@ -239,7 +239,7 @@ def test_the_try_it_recipe_of_the_docs_runs_as_written(
 ) -> None:
     doc = (Path(__file__).parents[2] / "docs" / "distributed.md").read_text()
     assert RECIPE_WORKER in doc and RECIPE_APP in doc
-    assert 'pip install -e ".[redis]" -e integrations/langchain' in doc
+    assert 'pip install -e ".[redis,demo]" -e integrations/langchain' in doc
     url = redis_server.url
     worker_args = RECIPE_WORKER.replace("redis://localhost:6379/0", url).split()[2:]
     w = Worker(*worker_args)

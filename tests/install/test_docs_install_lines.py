@@ -1,0 +1,46 @@
+"""Every install line a person can copy from the docs, the README or an example installs from
+a clone of the repository (``pip install -e ".[serve]"``): groundwatch is not on a package
+registry, so ``pip install "groundwatch[serve]"`` would fail, or install whatever a stranger
+published under the unclaimed name."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SOURCES += sorted((ROOT / "examples").glob("*.py"))
+COMMAND = re.compile(r"pip install ([^`\n]*)")
+
+
+def registry_installs(text: str) -> list[str]:
+    """The ``pip install`` commands in ``text`` that name a groundwatch package by name."""
+    found = []
+    for match in COMMAND.finditer(text):
+        # The command only: up to a comment or the next command of the line.
+        args = re.split(r"\s#|&&|;|\|", match.group(1))[0]
+        for token in args.split():
+            name = token.strip("\"'()`,;")
+            if name.startswith("groundwatch"):  # groundwatch, groundwatch[x], groundwatch-langchain
+                found.append(match.group(0).strip())
+                break
+    return found
+
+
+def test_the_checker_finds_a_registry_install() -> None:
+    assert registry_installs('run `pip install "groundwatch[serve]"` first') == [
+        'pip install "groundwatch[serve]"'
+    ]
+    assert registry_installs("pip install groundwatch-langchain") != []
+    assert registry_installs('pip install -e ".[serve]" -e integrations/langchain') == []
+    assert registry_installs("pip install -e . && groundwatch demo  # (groundwatch-x)") == []
+
+
+def test_every_install_line_installs_from_a_clone() -> None:
+    bad = {
+        str(path.relative_to(ROOT)): found
+        for path in SOURCES
+        if (found := registry_installs(path.read_text(encoding="utf-8")))
+    }
+    assert bad == {}

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from opentelemetry._logs import NoOpLoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.trace import NoOpTracerProvider
+from opentelemetry.trace import NoOpTracerProvider, SpanContext, TraceFlags
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -106,6 +106,17 @@ def exposition() -> Iterator[dict[str, set[str]]]:
     monitor.record(question="Battery?", contexts=[], answer="I don't know.", route="faq")
     assert monitor.force_flush(timeout_millis=20_000)
     assert any(a.kind == "fired" for a in hook.alerts)
+    # Feedback on two answers of a trace (the judge's verdict remembered, so the series carry
+    # the route) and on one the monitor never scored: groundwatch.feedback.
+    for trace_id, answer in ((0xA1, answers[0]), (0xA2, answers[-1])):
+        ctx = SpanContext(trace_id, 0xB1, is_remote=True, trace_flags=TraceFlags(1))
+        monitor.record(
+            question="Battery?", contexts=[context], answer=answer, route="faq", span_context=ctx
+        )
+    assert monitor.force_flush(timeout_millis=20_000)
+    monitor.feedback(label="hallucinated", trace_id=0xA1)
+    monitor.feedback(label="hallucinated", trace_id=0xA2)
+    monitor.feedback(label="grounded", trace_id=0xA3)
     # A second monitor on the same provider exposes the failure counters: a callback that
     # raises (groundwatch.errors) and records left queued at a short shutdown deadline
     # (groundwatch.evaluations.dropped).
@@ -149,8 +160,14 @@ def test_exposition_names(exposition: dict[str, set[str]]) -> None:
         "groundwatch_alerts_total",
         "groundwatch_evaluations_dropped_total",
         "groundwatch_errors_total",
+        "groundwatch_feedback_total",
     }
     assert expected <= set(exposition)
+    assert {
+        "groundwatch_label",
+        "groundwatch_feedback_label",
+        "groundwatch_route",
+    } <= exposition["groundwatch_feedback_total"]
     assert {"groundwatch_label", "groundwatch_route"} <= exposition["groundwatch_evaluations_total"]
     assert "le" in exposition["groundwatch_evaluation_score_bucket"]
 
@@ -226,6 +243,7 @@ def test_rules_use_real_names(exposition: dict[str, set[str]]) -> None:
         "groundwatch_evaluation_score_sum",
         "groundwatch_evaluation_score_count",
         "groundwatch_alerts_total",
+        "groundwatch_feedback_total",
     } <= used
 
 
@@ -275,6 +293,7 @@ def test_dashboard_uses_real_names(exposition: dict[str, set[str]]) -> None:
         "groundwatch_alerts_total",  # alerts
         "groundwatch_evaluations_dropped_total",  # dropped evaluations
         "groundwatch_errors_total",  # internal errors
+        "groundwatch_feedback_total",  # judge-human agreement
     ):
         assert metric in used, metric
     assert len(set(p["id"] for p in dash["panels"])) == len(titles)
@@ -299,7 +318,7 @@ def test_promtool_check_rules() -> None:
         [_promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=30
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 9 rules found" in out.stdout
+    assert "SUCCESS: 14 rules found" in out.stdout
 
 
 def test_promtool_rule_unit_tests() -> None:

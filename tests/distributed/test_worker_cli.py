@@ -24,7 +24,7 @@ import pytest
 
 from groundwatch.cli import build_parser
 
-from .conftest import ROOT, RedisServer, _free_port
+from .conftest import REDIS_SERVER, ROOT, RedisServer, _free_port
 
 pytest.importorskip("redis")
 
@@ -63,29 +63,28 @@ def test_a_redis_url_that_is_not_one_is_a_usage_error_in_one_line() -> None:
     assert "consuming" not in done.stdout + done.stderr
 
 
-def test_an_unreachable_redis_is_a_runtime_failure_and_nothing_says_consuming() -> None:
-    url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
-    done = _groundwatch("worker", "--redis", url, "--group", "g", "--executor", "thread")
-    assert done.returncode == 1, done.stderr
-    line = _one_line(done.stderr)
-    assert line.startswith(f"groundwatch worker: error: cannot reach Redis at {url} (--redis)")
-    assert "consuming" not in done.stdout + done.stderr
-
-
 def test_debug_shows_the_traceback_with_the_same_exit_code() -> None:
+    import socket
+
     url = f"redis://127.0.0.1:{_free_port()}/0"
-    for argv in (
-        ["--debug", "worker", "--redis", url, "--group", "g"],
-        ["worker", "--redis", url, "--group", "g", "--debug"],  # after the subcommand too
-    ):
-        done = _groundwatch(*argv, "--executor", "thread")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = _groundwatch("worker", "--redis", url, "--group", "g", "--health-port", port)
         assert done.returncode == 1, done.stderr
-        assert "Traceback" in done.stderr
-        assert (
-            done.stderr.rstrip()
-            .splitlines()[-1]
-            .startswith("groundwatch worker: error: cannot reach Redis")
-        )
+        line = _one_line(done.stderr)
+        assert line.startswith(
+            f"groundwatch worker: error: cannot listen on 127.0.0.1:{port} (--health-port)"
+        ), line
+        for argv in (
+            ["--debug", "worker", "--redis", url, "--group", "g"],
+            ["worker", "--redis", url, "--group", "g", "--debug"],  # after the subcommand too
+        ):
+            done = _groundwatch(*argv, "--health-port", port)
+            assert done.returncode == 1, done.stderr
+            assert "Traceback" in done.stderr
+            assert done.stderr.rstrip().splitlines()[-1] == line
 
 
 def test_the_health_port_listens_on_loopback_by_default() -> None:
@@ -149,6 +148,28 @@ def worker_process() -> Iterator[list[Worker]]:
         if w.proc.poll() is None:
             w.proc.kill()
             w.proc.wait()
+
+
+def test_an_unreachable_redis_is_said_once_and_waited_for_before_consuming(
+    tmp_path: Path, worker_process: list[Worker]
+) -> None:
+    if REDIS_SERVER is None:
+        pytest.skip("needs redis-server (Debian package redis-server)")
+    server = RedisServer(REDIS_SERVER, tmp_path)  # its port, not started yet
+    w = Worker("--redis", server.url, "--group", "g", "--executor", "thread")
+    worker_process.append(w)
+    said = w.wait_for(r"groundwatch worker: cannot reach Redis at (\S+) \(--redis\): .*waiting")
+    assert said.group(1) == server.url
+    time.sleep(1.0)  # a few retries: still one line, and nothing claims to consume
+    out = "".join(w.lines)
+    assert out.count("cannot reach Redis") == 1 and "consuming" not in out, out
+    server.start()  # Redis comes up: the worker goes on by itself
+    try:
+        w.wait_for(r"consuming 'groundwatch:records' as group 'g'")
+        assert w.stop() == 0
+    finally:
+        server.stop()
+    assert "Traceback" not in "".join(w.lines)
 
 
 def _get(url: str) -> tuple[int, bytes]:

@@ -3,8 +3,9 @@
 Telemetry goes out through the global OpenTelemetry providers, set up from the standard
 ``OTEL_EXPORTER_OTLP_*`` variables when none are configured (:mod:`groundwatch._commands`).
 The worker reaches Redis before it says it is consuming: a URL that is not one is a usage
-error (exit 2), a Redis it cannot reach at start a run-time failure (exit 1); an outage after
-that is waited out with backoff.
+error (exit 2); a Redis it cannot reach is said once, in one line, and waited for (its probes
+answer live and not ready meanwhile, as during an outage later), since in a deployment the
+worker often starts before Redis does.
 """
 
 from __future__ import annotations
@@ -97,25 +98,45 @@ def _redacted(url: str) -> str:
         return url
 
 
-async def _reach(url: str, timeout_s: float) -> None:
-    """Connect to Redis once, or say in one line why not."""
-    from .redis import connect, transport_errors
+def _check_url(url: str) -> None:
+    """A usage error unless redis-py reads ``url`` as a Redis URL."""
+    from .redis import connect
 
-    shown = _redacted(url)
     try:
-        client = connect(url, timeout_s)
-    except ValueError as exc:  # redis-py's URL parser
-        raise UsageError(f"--redis {shown!r}: {exc}; for example redis://localhost:6379/0") from exc
-    try:
-        await client.ping()
-    except transport_errors() as exc:
-        raise CommandError(
-            f"cannot reach Redis at {shown} (--redis): {type(exc).__name__}: {exc}; start "
-            "redis-server there, or point --redis at a running one"
+        connect(url, 1.0)  # parses the URL and builds a pool; connects on first use
+    except ValueError as exc:
+        raise UsageError(
+            f"--redis {_redacted(url)!r}: {exc}; for example redis://localhost:6379/0"
         ) from exc
-    finally:
-        with contextlib.suppress(Exception):
-            await client.aclose()
+
+
+async def _wait_for_redis(url: str, console: Console, stop: asyncio.Event) -> bool:
+    """Until Redis answers a PING (``True``) or ``stop`` is set (``False``); says once, in one
+    line, why it is waiting."""
+    from .redis import MAX_BACKOFF_S, connect, transport_errors
+
+    delay = 0.1
+    said = False
+    while not stop.is_set():
+        client = connect(url, 5.0)
+        try:
+            await client.ping()
+            return True
+        except transport_errors() as exc:
+            if not said:
+                console.say(
+                    f"cannot reach Redis at {_redacted(url)} (--redis): {type(exc).__name__}: "
+                    f"{exc}; waiting for it (start redis-server there, or point --redis at a "
+                    "running one)"
+                )
+                said = True
+        finally:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+        with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        delay = min(MAX_BACKOFF_S, delay * 2)
+    return False
 
 
 def _health(worker: StreamWorker) -> dict[str, Any]:
@@ -186,6 +207,7 @@ async def _serve_health(worker: StreamWorker, host: str, port: int) -> asyncio.S
 
 async def _main(args: argparse.Namespace) -> int:
     name = "groundwatch worker"
+    _check_url(args.redis)
     judge = judge_from_args(args)
     try:
         # --concurrency is the LLM judge's own limit too (a cascade's second judge), which it
@@ -193,7 +215,6 @@ async def _main(args: argparse.Namespace) -> int:
         for part in (judge, getattr(judge, "then", None)):
             if isinstance(getattr(part, "concurrency", None), int):
                 part.concurrency = args.concurrency  # type: ignore[union-attr]
-        await _reach(args.redis, 5.0)
         console = Console(name, args)
         worker = StreamWorker(
             args.redis,
@@ -212,13 +233,6 @@ async def _main(args: argparse.Namespace) -> int:
         server = None
         if args.health_port is not None:
             server = await _serve_health(worker, args.health_host, args.health_port)
-        # One line a supervisor (or a test) can wait for, once Redis answered.
-        print(
-            f"{name} {worker.consumer}: consuming {args.stream!r} as group {args.group!r}",
-            flush=True,
-        )
-        console.say(telemetry_destination())
-        if server is not None:
             port = server.sockets[0].getsockname()[1]
             console.say(f"health probes on http://{args.health_host}:{port}/livez and /readyz")
 
@@ -228,13 +242,25 @@ async def _main(args: argparse.Namespace) -> int:
             lag = "-" if worker.lag is None else str(worker.lag)
             return f"scored {worker.scored}, errors {errors}, dropped {dropped}, lag {lag}"
 
-        progress = asyncio.create_task(console.progress(counts))
         try:
-            await worker.run(stop, shutdown_timeout_s=args.shutdown_timeout_ms / 1000)
+            if not await _wait_for_redis(args.redis, console, stop):
+                worker.runner.close()
+                console.say(f"stopped before Redis answered ({counts()})")
+                return 0
+            # One line a supervisor (or a test) can wait for, once Redis answered.
+            print(
+                f"{name} {worker.consumer}: consuming {args.stream!r} as group {args.group!r}",
+                flush=True,
+            )
+            console.say(telemetry_destination())
+            progress = asyncio.create_task(console.progress(counts))
+            try:
+                await worker.run(stop, shutdown_timeout_s=args.shutdown_timeout_ms / 1000)
+            finally:
+                progress.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await progress
         finally:
-            progress.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await progress
             if server is not None:
                 server.close()
         console.say(f"stopped ({counts()})")

@@ -441,3 +441,26 @@ def test_an_agent_that_called_only_tools_left_out_of_context_is_ignored() -> Non
     agent.invoke({"messages": [("user", "Price?")]}, config={"callbacks": [handler]})
     assert monitor.records == [] and monitor.failures == [] and monitor.decided == []
     assert handler.counts["no_retrieval"] == 1
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_turn_paused_at_an_interrupt_is_recorded_when_it_resumes(where: str) -> None:
+    """Human in the loop: the turn's tools may run in the first run or in the resumed one."""
+    monitor = RecordingMonitor()
+    handler = GroundwatchCallbackHandler(monitor)
+    pause = {f"interrupt_{where}": ["tools"]}
+    agent = react_agent(
+        tools_then(FAITHFUL, call("lookup_policy")),
+        [lookup_policy],
+        checkpointer=InMemorySaver(),
+        **pause,
+    )
+    config: dict[str, Any] = {"callbacks": [handler], "configurable": {"thread_id": "t-1"}}
+    agent.invoke({"messages": [("user", QUESTION)]}, config=config)
+    assert monitor.records == [] and monitor.failures == []  # paused: nothing to score yet
+    agent.invoke(None, config=config)  # resume
+    record = _only(monitor)
+    assert (record["question"], record["answer"]) == (QUESTION, FAITHFUL)
+    assert [(p.tool, p.text) for p in record["passages"]] == [("lookup_policy", POLICY)]
+    assert record["attributes"][sc.GEN_AI_CONVERSATION_ID] == "t-1"
+    assert handler.counts["turns_paused"] == (1 if where == "after" else 0)

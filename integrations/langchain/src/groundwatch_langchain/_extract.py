@@ -101,6 +101,38 @@ def final_answer(messages: Any) -> str | None:
     return None
 
 
+def _current_turn(messages: Any) -> Sequence[Any]:
+    """The messages after the last human message (the current turn's steps)."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        return ()
+    for i in range(len(messages) - 1, -1, -1):
+        if _role_and_text(messages[i])[0] == "human":
+            return messages[i + 1 :]
+    return ()
+
+
+def turn_in_progress(outputs: Any) -> bool:
+    """Whether agent state ``{"messages": [...]}`` stops in the middle of a turn: its last
+    message calls tools or is a tool's result (a graph paused at an interrupt)."""
+    if not isinstance(outputs, Mapping):
+        return False
+    turn = _current_turn(outputs.get(MESSAGES_KEY))
+    if not turn:
+        return False
+    last = turn[-1]
+    return getattr(last, "type", None) == "tool" or bool(getattr(last, "tool_calls", None))
+
+
+def turn_tool_messages(outputs: Any) -> list[Any]:
+    """The tool results of the current turn in agent state (``ToolMessage``s after the last
+    human message), for a turn resumed after an interrupt: its tools ran in an earlier run."""
+    if not isinstance(outputs, Mapping):
+        return []
+    return [
+        m for m in _current_turn(outputs.get(MESSAGES_KEY)) if getattr(m, "type", None) == "tool"
+    ]
+
+
 def earlier_turns(messages: Any) -> list[Any]:
     """The messages of the conversation before the current turn (before the last human
     message) that people wrote or read: human messages and AI answers (no tool calls)."""

@@ -50,7 +50,9 @@ from ._extract import (
     earlier_turns,
     passage_of,
     plain,
+    turn_in_progress,
     turn_passage,
+    turn_tool_messages,
 )
 
 if TYPE_CHECKING:
@@ -304,6 +306,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 "tool_outputs",
                 "tool_errors",
                 "tool_outputs_unreadable",
+                "turns_paused",
                 "extractor_errors",
                 "internal_errors",
             ),
@@ -325,8 +328,9 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         unfinished), ``documents_dropped`` (documents and tool outputs beyond
         ``max_documents``), ``tool_outputs`` (kept as passages), ``tool_errors`` (tool calls
         that raised: never passages), ``tool_outputs_unreadable`` (outputs with no text, left
-        out), ``extractor_errors`` (a user extractor raised), ``internal_errors`` (a bug of ours,
-        logged and swallowed).
+        out), ``turns_paused`` (agent runs that stopped at an interrupt after calling tools:
+        the run that resumes the turn is recorded), ``extractor_errors`` (a user extractor
+        raised), ``internal_errors`` (a bug of ours, logged and swallowed).
         """
         with self._lock:
             return dict(self._counts)
@@ -385,7 +389,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         root = self._end(run_id.int)
         if root is None or not root.is_chain:
             return
-        if not root.retrieving:
+        if not root.retrieving and not self._resumed_turn(root, outputs):
             self._count("no_retrieval")
             return
         if root.unfinished:
@@ -654,6 +658,40 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                     )
             return True
 
+    def _resumed_turn(self, root: _RootRun, outputs: Any) -> bool:
+        """A run that called no tool but finishes an agent turn whose tools ran in an earlier
+        run (resumed after an interrupt): take those tools' results from the thread's state as
+        its contexts, and the sampler's decision now. False when there are none."""
+        if not isinstance(outputs, Mapping) or MESSAGES_KEY not in outputs:
+            return False
+        messages = turn_tool_messages(outputs)
+        if not messages:
+            return False
+        kept = 0
+        for message in messages:
+            name = getattr(message, "name", None)
+            name = name if isinstance(name, str) else None
+            if self._tool_filter is not None and not self._tool_filter(name):
+                continue
+            root.tool_ended = True
+            if getattr(message, "status", None) == "error":
+                root.tool_errors += 1
+            elif not _readable(message):
+                root.unreadable += 1
+            elif kept < self._max_documents:
+                root.documents.append(ToolOutput(message, name))
+                kept += 1
+            else:
+                root.dropped += 1
+        if not root.tool_ended:
+            return False
+        root.retrieving = True
+        root.tool_outputs = kept
+        root.decision = self._monitor.decide(span_context=root.span_context, route=root.route)
+        if root.decision is not Decision.SAMPLED:
+            root.documents.clear()
+        return True
+
     def _tool_finished(self, key: int) -> tuple[_RootRun | None, _Tool | None]:
         """Unlink a tool run that ended or failed: its top-level run's state and its own
         (``None``s when unknown, or when it was itself the top-level run). Call with the lock
@@ -753,6 +791,11 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             user_error("langchain extractor", exc)
             return
         if not isinstance(answer, str):
+            if self._answer is default_answer and turn_in_progress(outputs):
+                # Paused at an interrupt (human in the loop) after calling tools: the run that
+                # resumes the turn answers, and is recorded with this turn's tool results.
+                self._count("turns_paused")
+                return
             self._count("no_answer")
             if root.generated:
                 # A model answered but we cannot read the answer from the output: tell the

@@ -10,8 +10,9 @@ calls (100,000 by default), half on traces it remembers, half on traces it never
 (counted ``unknown``), each timed alone with ``perf_counter_ns``; the log records go to the
 SDK's batch processor in front of an exporter that drops them (``_discard.py``), as in
 production minus the network (in so tight a loop its 2048-record queue overflows: the SDK's
-"Queue full, dropping Log." line, not groundwatch's). Beside them, in alternating rounds, ``record()`` of an answer the
-sampler leaves out: the cheapest call groundwatch has on the request path, as a yardstick.
+"Queue full, dropping Log." line, not groundwatch's). Beside them, in alternating rounds,
+``record()`` of an answer the sampler leaves out: the cheapest call groundwatch has on the
+request path, as a yardstick.
 
 Memory: the process's resident set and Python's traced allocations (``tracemalloc``, in a
 second pass: tracing slows every call) after each tenth of the calls; flat means the last

@@ -464,3 +464,17 @@ def test_a_turn_paused_at_an_interrupt_is_recorded_when_it_resumes(where: str) -
     assert [(p.tool, p.text) for p in record["passages"]] == [("lookup_policy", POLICY)]
     assert record["attributes"][sc.GEN_AI_CONVERSATION_ID] == "t-1"
     assert handler.counts["turns_paused"] == (1 if where == "after" else 0)
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [{"groundwatch_conversation_id": "c-9"}, {"session_id": "c-9"}, {"langfuse_session_id": "c-9"}],
+)
+def test_the_conversation_id_may_come_from_run_metadata(metadata: dict[str, str]) -> None:
+    monitor = RecordingMonitor()
+    agent = react_agent(tools_then(FAITHFUL, call("lookup_policy")), [lookup_policy])
+    agent.invoke(
+        {"messages": [("user", QUESTION)]},
+        config={"callbacks": [GroundwatchCallbackHandler(monitor)], "metadata": metadata},
+    )
+    assert _only(monitor)["attributes"][sc.GEN_AI_CONVERSATION_ID] == "c-9"

@@ -81,12 +81,13 @@ EVICTED = "evicted"
 ROUTE_METADATA_KEY = "groundwatch_route"
 #: Run metadata keys holding the conversation's id, looked up in order: ours, then LangGraph's
 #: ``thread_id`` (it copies ``config["configurable"]["thread_id"]`` into every run's metadata),
-#: then the names other stacks use.
+#: then the names other stacks use (Langfuse's handler reads ``langfuse_session_id``).
 CONVERSATION_METADATA_KEYS: tuple[str, ...] = (
     "groundwatch_conversation_id",
     "thread_id",
     "conversation_id",
     "session_id",
+    "langfuse_session_id",
 )
 
 # What LangChain sends the model for a tool result it cannot serialise: ``str(obj)``, Python's

@@ -267,6 +267,8 @@ def test_shutdown_scores_what_is_pending_and_refuses_with_503(
     assert reply.status == 503
     assert reply.headers["Retry-After"] == "1"
     assert get(receiver.url, "/health").status == 503
+    assert get(receiver.url, "/readyz").status == 503  # out of the load balancer
+    assert get(receiver.url, "/livez").status == 200  # but not restarted mid-shutdown
     assert receiver.stop()
     (span,) = capgw.spans()
     assert span.attributes[sc.GROUNDWATCH_LABEL] == "grounded"

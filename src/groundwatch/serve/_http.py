@@ -43,7 +43,8 @@ class ListenError(OSError):
     port."""
 
     def __init__(self, transport: str, address: str, reason: str, *, in_use: bool) -> None:
-        super().__init__(f"cannot listen on {address} for OTLP/{transport.upper()}: {reason}")
+        protocol = "OTLP/gRPC" if transport == "grpc" else "OTLP/HTTP"
+        super().__init__(f"cannot listen on {address} for {protocol}: {reason}")
         self.transport = transport
         self.address = address
         self.reason = reason

@@ -55,11 +55,10 @@ HUMAN_LABELS: Mapping[str, str] = {
     "faithful": "grounded",
     "hallucinated": "hallucinated",
     "unfaithful": "hallucinated",
-    "insufficient_context": "insufficient_context",
-    "no_claims": "no_claims",
 }
-"""Labels a person may give, by the spellings ``groundwatch check`` accepts too, mapped onto the
-judge's vocabulary: a metric attribute, so its values are a closed set."""
+"""Labels a person may give: the two classes of ``groundwatch check``'s human labels, in the
+spellings it accepts, mapped onto the judge's vocabulary (a metric attribute, so a closed
+set)."""
 
 SOURCE_TO_EVALUATOR_TYPE: Mapping[str, str] = {
     "human": "human",

@@ -566,8 +566,8 @@ class Monitor:
         (rate-limited). docs/feedback.md has the whole loop.
 
         Args:
-            label: ``hallucinated`` or ``grounded`` (``unfaithful``, ``faithful``), or
-                ``insufficient_context``, ``no_claims``.
+            label: ``hallucinated`` or ``grounded`` (or ``unfaithful``, ``faithful``: the
+                human labels ``groundwatch check`` reads).
             trace_id: the trace of the answer.
             span_context: the span of the answer, in place of ``trace_id``.
             score: a score the person gave, if any (``gen_ai.evaluation.score.value``).

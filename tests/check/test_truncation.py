@@ -98,10 +98,15 @@ def test_a_20_mb_single_row_file_does_not_pass_silently(tmp_path: Path) -> None:
     answer = SUPPORTED * (20_000_000 // len(SUPPORTED))
     data = write_jsonl(tmp_path / "huge.jsonl", [{"contexts": [CONTEXT], "answer": answer}])
     assert data.stat().st_size > 20_000_000
-    proc = run_cli(data)
+    html = tmp_path / "report.html"
+    proc = run_cli(data, "--html", html)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"row 1: answer: {len(answer):,} characters, the judge read the first" in proc.stdout
     assert "FAIL  truncated inputs 1 > 0 allowed" in proc.stdout
+    # The card shows what the judge read and says how much it did not: not a 20 MB page.
+    page = html.read_text(encoding="utf-8")
+    assert len(page) < 500_000
+    assert f"… {len(answer) - 20_000:,} more characters the judge did not read" in page
 
 
 def test_help_names_the_caps_and_the_environment_variables() -> None:

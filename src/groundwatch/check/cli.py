@@ -539,7 +539,11 @@ async def _check_rows(
                     # prepare() rejected the inputs: the row is bad, not the judge.
                     window.append(InvalidRow(item.number, None, str(exc), item.id))
                 else:
-                    row = dataclasses.replace(item, cuts=caps.cuts(item))
+                    row = dataclasses.replace(
+                        item,
+                        cuts=caps.cuts(item),
+                        answer_read=len(answer) if len(answer) < len(item.answer) else None,
+                    )
                     if filling is None:
                         filling = _Batch()
                     filling.items.append(Prepared(answer, passages, question, truncated))

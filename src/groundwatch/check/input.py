@@ -64,6 +64,8 @@ class Row:
     expected: ExpectedLabel | None
     cuts: tuple[str, ...] = ()
     """What the judge did not read in full (:meth:`Caps.cuts`), set when the row is judged."""
+    answer_read: int | None = None
+    """Characters of the answer the judge read, when it read only part of it."""
 
     @property
     def name(self) -> str:

@@ -133,6 +133,7 @@ article.case > header { display: flex; flex-wrap: wrap; gap: .6rem; align-items:
 .badge.insufficient_context { color: #a86f00; }
 .badge.no_claims, .badge.error, .badge.invalid { color: var(--grey); }
 .badge.truncated { color: var(--contradicted); border: 1px dashed currentColor; }
+.cut-mark { color: var(--muted); font-style: italic; }
 .badge.expected { color: var(--muted); font-weight: 400; }
 .mismatch { color: var(--contradicted); font-size: .85rem; }
 .question { color: var(--muted); margin: .4rem 0; }
@@ -341,7 +342,14 @@ def render_case(row: Row, ev: Evaluation) -> str:
         and ev.label != "error"
         and (row.expected == "hallucinated") != flagged
     )
-    answer_html, located = highlight_answer(row.answer, ev.claims)
+    shown = row.answer if row.answer_read is None else row.answer[: row.answer_read]
+    answer_html, located = highlight_answer(shown, ev.claims)
+    if len(shown) < len(row.answer):
+        # The card shows what the judge read: a 20 MB answer would make a 20 MB card.
+        answer_html += (
+            f'<span class="cut-mark">… {len(row.answer) - len(shown):,} more characters the '
+            "judge did not read</span>"
+        )
     header = [
         f'<span class="name">{_e(row.name)}</span>',
         f'<span class="rowno">row {row.number}</span>',

@@ -21,6 +21,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .. import _config
 from .._commands import Console, add_console_options, run_command, stop_event, telemetry_destination
 from .._errors import CommandError, UsageError
 from ..check.cli import add_judge_options, close_judge, judge_from_args, positive_int
@@ -79,8 +80,10 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--capture-content",
-        action="store_true",
-        help="put question, answer and claims on the evaluation span (and --verbose lines)",
+        action=argparse.BooleanOptionalAction,
+        default=_config.capture_content_default(),
+        help="put question, answer and claims on the evaluation span (and --verbose lines); "
+        f"default from {_config.CAPTURE_CONTENT}, as for groundwatch serve",
     )
     add_console_options(p)
     p.set_defaults(run=run)

@@ -258,6 +258,7 @@ RECIPE_APP = "python examples/langchain_rag.py --redis redis://localhost:6379/0"
 def test_the_try_it_recipe_of_the_docs_runs_as_written(
     redis_server: RedisServer, worker_process: list[Worker]
 ) -> None:
+    pytest.importorskip("groundwatch_langchain")
     doc = (Path(__file__).parents[2] / "docs" / "distributed.md").read_text()
     assert RECIPE_WORKER in doc and RECIPE_APP in doc
     assert 'pip install -e ".[redis,demo]" -e integrations/langchain' in doc

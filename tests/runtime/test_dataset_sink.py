@@ -201,3 +201,34 @@ class _Count:
         self.calls += 1
         if self.calls >= self.n:
             self.done.set()
+
+
+def test_a_forked_child_writes_a_file_of_its_own(
+    capgw: GroundwatchTelemetry, tmp_path: Path
+) -> None:
+    path = tmp_path / "flagged.jsonl"
+    sink = gw.DatasetSink(path)
+    monitor = capgw.monitor(sampler=RatioSampler(1.0), capture_content=True, on_result=sink)
+    monitor.record(question="parent", contexts=[CONTEXT], answer=BAD)
+    assert monitor.force_flush(10_000)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: record, flush, feedback, report, leave at once
+        try:
+            monitor.record(question="child", contexts=[CONTEXT], answer=BAD)
+            flushed = monitor.force_flush(10_000)
+            monitor.feedback(label="hallucinated", trace_id=1)
+            report = {"flushed": flushed and monitor.force_flush(5_000), "path": str(sink.path)}
+            os.write(write_end, json.dumps(report).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        report = json.loads(pipe.read().decode() or "{}")
+    os.waitpid(pid, 0)
+    child_path = tmp_path / f"flagged.{pid}.jsonl"
+    assert report == {"flushed": True, "path": str(child_path)}
+    assert [r["question"] for r in _rows(child_path)] == ["child"]
+    monitor.record(question="parent again", contexts=[CONTEXT], answer=BAD)
+    assert monitor.force_flush(10_000)
+    assert [r["question"] for r in _rows(path)] == ["parent", "parent again"]

@@ -159,3 +159,39 @@ def test_gate_card_shows_why_and_the_rate_card_follows_the_gate(tmp_path: Path) 
     )
     assert '<div class="card gate-fail"><div class="n">33.3%</div>' in page
     assert "hallucination rate (1 of 3 scored)" in page
+
+
+def test_the_card_points_at_the_sentence_the_local_judge_reason_names(tmp_path: Path) -> None:
+    """The card's "closest passage sentence" is the one the local judge's reason calls the
+    closest (LocalJudge.closest, weighted by the question), not a second, simpler guess."""
+    import re
+
+    from groundwatch import LocalJudge
+    from groundwatch.check.cli import GateOptions, run_check
+
+    from .conftest import write_jsonl
+
+    contexts = [
+        "Gustave Eiffel's company built it. The tower is repainted every seven years.",
+        "The Eiffel Tower stands 330 metres tall. It was finished in 1889 for the World's Fair.",
+    ]
+    row = {
+        "id": "weak",
+        "question": "Tell me about the Eiffel Tower.",
+        "contexts": contexts,
+        "answer": "The Eiffel Tower is made of painted iron lattice.",
+    }
+    data = write_jsonl(tmp_path / "rows.jsonl", [row])
+    out = tmp_path / "r.html"
+    run_check(data, LocalJudge(), GateOptions(), html_out=out, concurrency=1)
+    page = out.read_text(encoding="utf-8")
+    reason = re.search(r"closest sentence \(passage (\d+): &#x27;(.*?)&#x27;\)", page)
+    assert reason, page
+    card = re.search(
+        r'closest passage sentence \(not evidence\): <span class="quote">“(.*?)”</span> '
+        r"\(passage (\d+)\)",
+        page,
+    )
+    assert card, page
+    assert card.group(2) == reason.group(1)
+    assert card.group(1).startswith(reason.group(2).removesuffix("..."))

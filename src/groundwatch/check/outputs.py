@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
+from ..judging.scoring import counted
 from ..types import Evaluation
 from .input import InvalidRow, Row
 from .summary import CheckSummary, Threshold, claim_line, failing_claims, is_failure
@@ -207,7 +208,7 @@ class JUnitWriter:
             counts = ev.verdict_counts
             message = (
                 f"{ev.label}: {scores}; {counts['unsupported']} unsupported, "
-                f"{counts['contradicted']} contradicted of {len(ev.claims)} claims"
+                f"{counts['contradicted']} contradicted of {counted(len(ev.claims), 'claim')}"
             )
             if ev.label == "insufficient_context":
                 message += " (the retrieved context has nothing substantive)"

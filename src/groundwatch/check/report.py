@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from .._inputs import to_passage
+from ..judging.scoring import counted
 from ..types import LABELS, VERDICTS, Claim, Evaluation
 from .input import InvalidRow, Row
 from .summary import (
@@ -253,7 +254,9 @@ def _passage_window(text: str, start: int, end: int) -> str:
     )
 
 
-def _claim_item(i: int, claim: Claim, located: bool, passages: list[str]) -> str:
+def _claim_item(
+    i: int, claim: Claim, located: bool, passages: list[str], question: str | None
+) -> str:
     parts = [
         f'<li class="v-{claim.verdict}" data-verdict="{claim.verdict}">',
         f'<span class="tag">{VERDICT_ICONS[claim.verdict]} {claim.verdict}</span> ',
@@ -264,7 +267,7 @@ def _claim_item(i: int, claim: Claim, located: bool, passages: list[str]) -> str
     if claim.reason:
         parts.append(f' <span class="reason">— {_e(claim.reason)}</span>')
     if not claim.evidence and claim.verdict in ("unsupported", "contradicted"):
-        parts.append(_closest_item(claim, passages))
+        parts.append(_closest_item(claim, passages, question))
     for ev in claim.evidence[:3]:
         label = ev.name  # "passage 3", or the tool whose output it is
         parts.append(
@@ -284,9 +287,9 @@ def _claim_item(i: int, claim: Claim, located: bool, passages: list[str]) -> str
     return "".join(parts)
 
 
-def _closest_item(claim: Claim, passages: list[str]) -> str:
+def _closest_item(claim: Claim, passages: list[str], question: str | None) -> str:
     """The passage sentence nearest an unbacked claim, said to be a pointer, not evidence."""
-    found = closest_sentence(claim.text, passages)
+    found = closest_sentence(claim.text, passages, question)
     if found is None:
         return '<div class="closest">no passage sentence shares a word with this claim</div>'
     index, start, end = found
@@ -307,7 +310,8 @@ def _retrieved_passages(passages: list[str]) -> str:
         more = f" … ({len(text) - len(cut)} more characters)" if len(text) > len(cut) else ""
         items.append(f"<li>{_e(cut)}{more}</li>")
     return (
-        f'<details class="retrieved"><summary>the {len(passages)} retrieved passages</summary>'
+        f'<details class="retrieved"><summary>the {counted(len(passages), "retrieved passage")}'
+        "</summary>"
         f"<ol>{''.join(items)}</ol></details>"
     )
 
@@ -384,7 +388,9 @@ def render_case(row: Row, ev: Evaluation) -> str:
     elif ev.explanation:
         body.append(f'<p class="reason">{_e(ev.explanation)}</p>')
     if ev.claims:
-        items = [_claim_item(i, c, i in located, passages) for i, c in enumerate(ev.claims)]
+        items = [
+            _claim_item(i, c, i in located, passages, row.question) for i, c in enumerate(ev.claims)
+        ]
         body.append(f'<ol class="claims">{"".join(items)}</ol>')
     if passages and any(c.verdict in ("unsupported", "contradicted") for c in ev.claims):
         body.append(_retrieved_passages(passages))

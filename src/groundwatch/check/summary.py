@@ -20,15 +20,16 @@ Definitions (docs/check.md documents them for users):
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..types import LABELS, VERDICTS, Claim, Evaluation
+from ..judging.judges.local import LocalJudge
+from ..types import LABELS, VERDICTS, Claim, Evaluation, Passage
 from .input import InvalidRow, Row
 
 SCORED_LABELS = frozenset({"grounded", "hallucinated", "insufficient_context"})
@@ -41,26 +42,24 @@ MAX_KEPT_MESSAGES = 20
 VERDICT_ICONS = {"supported": "✓", "inferred": "≈", "unsupported": "?", "contradicted": "✗"}
 
 
-_SENTENCE = re.compile(r"[^.!?。！？；\n]+[.!?。！？；]?")
-_TOKEN = re.compile(r"[^\W_]+|[\u3400-\u9fff]")
-
-
-def closest_sentence(claim: str, passages: Sequence[str]) -> tuple[int, int, int] | None:
-    """(passage index, start, end) of the passage sentence sharing most words with ``claim``.
+def closest_sentence(
+    claim: str, passages: Sequence[str], question: str | None = None
+) -> tuple[int, int, int] | None:
+    """(passage index, start, end) of the passage sentence the local judge aligns ``claim``
+    with best: the sentence its reasons call the closest, so a report and a reason point at
+    the same one.
 
     A pointer for the reader of a failure when the judge gave no evidence; it is not evidence
-    (the judge found the claim unsupported there). None when no sentence shares a word.
+    (the judge found the claim unsupported there). None when no sentence shares a word. Give
+    the row's question, as the judge had it: it weighs the claim's words.
     """
-    words = {t.lower() for t in _TOKEN.findall(claim)}
-    best: tuple[int, int, int, int] | None = None
-    for index, text in enumerate(passages):
-        for m in _SENTENCE.finditer(text):
-            shared = len(words & {t.lower() for t in _TOKEN.findall(m.group(0))})
-            if shared and (best is None or shared > best[0]):
-                raw = m.group(0)
-                start = m.start() + len(raw) - len(raw.lstrip())
-                best = (shared, index, start, m.start() + len(raw.rstrip()))
-    return None if best is None else best[1:]
+    return _pointer_judge().closest(claim, [Passage(text=t) for t in passages], question)
+
+
+@functools.cache
+def _pointer_judge() -> LocalJudge:
+    # One judge for every pointer: building one reads its calibration file.
+    return LocalJudge()
 
 
 def failing_claims(ev: Evaluation) -> list[Claim]:

@@ -19,6 +19,17 @@ EXIT_USAGE = 2
 _debug = False
 
 
+# Distributions an extra needs that are built in this repository, not fetched from an index.
+_ALSO_FROM_THE_CLONE = {"semantic": "-e models/minilm "}
+
+
+def install_hint(*extras: str) -> str:
+    """The line that installs ``extras`` from a clone of the repository (groundwatch is not on
+    a package index): ``from a clone of groundwatch: pip install -e ".[redis]"``."""
+    also = "".join(dict.fromkeys(_ALSO_FROM_THE_CLONE.get(e, "") for e in extras))
+    return f'from a clone of groundwatch: pip install {also}-e ".[{",".join(extras)}]"'
+
+
 class UsageError(Exception):
     """A problem with the command line or the environment (exit 2). The message names the
     option and says what to do."""

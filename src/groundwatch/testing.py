@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import SpanContext, Tracer
 
+from ._errors import install_hint
 from ._inputs import to_passage
 from .runtime.monitor import Monitor
 from .runtime.sampling import Decision
@@ -36,8 +37,7 @@ if TYPE_CHECKING:
 
 SDK_INSTALL_HINT = (
     "groundwatch.testing's telemetry fixture needs the OpenTelemetry SDK (groundwatch itself "
-    'depends on the API only): pip install "groundwatch[testing]", or from a clone of the '
-    'repository pip install -e ".[testing]"'
+    f"depends on the API only), {install_hint('testing')}"
 )
 
 __all__: list[str] = ["GroundwatchTelemetry"]

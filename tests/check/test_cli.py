@@ -268,4 +268,4 @@ def test_exit_2_when_the_semantic_extra_is_missing(tmp_path: Path) -> None:
     blocker.write_text("import sys\nsys.modules['onnxruntime'] = None\n", encoding="utf-8")
     proc = run_cli(data, "--judge", "semantic", env={"PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert 'pip install "groundwatch[semantic]"' in proc.stderr
+    assert 'pip install -e models/minilm -e ".[semantic]"' in proc.stderr

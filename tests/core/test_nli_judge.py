@@ -343,7 +343,7 @@ def test_missing_extra_raises_with_the_install_hint(
     models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(ImportError, match=r"experimental NLI judge.*groundwatch\[semantic\]"):
+    with pytest.raises(ImportError, match=r'experimental NLI judge.*-e "\.\[semantic\]"'):
         NLIJudge(models["entailment"], COMBINER)
 
 

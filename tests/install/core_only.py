@@ -48,7 +48,7 @@ def main() -> None:
     try:
         GroundwatchTelemetry()
     except ImportError as exc:
-        assert 'pip install "groundwatch[testing]"' in str(exc), exc
+        assert 'pip install -e ".[testing]"' in str(exc), exc
     else:
         raise AssertionError("the telemetry fixture built without the SDK")
 

@@ -1,4 +1,5 @@
-"""Every install line a person can copy from the docs, the README or an example installs from
+"""Every install line a person can copy from the docs, the README, an example or an error
+message installs from
 a clone of the repository (``pip install -e ".[serve]"``): groundwatch is not on a package
 registry, so ``pip install "groundwatch[serve]"`` would fail, or install whatever a stranger
 published under the unclaimed name."""
@@ -11,6 +12,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SOURCES += sorted((ROOT / "examples").glob("*.py"))
+# The hints the code prints when an extra is missing, too.
+SOURCES += sorted((ROOT / "src").rglob("*.py")) + sorted((ROOT / "integrations").rglob("*.py"))
+SOURCES += sorted((ROOT / "models").rglob("*.md"))
 COMMAND = re.compile(r"pip install ([^`\n]*)")
 
 

@@ -132,5 +132,5 @@ def test_without_the_openai_package_the_judge_says_how_to_install_it(
     monkeypatch.setattr(builtins, "__import__", no_openai)
     import groundwatch  # the core imports without it
 
-    with pytest.raises(ImportError, match=r'pip install "groundwatch\[openai\]"'):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[openai\]"'):
         groundwatch.OpenAIJudge("m", base_url="http://127.0.0.1:9/v1", api_key=TEST_KEY)

@@ -43,7 +43,7 @@ DRIFT_AT = 0.45
 ROUTE = "help-centre"
 
 DEMO_INSTALL = 'pip install -e ".[demo]" -e integrations/langchain'
-"""The demo's install line from a clone (``pip install "groundwatch[demo]"`` once published)."""
+"""The demo's install line from a clone."""
 _DEMO_MODULES = (
     ("langchain_core", "langchain-core"),
     ("groundwatch_langchain", "groundwatch-langchain"),

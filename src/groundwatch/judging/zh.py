@@ -1,7 +1,7 @@
 """Chinese words for the local judge: names and nouns, from the optional ``zh`` extra.
 
 Characters and character pairs align Chinese well enough for coverage, but cannot tell a swapped
-name (上海 for 北京, 小米 for 华为) from a paraphrase. With ``pip install "groundwatch[zh]"``,
+name (上海 for 北京, 小米 for 华为) from a paraphrase. With the ``zh`` extra,
 rjieba (the Rust port of jieba, MIT) segments and tags the claim, and the claim's names and nouns
 that the context never mentions are reported like English capitalised names. Without the extra,
 this module reports nothing and the judge keeps its character-level checks.
@@ -14,11 +14,12 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+from .._errors import install_hint
 from .lexical import FUNCTION_CHARS
 
 _logger = logging.getLogger(__name__)
 
-INSTALL_HINT = 'pip install "groundwatch[zh]"'
+INSTALL_HINT = install_hint("zh")
 
 # Tags of the words that name or denote things: person, place, organisation, other proper
 # nouns, plain nouns, abbreviations. Verbs and function words paraphrase freely; these do not.

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .. import _config
 from .._commands import Console, add_console_options, run_command, stop_event, telemetry_destination
-from .._errors import CommandError, UsageError
+from .._errors import CommandError, UsageError, install_hint
 from ..check.cli import add_judge_options, close_judge, judge_from_args, positive_int
 from .consumer import StreamWorker
 from .redis import DEFAULT_STREAM
@@ -31,7 +31,7 @@ from .redis import DEFAULT_STREAM
 _logger = logging.getLogger("groundwatch")
 
 LIVENESS_S = 60.0
-INSTALL_HINT = 'groundwatch worker needs the redis extra: from a clone, pip install -e ".[redis]"'
+INSTALL_HINT = f"groundwatch worker needs the redis extra, {install_hint('redis')}"
 DEFAULT_HEALTH_HOST = "127.0.0.1"
 """Loopback, as the OpenTelemetry Collector's own endpoints default to: a probe port is not
 opened to the network unless asked (``--health-host 0.0.0.0`` in a container)."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-INSTALL_HINT = 'groundwatch serve needs the serve extra: from a clone, pip install -e ".[serve]"'
+from .._errors import install_hint
+
+INSTALL_HINT = f"groundwatch serve needs the serve extra, {install_hint('serve')}"
 
 if TYPE_CHECKING:
     from ._assemble import Counts, TraceAssembler

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import _config
 from .._commands import Console, add_console_options, run_command, stop_event, telemetry_destination
-from .._errors import CommandError, UsageError
+from .._errors import CommandError, UsageError, install_hint
 from ..check.cli import add_judge_options, close_judge, judge_from_args, positive_int
 from . import INSTALL_HINT
 
@@ -345,5 +345,5 @@ def run(args: argparse.Namespace) -> int:
     if not all(_importable(m) for m in _REQUIRED):
         raise UsageError(INSTALL_HINT)
     if args.redis and not _importable("redis"):
-        raise UsageError('--redis needs the redis extra: from a clone, pip install -e ".[redis]"')
+        raise UsageError(f"--redis needs the redis extra, {install_hint('redis')}")
     return run_command("groundwatch serve", lambda: _main(args))

@@ -2,9 +2,9 @@
 
 Optional: needs the ``semantic`` extra (``numpy``, ``onnxruntime``, ``tokenizers`` and
 ``groundwatch-minilm``, built in this repository by ``training/export_minilm.py``, which ships
-the model as a 23 MB ONNX file, so nothing is downloaded at run time). The model's WordPiece vocabulary (uncased BERT, Apache-2.0, as published with
-sentence-transformers/all-MiniLM-L6-v2) is bundled as ``_minilm_vocab.txt.gz`` because the
-model package carries none.
+the model as a 23 MB ONNX file, so nothing is downloaded at run time). The model's WordPiece
+vocabulary (uncased BERT, Apache-2.0, as published with sentence-transformers/all-MiniLM-L6-v2)
+is bundled as ``_minilm_vocab.txt.gz`` because the model package carries none.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from ..._errors import install_hint
 from ..._weakhooks import reinit_after_fork
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-INSTALL_HINT = 'the semantic judge needs the "semantic" extra: pip install "groundwatch[semantic]"'
+INSTALL_HINT = f"the semantic judge needs the semantic extra, {install_hint('semantic')}"
 
 # The model file the judge was measured with; a different file is refused rather than trusted.
 MODEL_SHA256 = "06fb2a204e20131917e970b052d4fd20aa6680da4dc34f6420babf18a1671ce0"
@@ -52,10 +53,10 @@ class TokenVectors:
 
 def _require() -> tuple[Any, Any, Any, Any]:
     try:
+        import groundwatch_minilm
         import numpy
         import onnxruntime
         import tokenizers
-        import groundwatch_minilm
     except ImportError as exc:
         raise ImportError(INSTALL_HINT) from exc
     return numpy, onnxruntime, tokenizers, groundwatch_minilm

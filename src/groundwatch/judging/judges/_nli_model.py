@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..._errors import install_hint
 from ..._weakhooks import reinit_after_fork
 from ._minilm import build_tokenizer
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 # No "nli" extra exists while the model is not shipped; the semantic extra has the runtime.
 INSTALL_HINT = (
     'the experimental NLI judge needs numpy, onnxruntime and tokenizers, which the "semantic" '
-    'extra installs: pip install "groundwatch[semantic]"'
+    f"extra installs, {install_hint('semantic')}"
 )
 
 LABELS = ("entailment", "neutral", "contradiction")

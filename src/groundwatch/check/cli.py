@@ -45,6 +45,7 @@ from ..runtime.monitor import runner_for
 from ..runtime.process import LazyEvaluation, ProcessRunner
 from ..runtime.runner import Prepared, Result, Runner
 from ..types import Evaluation
+from .baseline import BaselineDiff
 from .input import Caps, InputFileError, InvalidRow, Row, count_rows, read_rows
 from .outputs import JsonLinesWriter, JUnitWriter, Sink
 from .report import DEFAULT_MAX_CASES_PER_LABEL, HtmlReportWriter
@@ -92,6 +93,8 @@ class GateOptions:
     allow_truncated: bool = False
     """Pass answers and passages the judge read in part (cut to the caps); by default any
     such row fails the gate."""
+    max_regressions: int | None = None
+    """With a baseline: rows that passed there and fail now tolerated (``None``: 0)."""
 
 
 def _unit_interval(text: str) -> float:
@@ -213,6 +216,21 @@ def add_parser(subparsers: Any) -> None:
         action="store_true",
         help="pass answers and passages cut to the caps above (default: each one fails the "
         "gate, which never passes text the judge did not read)",
+    )
+    gate.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="PREVIOUS.json",
+        help="a previous run's --json output: rows are matched by id and those that newly "
+        "fail, newly pass, changed label, were added or removed are listed (summary, HTML, "
+        "JUnit)",
+    )
+    gate.add_argument(
+        "--max-regressions",
+        type=_non_negative_int,
+        metavar="N",
+        help="with --baseline: rows that passed in the baseline and fail now tolerated before "
+        "the gate fails (default 0)",
     )
     out = p.add_argument_group("outputs")
     out.add_argument("--json", type=Path, metavar="OUT", help="every evaluation, as JSON Lines")
@@ -583,11 +601,14 @@ def run_check(
     progress: Progress | None = None,
     caps: Caps | None = None,
     rows_hint: int | None = None,
+    baseline: Path | None = None,
 ) -> tuple[int, CheckSummary, list[Threshold]]:
     """Check one file end to end; returns the exit code, the summary and the thresholds.
 
     ``rows_hint``: the file's row count when known (the progress bar's), which sizes the
-    worker processes (:func:`process_count`); counted here otherwise.
+    worker processes (:func:`process_count`); counted here otherwise. ``baseline``: a previous
+    run's ``--json`` output to compare with (:mod:`.baseline`), gated by
+    ``gate.max_regressions``.
 
     Raises:
         InputFileError: the file cannot be read at all.
@@ -595,15 +616,20 @@ def run_check(
         OSError: an output file cannot be written while the run goes on.
     """
     rows = read_rows(path, fmt)  # raises before any output file is created
+    diff = BaselineDiff.read(baseline) if baseline is not None else None  # likewise
     if rows_hint is None and concurrency > 1:
         rows_hint = count_rows(path, fmt)
-    summary = CheckSummary(source=str(path), judge=judge_name(judge), worst_kept=worst)
+    summary = CheckSummary(
+        source=str(path), judge=judge_name(judge), worst_kept=worst, baseline=diff
+    )
     sinks: list[Sink] = []
     try:
         if json_out is not None:
             sinks.append(JsonLinesWriter(json_out))
         if junit_out is not None:
-            sinks.append(JUnitWriter(junit_out, classname=f"groundwatch.check.{path.stem}"))
+            sinks.append(
+                JUnitWriter(junit_out, classname=f"groundwatch.check.{path.stem}", baseline=diff)
+            )
         if html_out is not None:
             sinks.append(
                 HtmlReportWriter(
@@ -642,6 +668,7 @@ def run_check(
         max_hallucination_rate=gate.max_hallucination_rate,
         max_errors=gate.max_errors,
         allow_truncated=gate.allow_truncated,
+        max_regressions=(gate.max_regressions or 0) if diff is not None else None,
     )
     code = gate_exit_code(summary, thresholds)
     try:
@@ -673,6 +700,10 @@ def run(args: argparse.Namespace) -> int:
             stream.reconfigure(errors="replace")
     err = sys.stderr
     command = "groundwatch check"
+    if args.max_regressions is not None and args.baseline is None:
+        return _errors.report(
+            command, UsageError("--max-regressions needs --baseline PREVIOUS.json"), err
+        )
     try:
         judge = judge_from_args(args)
     except UsageError as exc:
@@ -686,6 +717,7 @@ def run(args: argparse.Namespace) -> int:
             max_hallucination_rate=args.max_hallucination_rate,
             max_errors=args.max_errors,
             allow_truncated=args.allow_truncated,
+            max_regressions=args.max_regressions,
         )
         default = Caps()
         caps = Caps(
@@ -707,6 +739,7 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
             caps=caps,
             rows_hint=total,
+            baseline=args.baseline,
         )
     except InputFileError as exc:
         return _errors.report(command, UsageError(str(exc)), err)

@@ -14,13 +14,16 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
 from ..judging.scoring import counted
 from ..types import Evaluation
 from .input import InvalidRow, Row
 from .summary import CheckSummary, Threshold, claim_line, failing_claims, is_failure
+
+if TYPE_CHECKING:
+    from .baseline import BaselineDiff
 
 _COPY_CHUNK_CHARS = 16_384
 """Cases are copied from the temporary file in chunks this size: memory stays small."""
@@ -121,7 +124,9 @@ class JUnitWriter:
     (:meth:`Threshold.blames`: a hallucinated answer under the hallucination-rate threshold, an
     answer below a failed minimum score); the message lists the unsupported and contradicted
     claims with their evidence; a row the judge read in part fails under the truncated-inputs
-    threshold (``type="truncated"``, or a line in the message of a failure it has already). So
+    threshold (``type="truncated"``, or a line in the message of a failure it has already), and
+    a row that passed in the ``--baseline`` run and fails now under the regressions threshold
+    (``type="regression"``, or a line likewise). So
     the file has a failure if and only if the gate failed, and the CI's test view agrees with
     the exit code. Answers that are flagged but within the gate pass, with their claims in
     ``<system-out>``. Judge errors and invalid rows are ``<error>``;
@@ -131,9 +136,10 @@ class JUnitWriter:
     JSON line each (memory stays flat), and are written out in ``close``.
     """
 
-    def __init__(self, path: Path, classname: str) -> None:
+    def __init__(self, path: Path, classname: str, baseline: BaselineDiff | None = None) -> None:
         self._path = path
         self._classname = classname
+        self._baseline = baseline
         # Opening the output now surfaces an unwritable path before the run, not after it.
         path.open("w", encoding="utf-8").close()
         # Cases go to a temporary file first: the root element needs the final counts.
@@ -171,6 +177,19 @@ class JUnitWriter:
             line = f"truncated: the judge read this answer in part: {cut}"
             if failure is None:
                 failure = ("truncated", line, cut)
+            else:
+                failure = (failure[0], f"{failure[1]}\n{line}", f"{failure[2]}\n{line}")
+        # A row that passed in the --baseline run and fails now fails under the regressions
+        # threshold, the same way.
+        before = case.get("regressed")
+        if (
+            before is not None
+            and label != "error"
+            and any(t.blames(label, None, None, regressed=True) for t in thresholds)
+        ):
+            line = f"regression: {label} now, {before} in the baseline, where it passed"
+            if failure is None:
+                failure = ("regression", line, line)
             else:
                 failure = (failure[0], f"{failure[1]}\n{line}", f"{failure[2]}\n{line}")
         if failure is not None:
@@ -235,6 +254,9 @@ class JUnitWriter:
             detail=detail,
             skipped=ev.label == "no_claims",
             truncation="; ".join(row.cuts),
+            regressed=(
+                None if self._baseline is None else self._baseline.regression(row.id, row.number)
+            ),
         )
 
     def add_invalid(self, bad: InvalidRow) -> None:

@@ -35,6 +35,9 @@ from typing import IO
 from .._inputs import to_passage
 from ..judging.scoring import counted
 from ..types import LABELS, VERDICTS, Claim, Evaluation
+from .baseline import KINDS as BASELINE_KINDS
+from .baseline import TITLES as BASELINE_TITLES
+from .baseline import BaselineDiff
 from .input import InvalidRow, Row
 from .summary import (
     EXPECTED_LABELS,
@@ -581,7 +584,30 @@ class HtmlReportWriter:
                 "(an answer counts as flagged when labelled hallucinated or "
                 "insufficient_context; judge errors left out).</p>"
             )
+        if s.baseline is not None:
+            out.append(self._baseline(s.baseline))
         out.append("</section>")
+        return "".join(out)
+
+    @staticmethod
+    def _baseline(b: BaselineDiff) -> str:
+        """The comparison with ``--baseline``: counts, then the changed rows of each kind."""
+        out = [
+            f"<h2>Against the baseline ({len(b.before)} rows there, {b.compared} matched by "
+            f'id)</h2><p class="meta">{_e(b.path)}</p>'
+            '<table id="baseline"><tr><th>change</th><th>rows</th><th>row: before → now</th></tr>'
+        ]
+        for kind in BASELINE_KINDS:
+            n = b.counts[kind]
+            cls = ' class="fail"' if kind == "newly_failing" and n else ""
+            rows = "<br>".join(
+                f"{_e(c.name)}: {_e(c.before or '–')} → {_e(c.after or '–')}"
+                for c in b.listed[kind]
+            )
+            if n > len(b.listed[kind]):
+                rows += f"<br>… and {n - len(b.listed[kind])} more"
+            out.append(f"<tr{cls}><td>{BASELINE_TITLES[kind]}</td><td>{n}</td><td>{rows}</td></tr>")
+        out.append("</table>")
         return "".join(out)
 
     def _filters(self, s: CheckSummary) -> str:

@@ -26,11 +26,14 @@ import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..judging.judges.local import LocalJudge
 from ..types import LABELS, VERDICTS, Claim, Evaluation, Passage
 from .input import InvalidRow, Row
+
+if TYPE_CHECKING:
+    from .baseline import BaselineDiff
 
 SCORED_LABELS = frozenset({"grounded", "hallucinated", "insufficient_context"})
 FLAGGED_LABELS = frozenset({"hallucinated", "insufficient_context"})
@@ -128,12 +131,16 @@ class Threshold:
         faithfulness: float | None,
         groundedness: float | None,
         truncated: bool = False,
+        regressed: bool = False,
     ) -> bool:
-        """Whether an answer with these results is one this failed threshold fails on."""
+        """Whether an answer with these results is one this failed threshold fails on
+        (``regressed``: it passed in the ``--baseline`` run and fails now)."""
         if self.passed or self.limit is None:
             return False
         if self.metric == "truncated":
             return truncated
+        if self.metric == "regressions":
+            return regressed
         if self.metric == "hallucination_rate":
             return label == "hallucinated"
         score = {"faithfulness": faithfulness, "groundedness": groundedness}.get(self.metric)
@@ -164,6 +171,8 @@ class CheckSummary:
     truncated_rows: list[str] = field(default_factory=list)
     """What was cut, ``name (row N): phrases``, for the first rows (the rest are counted)."""
     seconds: float = 0.0
+    baseline: BaselineDiff | None = None
+    """The comparison with a previous run (``--baseline``), fed as rows arrive."""
     _worst: list[tuple[tuple[float, float, int], WorstCase]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
 
@@ -171,6 +180,8 @@ class CheckSummary:
 
     def add(self, row: Row, ev: Evaluation) -> None:
         self.rows += 1
+        if self.baseline is not None:
+            self.baseline.add(row, ev)
         self.labels[ev.label] += 1
         self.verdicts.update(c.verdict for c in ev.claims)
         self.evidence_rejected += ev.evidence_rejected
@@ -208,6 +219,8 @@ class CheckSummary:
 
     def add_invalid(self, bad: InvalidRow) -> None:
         self.invalid += 1
+        if self.baseline is not None:
+            self.baseline.add_invalid(bad)
         if len(self.invalid_rows) < MAX_KEPT_MESSAGES:
             self.invalid_rows.append(bad)
 
@@ -266,10 +279,13 @@ class CheckSummary:
         max_hallucination_rate: float | None = None,
         max_errors: int = 0,
         allow_truncated: bool = False,
+        max_regressions: int | None = None,
     ) -> list[Threshold]:
         """Evaluate every gate condition that was asked for (judge errors and truncated inputs
-        always are)."""
+        always are; regressions when there is a baseline)."""
         out: list[Threshold] = []
+        if self.baseline is not None:
+            self.baseline.finish()
         for metric, value, limit in (
             ("faithfulness", self.mean_faithfulness, min_faithfulness),
             ("groundedness", self.mean_groundedness, min_groundedness),
@@ -318,6 +334,14 @@ class CheckSummary:
         else:
             text = f"{name} 0"
         out.append(Threshold(name, allow_truncated or not cut, text, "truncated", 0.0))
+        if self.baseline is not None and max_regressions is not None:
+            n = self.baseline.regressions
+            ok = n <= max_regressions
+            text = (
+                f"regressions {n} {'<=' if ok else '>'} {max_regressions} allowed (rows that "
+                f"passed in {self.baseline.path} and fail now)"
+            )
+            out.append(Threshold("regressions", ok, text, "regressions", float(max_regressions)))
         return out
 
     # --- output -----------------------------------------------------------------------------
@@ -346,6 +370,7 @@ class CheckSummary:
             if self.labelled
             else None,
             "balanced_accuracy": self.balanced_accuracy,
+            "baseline": None if self.baseline is None else self.baseline.to_dict(),
             "seconds": round(self.seconds, 3),
         }
 
@@ -401,6 +426,15 @@ class CheckSummary:
                 + ("-" if ba is None else f"{ba:.3f}")
                 + "  (flagged = hallucinated or insufficient_context)"
             )
+        if self.baseline is not None:
+            b = self.baseline
+            lines += [
+                "",
+                f"against the baseline {b.path} ({len(b.before)} rows there, {b.compared} "
+                "matched by id)",
+                f"  {b.headline()}",
+            ]
+            lines += list(b.lines())
         worst = self.worst
         if worst:
             lines += ["", "worst answers"]

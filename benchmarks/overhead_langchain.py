@@ -36,8 +36,13 @@ lets records gather for up to ``BATCH_DELAY_S`` (0.2 s) before it scores them, a
 shorter than that would leave the scoring to the untimed flush.
 
 Run: python benchmarks/overhead_langchain.py [--rounds 20] [--block 400] [--think-ms 0]
-                                            [--breakdown]
+                                            [--breakdown] [--pipeline chain|agent]
      python benchmarks/overhead_langchain.py --instructions [--rounds 3] [--block 10]
+                                            [--pipeline chain|agent]
+
+``--pipeline agent`` measures a LangGraph ReAct agent instead of the chain: LangChain's fake
+chat model scripted to call one tool (the store's policy) and then answer, so each run is a
+model call, a tool call and a second model call, and groundwatch records the tool's output.
 
 ``--instructions`` counts the calling thread's instructions per call under callgrind instead of
 timing (see ``_instructions.py``): the same figure whatever else the machine runs. It covers what
@@ -99,6 +104,12 @@ ANSWER = "Refunds are accepted within 30 days of purchase with a receipt."
 QUESTION = "How long do I have to return an item for a refund?"
 
 
+POLICY = "Refund policy: refunds are accepted within 30 days of purchase with a receipt."
+PIPELINES = ("chain", "agent")
+# What each call is given: the question (the chain), or agent state (the agent).
+_input: Any = QUESTION
+
+
 class NoOpHandler(BaseCallbackHandler):
     """Does nothing: what LangChain's callback dispatch alone costs."""
 
@@ -129,6 +140,40 @@ def build_chain() -> Runnable[str, str]:
         | FakeListChatModel(responses=[ANSWER])
         | StrOutputParser()
     )
+
+
+def build_agent() -> Runnable[Any, Any]:
+    """A LangGraph ReAct agent over a fake chat model that calls one tool, then answers."""
+    import itertools
+
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    class ToolCallingFake(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> ToolCallingFake:
+            return self
+
+    @tool
+    def lookup_policy(topic: str = "refunds") -> str:
+        """Look up the store's policy on a topic."""
+        return POLICY
+
+    script = [
+        AIMessage(
+            content="",
+            tool_calls=[{"name": "lookup_policy", "args": {"topic": "refunds"}, "id": "c1"}],
+        ),
+        AIMessage(content=ANSWER),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent: deprecated for create_agent
+        from langgraph.prebuilt import create_react_agent
+
+        agent: Runnable[Any, Any] = create_react_agent(
+            ToolCallingFake(messages=itertools.cycle(script)), [lookup_policy]
+        )
+    return agent
 
 
 class Variant:
@@ -192,7 +237,7 @@ def handler_cost(chain: Runnable[str, str], repeats: int = 2000) -> tuple[int, f
             name,
             lambda self, *a, _n=name, **kw: events.append((_n, a, kw)),
         )
-    chain.invoke(QUESTION, {"callbacks": [Recorder(_StubMonitor())]})
+    chain.invoke(_input, {"callbacks": [Recorder(_StubMonitor())]})
     handler = GroundwatchCallbackHandler(_StubMonitor())
     calls = [(getattr(handler, name), a, kw) for name, a, kw in events]
     start = time.thread_time()
@@ -219,7 +264,7 @@ def run_block(
             time.sleep(think)
         c0 = time.thread_time()
         t0 = clock()
-        invoke(QUESTION, config)
+        invoke(_input, config)
         calls.append(clock() - t0)
         cpu += time.thread_time() - c0
     elapsed = sum(calls)
@@ -256,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="count the calling thread's instructions under callgrind instead of timing",
     )
+    parser.add_argument(
+        "--pipeline",
+        choices=PIPELINES,
+        default="chain",
+        help="the RAG chain (default), or a LangGraph agent that calls one tool then answers",
+    )
     parser.add_argument(_instructions.CHILD_FLAG, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.instructions:
@@ -263,11 +314,16 @@ def main(argv: list[str] | None = None) -> int:
         rounds = args.rounds if "--rounds" in given else 3
         block = args.block if "--block" in given else 10  # callgrind is ~50 times slower
         counts = _instructions.run_counted(
-            __file__, ["--rounds", str(rounds), "--block", str(block)]
+            __file__,
+            ["--rounds", str(rounds), "--block", str(block), "--pipeline", args.pipeline],
         )
-        print(f"LangChain RAG chain under callgrind: {rounds} blocks x {block} calls\n")
+        what = "RAG chain" if args.pipeline == "chain" else "LangGraph agent (one tool call)"
+        print(f"LangChain {what} under callgrind: {rounds} blocks x {block} calls\n")
         _instructions.print_table(counts, block, "none", "noop callback", "call")
         return 0
+    global _input
+    if args.pipeline == "agent":
+        _input = {"messages": [("user", QUESTION)]}
     # OpenInference calls a LangChain API that LangChain deprecated: not ours to fix, not news.
     warnings.filterwarnings("ignore", module="openinference")
     rng = random.Random(args.seed)
@@ -383,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if v is not None
     ]
-    chain = build_chain()
+    chain = build_chain() if args.pipeline == "chain" else build_agent()
     if args.instructions_child:
         counted_variants = [v for v in variants if "thread" not in v.name]
         return count_instructions(chain, counted_variants, args, args.instructions_child)
@@ -479,7 +535,7 @@ def count_instructions(
             gc.collect()
             counted.run(
                 variant.name,
-                lambda v=variant: [chain.invoke(QUESTION, v.config) for _ in range(args.block)],
+                lambda v=variant: [chain.invoke(_input, v.config) for _ in range(args.block)],
             )
             if variant.after:
                 variant.after()

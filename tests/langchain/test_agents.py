@@ -5,15 +5,16 @@ passages are the tools' outputs (and any retrieved documents), named after the t
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import groundwatch_langchain
 import pytest
 from groundwatch_langchain import GroundwatchCallbackHandler
 from langchain_core.documents import Document
-from langchain_core.messages import AIMessage
-from langchain_core.tools import create_retriever_tool, tool
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import InjectedToolCallId, create_retriever_tool, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 import groundwatch as gw
 from groundwatch.integration import MAX_PASSAGES
@@ -478,3 +479,24 @@ def test_the_conversation_id_may_come_from_run_metadata(metadata: dict[str, str]
         config={"callbacks": [GroundwatchCallbackHandler(monitor)], "metadata": metadata},
     )
     assert _only(monitor)["attributes"][sc.GEN_AI_CONVERSATION_ID] == "c-9"
+
+
+def test_a_tool_returning_a_langgraph_command_gives_its_tool_message() -> None:
+    """A tool may update the agent's state with ``Command``: the tool message inside it is what
+    the model reads, not the command's fields."""
+
+    @tool
+    def lookup_with_state(
+        tool_call_id: Annotated[str, InjectedToolCallId], topic: str = "refunds"
+    ) -> Command[Any]:
+        """Look up the policy and update the agent's state."""
+        return Command(update={"messages": [ToolMessage(POLICY, tool_call_id=tool_call_id)]})
+
+    monitor = RecordingMonitor()
+    agent = react_agent(tools_then(FAITHFUL, call("lookup_with_state")), [lookup_with_state])
+    agent.invoke(
+        {"messages": [("user", QUESTION)]},
+        config={"callbacks": [GroundwatchCallbackHandler(monitor)]},
+    )
+    passages = _only(monitor)["passages"]
+    assert [(p.tool, p.text) for p in passages] == [("lookup_with_state", POLICY)]

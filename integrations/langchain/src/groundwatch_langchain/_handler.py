@@ -576,6 +576,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Keep a reference to the tool's output among the top-level run's contexts."""
+        output = _tool_result(output)
         with self._lock:
             key = run_id.int
             root, tool = self._tool_finished(key)
@@ -896,6 +897,21 @@ class _Passages(Sequence[Any]):
             return passage
         # Anything that is not document-shaped goes as is: the monitor validates its inputs.
         return passage_of(item, self._score_keys) or item
+
+
+def _tool_result(output: Any) -> Any:
+    """What the model is sent for a tool's output: the output, or the tool message of a
+    LangGraph ``Command(update={"messages": [ToolMessage(...)]})`` (None when the command
+    carries none: a state update is no text)."""
+    update = getattr(output, "update", None)
+    if update is None or type(output).__name__ != "Command":
+        return output
+    messages = update.get("messages") if isinstance(update, Mapping) else None
+    if isinstance(messages, Sequence):
+        for message in messages:
+            if getattr(message, "type", None) == "tool":
+                return message
+    return None
 
 
 def _readable(output: Any) -> bool:

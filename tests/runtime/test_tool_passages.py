@@ -196,3 +196,24 @@ def test_the_wire_format_carries_kind_and_tool() -> None:
         ("tool", "lookup_policy"),
         ("retrieved", None),
     ]
+
+
+def test_check_names_the_tool_in_its_summary_and_html_report(tmp_path: Any) -> None:
+    """``groundwatch check`` reads kind and tool from a JSONL passage like the integrations'."""
+    import subprocess
+    import sys
+
+    rows = tmp_path / "agent.jsonl"
+    passage = {"text": POLICY, "kind": "tool", "tool": "lookup_policy"}
+    rows.write_text(json.dumps({"question": "q", "answer": CHANGED, "contexts": [passage]}))
+    html = tmp_path / "report.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "groundwatch", "check", str(rows), "--html", str(html)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr  # the gate fails: a contradicted answer
+    assert '(tool lookup_policy: "Refund policy' in done.stdout
+    page = html.read_text("utf-8")
+    assert "(tool lookup_policy)" in page and "show tool lookup_policy" in page

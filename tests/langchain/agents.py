@@ -96,6 +96,11 @@ def get_handle(name: str = "main") -> Any:
 
 
 @tool
+def record_nothing(note: str = "") -> None:
+    """Store a note; returns nothing."""
+
+
+@tool
 def dump_table(name: str = "rows") -> dict[str, Any]:
     """Return a table of about 5 MB."""
     return {"rows": [{"n": i, "text": "row text " * 10} for i in range(55_000)]}

@@ -38,6 +38,7 @@ from .agents import (
     lookup_policy,
     model,
     react_agent,
+    record_nothing,
     run,
     tools_then,
 )
@@ -269,14 +270,17 @@ def test_a_5_mb_tool_output_is_capped_and_marked(capgw: GroundwatchTelemetry) ->
     assert span.attributes is not None and span.attributes[sc.GROUNDWATCH_TRUNCATED] is True
 
 
-def test_a_tool_output_that_is_not_text_is_left_out_and_counted() -> None:
+@pytest.mark.parametrize("opaque", ["get_handle", "record_nothing"])
+def test_a_tool_output_that_is_not_text_is_left_out_and_counted(opaque: str) -> None:
+    """An object with only its default repr, or None (sent to the model as "null")."""
     monitor = RecordingMonitor()
     handler = GroundwatchCallbackHandler(monitor)
     agent = react_agent(
-        tools_then(FAITHFUL, call("get_handle", {}, "c1"), call("lookup_policy", {}, "c2")),
-        [get_handle, lookup_policy],
+        tools_then(FAITHFUL, call(opaque, {}, "c1"), call("lookup_policy", {}, "c2")),
+        [get_handle, record_nothing, lookup_policy],
     )
-    agent.invoke({"messages": [("user", QUESTION)]}, config={"callbacks": [handler]})
+    state = agent.invoke({"messages": [("user", QUESTION)]}, config={"callbacks": [handler]})
+    assert state["messages"][-1].content == FAITHFUL  # the agent is untouched
     record = _only(monitor)
     assert [p.tool for p in record["passages"]] == ["lookup_policy"]
     assert record["attributes"][sc.GROUNDWATCH_CONTEXTS_UNREADABLE] == 1

@@ -921,8 +921,11 @@ def _readable(output: Any) -> bool:
         return readable_tool_output(output)
     if isinstance(content, str):
         # A default repr is at most a few dozen characters: longer content is never one.
-        return bool(content) and not (
-            len(content) < 200 and _DEFAULT_REPR.fullmatch(content) is not None
+        # "null" is what LangChain sends the model for a tool that returned None.
+        return (
+            bool(content)
+            and content != "null"
+            and not (len(content) < 200 and _DEFAULT_REPR.fullmatch(content) is not None)
         )
     return bool(content)
 

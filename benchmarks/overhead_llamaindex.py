@@ -16,12 +16,16 @@ how far one round's tail lands from another's.
     python benchmarks/overhead_llamaindex.py --blocks 4   # a quick look
     python benchmarks/overhead_llamaindex.py --blocks 30 --llm-latency-ms 20   # a model that waits
     python benchmarks/overhead_llamaindex.py --instructions   # callgrind counts, ~5 minutes
+    python benchmarks/overhead_llamaindex.py --instructions --pipeline agent   # an agent's run
 
 ``--instructions`` counts the request thread's instructions per query under callgrind instead of
 timing it (see ``_instructions.py``): the same figure whatever else the machine runs, for the
 configurations that run in the request thread alone (no handler, the no-op handler, sampling 0,
 and sampling 1 with the judge in a worker process, whose scoring and telemetry run on other
 threads and are not counted; with ``--blocks`` blocks of ``--queries`` queries each).
+``--pipeline agent`` counts a ``FunctionAgent`` run instead of a query: a scripted
+``MockFunctionCallingLLM`` calls one tool (a document's text), then restates it; each run is
+awaited on one event loop kept for the whole block.
 
 With no LLM latency (the default) a query is ~3 ms of pure CPU work, a worst case for anything
 running in the same interpreter; with a real model server most of a query is waiting.
@@ -41,6 +45,7 @@ them, and a block much shorter than that would leave the scoring to the untimed 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import hashlib
 import inspect
@@ -379,6 +384,35 @@ def run(blocks: int, queries: int, seed: int, llm_latency_ms: float) -> int:
     return 1 if problems else 0
 
 
+def build_agent() -> Any:
+    """A ``FunctionAgent`` whose scripted model calls one tool, then restates its output."""
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.core.tools import FunctionTool
+
+    texts = {d.metadata["topic"]: d.text for d in build_documents()}
+
+    def lookup(topic: str) -> str:
+        """What the documents say about a topic."""
+        return texts[topic]
+
+    def model(messages: list[ChatMessage], **kwargs: Any) -> ChatMessage:
+        if messages[-1].role == MessageRole.TOOL:
+            return ChatMessage(role="assistant", content=(messages[-1].content or "")[:120])
+        question = messages[-1].content or ""
+        topic = next((t for t in texts if t in question), next(iter(texts)))
+        call = ToolCallBlock(
+            tool_call_id="call-1", tool_name="lookup", tool_kwargs={"topic": topic}
+        )
+        return ChatMessage(role="assistant", blocks=[call])
+
+    return FunctionAgent(
+        tools=[FunctionTool.from_defaults(lookup)],
+        llm=MockFunctionCallingLLM(response_generator=model),
+    )
+
+
 def build_engine(llm_latency_ms: float) -> Any:
     index = VectorStoreIndex.from_documents(build_documents(), embed_model=HashEmbedding())
     llm = ExtractiveLLM(latency_s=llm_latency_ms / 1000)
@@ -426,16 +460,30 @@ def configurations(thread_executor: bool) -> list[Config]:
     return configs
 
 
-def run_instructions(blocks: int, queries: int, llm_latency_ms: float, directory: str) -> int:
+def run_instructions(
+    blocks: int, queries: int, llm_latency_ms: float, directory: str, pipeline: str = "query"
+) -> int:
     """The child under callgrind: every configuration's blocks, each counted on its own (not
     the thread executor: its judge would run on a thread of this process, which callgrind
     serialises with the queries)."""
-    engine = build_engine(llm_latency_ms)
     configs = configurations(thread_executor=False)
+    if pipeline == "agent":
+        agent = build_agent()
+        loop = asyncio.new_event_loop()
 
-    def block() -> None:
-        for i in range(queries):
-            engine.query(QUESTIONS[i % len(QUESTIONS)])
+        async def run_agent(question: str) -> Any:
+            return await agent.run(user_msg=question)  # the handler needs a running loop
+
+        def block() -> None:
+            for i in range(queries):
+                loop.run_until_complete(run_agent(QUESTIONS[i % len(QUESTIONS)]))
+
+    else:
+        engine = build_engine(llm_latency_ms)
+
+        def block() -> None:
+            for i in range(queries):
+                engine.query(QUESTIONS[i % len(QUESTIONS)])
 
     counted = _instructions.Blocks(directory)
     for config in configs:  # warm caches, first-call paths, the worker process
@@ -475,26 +523,32 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="count the request thread's instructions under callgrind instead of timing",
     )
+    parser.add_argument(
+        "--pipeline",
+        choices=("query", "agent"),
+        default="query",
+        help="with --instructions: the query engine (default), or a FunctionAgent calling a tool",
+    )
     parser.add_argument(_instructions.CHILD_FLAG, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.instructions_child:
         return run_instructions(
-            args.blocks, args.queries, args.llm_latency_ms, args.instructions_child
+            args.blocks, args.queries, args.llm_latency_ms, args.instructions_child, args.pipeline
         )
     if args.instructions:
         given = argv or sys.argv
         blocks = args.blocks if "--blocks" in given else 3
         queries = args.queries if "--queries" in given else 10  # callgrind is ~50 times slower
         forwarded = ["--blocks", str(blocks), "--queries", str(queries)]
-        forwarded += ["--llm-latency-ms", str(args.llm_latency_ms)]
+        forwarded += ["--llm-latency-ms", str(args.llm_latency_ms), "--pipeline", args.pipeline]
         counts = _instructions.run_counted(__file__, forwarded)
+        what = "query engine" if args.pipeline == "query" else "FunctionAgent (one tool call)"
+        unit = "query" if args.pipeline == "query" else "run"
         print(
-            f"LlamaIndex query engine under callgrind: {blocks} blocks x {queries} queries "
+            f"LlamaIndex {what} under callgrind: {blocks} blocks x {queries} {unit}s "
             "per configuration\n"
         )
-        _instructions.print_table(
-            counts, queries, "no handler", "no-op dispatcher handler", "query"
-        )
+        _instructions.print_table(counts, queries, "no handler", "no-op dispatcher handler", unit)
         return 0
     return run(args.blocks, args.queries, args.seed, args.llm_latency_ms)
 

@@ -217,3 +217,5 @@ def test_check_names_the_tool_in_its_summary_and_html_report(tmp_path: Any) -> N
     assert '(tool lookup_policy: "Refund policy' in done.stdout
     page = html.read_text("utf-8")
     assert "(tool lookup_policy)" in page and "show tool lookup_policy" in page
+    # The card's list of passages says whose output each is.
+    assert '<span class="pn">tool lookup_policy:</span> Refund policy' in page

@@ -34,7 +34,7 @@ from typing import IO
 
 from .._inputs import to_passage
 from ..judging.scoring import counted
-from ..types import LABELS, VERDICTS, Claim, Evaluation
+from ..types import LABELS, VERDICTS, Claim, Evaluation, Passage, passage_names
 from .baseline import KINDS as BASELINE_KINDS
 from .baseline import TITLES as BASELINE_TITLES
 from .baseline import BaselineDiff
@@ -258,7 +258,12 @@ def _passage_window(text: str, start: int, end: int) -> str:
 
 
 def _claim_item(
-    i: int, claim: Claim, located: bool, passages: list[str], question: str | None
+    i: int,
+    claim: Claim,
+    located: bool,
+    passages: list[str],
+    question: str | None,
+    names: list[str] | None = None,
 ) -> str:
     parts = [
         f'<li class="v-{claim.verdict}" data-verdict="{claim.verdict}">',
@@ -270,7 +275,7 @@ def _claim_item(
     if claim.reason:
         parts.append(f' <span class="reason">— {_e(claim.reason)}</span>')
     if not claim.evidence and claim.verdict in ("unsupported", "contradicted"):
-        parts.append(_closest_item(claim, passages, question))
+        parts.append(_closest_item(claim, passages, question, names))
     for ev in claim.evidence[:3]:
         label = ev.name  # "passage 3", or the tool whose output it is
         parts.append(
@@ -290,13 +295,15 @@ def _claim_item(
     return "".join(parts)
 
 
-def _closest_item(claim: Claim, passages: list[str], question: str | None) -> str:
+def _closest_item(
+    claim: Claim, passages: list[str], question: str | None, names: list[str] | None = None
+) -> str:
     """The passage sentence nearest an unbacked claim, said to be a pointer, not evidence."""
     found = closest_sentence(claim.text, passages, question)
     if found is None:
         return '<div class="closest">no passage sentence shares a word with this claim</div>'
     index, start, end = found
-    label = f"passage {index + 1}"
+    label = names[index] if names is not None else f"passage {index + 1}"
     return (
         f'<div class="closest">closest passage sentence (not evidence): <span class="quote">'
         f"“{_e(passages[index][start:end])}”</span> ({label})"
@@ -306,12 +313,14 @@ def _closest_item(claim: Claim, passages: list[str], question: str | None) -> st
     )
 
 
-def _retrieved_passages(passages: list[str]) -> str:
+def _retrieved_passages(passages: list[str], names: list[str] | None = None) -> str:
     items = []
-    for text in passages:
+    for i, text in enumerate(passages):
         cut = text[:RETRIEVED_PASSAGE_CHARS]
         more = f" … ({len(text) - len(cut)} more characters)" if len(text) > len(cut) else ""
-        items.append(f"<li>{_e(cut)}{more}</li>")
+        # A tool's output (or a conversation turn) says whose it is.
+        source = f'<span class="pn">{_e(names[i])}:</span> ' if names is not None else ""
+        items.append(f"<li>{source}{_e(cut)}{more}</li>")
     return (
         f'<details class="retrieved"><summary>the {counted(len(passages), "retrieved passage")}'
         "</summary>"
@@ -337,12 +346,15 @@ def case_order(label: str, ev: Evaluation | None, sequence: int) -> int:
 
 def render_case(row: Row, ev: Evaluation) -> str:
     """One answer's card."""
-    passages: list[str] = []
+    read: list[Passage] = []
     for i, item in enumerate(row.contexts):
         try:
-            passages.append(to_passage(item, i).text)
+            read.append(to_passage(item, i))
         except TypeError:
-            passages.append("")
+            read.append(Passage(text=""))
+    passages = [p.text for p in read]
+    # Named only when some passage is a tool's output or a turn: plain passages keep numbers.
+    names = passage_names(read) if any(p.kind != "retrieved" or p.tool for p in read) else None
     flagged = ev.label in FLAGGED_LABELS
     mismatch = (
         row.expected is not None
@@ -392,11 +404,12 @@ def render_case(row: Row, ev: Evaluation) -> str:
         body.append(f'<p class="reason">{_e(ev.explanation)}</p>')
     if ev.claims:
         items = [
-            _claim_item(i, c, i in located, passages, row.question) for i, c in enumerate(ev.claims)
+            _claim_item(i, c, i in located, passages, row.question, names)
+            for i, c in enumerate(ev.claims)
         ]
         body.append(f'<ol class="claims">{"".join(items)}</ol>')
     if passages and any(c.verdict in ("unsupported", "contradicted") for c in ev.claims):
-        body.append(_retrieved_passages(passages))
+        body.append(_retrieved_passages(passages, names))
     body.append("</article>\n")
     return "".join(body)
 

@@ -232,3 +232,34 @@ def test_a_forked_child_writes_a_file_of_its_own(
     monitor.record(question="parent again", contexts=[CONTEXT], answer=BAD)
     assert monitor.force_flush(10_000)
     assert [r["question"] for r in _rows(path)] == ["parent", "parent again"]
+
+
+def test_a_tool_passage_keeps_its_name_through_check(
+    capgw: GroundwatchTelemetry, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "flagged.jsonl"
+    monitor = capgw.monitor(
+        sampler=RatioSampler(1.0), capture_content=True, on_result=gw.DatasetSink(path)
+    )
+    policy = gw.Passage(
+        text="Refund policy: refunds are accepted within 30 days of purchase with a receipt.",
+        kind="tool",
+        tool="lookup_policy",
+    )
+    changed = "Refunds are accepted within 45 days of purchase with a receipt."
+    monitor.record(question="Refund?", contexts=[policy], answer=changed)
+    assert monitor.force_flush(10_000)
+    (row,) = _rows(path)
+    assert row["contexts"] == [{"text": policy.text, "kind": "tool", "tool": "lookup_policy"}]
+    done = subprocess.run(
+        [sys.executable, "-m", "groundwatch", "check", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr  # the flagged answer fails the gate
+    # check names the passage after its tool, as the app's telemetry does.
+    assert '(tool lookup_policy: "Refund policy' in done.stdout, done.stdout

@@ -277,11 +277,11 @@ class DatasetSink:
             if isinstance(passage, Passage):
                 text = self._text(passage.text)
                 if passage.kind != "retrieved" or passage.tool:
-                    meta = {
-                        "kind": passage.kind,
-                        **({"tool": passage.tool} if passage.tool else {}),
-                    }
-                    contexts.append({"text": text, "metadata": meta})
+                    # As check reads a passage's origin (and names it in its reports).
+                    item: dict[str, str] = {"text": text, "kind": passage.kind}
+                    if passage.tool:
+                        item["tool"] = passage.tool
+                    contexts.append(item)
                 else:
                     contexts.append(text)
             else:  # a record that never reached preparation (not expected on the worker)

@@ -37,7 +37,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 
-from ._extract import is_llm, is_retriever, prune
+from ._extract import is_llm, is_retriever, is_tool, prune
 from ._otlp import LogEvent, SpanData
 
 ACCEPTED = "accepted"
@@ -123,7 +123,8 @@ class TraceAssembler:
         admit: asked on a trace's first span whether the trace may be scored (everything is
             when ``None``); a refused trace keeps no spans.
         keep_parents: keep the parent link of every span not stored (its span id and parent
-            id, up to ``max_spans`` a trace), for pair mode's nearest common ancestor.
+            id, up to ``max_spans`` a trace), for the tool a retriever ran in and pair mode's
+            nearest common ancestor (the service sets it).
         clock: monotonic seconds (tests pass their own).
     """
 
@@ -208,9 +209,12 @@ class TraceAssembler:
                 prune(span, root=True)
                 trace.root = span
                 continue
-            if not (span.attributes or span.events) or not (is_retriever(span) or is_llm(span)):
-                # A chain step between them: nothing extraction reads, but pair mode needs
-                # where it sits in the tree (a stored span carries its own parent id).
+            if not (span.attributes or span.events) or not (
+                is_retriever(span) or is_llm(span) or is_tool(span)
+            ):
+                # A chain step between them: nothing extraction reads, but where it sits in
+                # the tree tells which tool a retriever ran in, and pair mode's nearest common
+                # ancestor (a stored span carries its own parent id).
                 if keep_parents and len(trace.parents) < self.max_spans:
                     trace.parents[span.span_id] = span.parent_id
                 continue

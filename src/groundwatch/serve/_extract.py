@@ -13,6 +13,12 @@ Attribute names come from the conventions' own packages:
   workflow and task spans (a LangChain retriever's task span carries its documents there), and
   ``db.query.result`` span events with ``db.query.result.document`` / ``.id`` / ``.score``
   from the vector-store instrumentations.
+- Agents' tools: OpenInference ``TOOL`` spans (``tool.name``, ``output.value``), the GenAI
+  conventions' ``execute_tool`` spans (``gen_ai.tool.name``, ``gen_ai.tool.call.result``) and
+  ``retrieval`` spans (``gen_ai.retrieval.documents``), as the
+  ``open-telemetry/semantic-conventions-genai`` registry defines them, and OpenLLMetry's
+  ``tool`` spans (``traceloop.entity.output``). A tool's result is a ``tool`` passage named
+  after the tool; a failed call (``error.type``, or an error status) is not a passage.
 
 Every extractor is a small generator wrapped by :func:`_guarded`: an attribute of an
 unexpected shape is counted as a skip (``groundwatch.serve.skipped``) and the extractor stops
@@ -30,8 +36,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .._inputs import MAX_PASSAGE_CHARS, tool_output_text
 from ..types import Passage
-from ._otlp import SpanData
+from ._otlp import STATUS_ERROR, SpanData
 
 _logger = logging.getLogger(__name__)
 
@@ -40,6 +47,9 @@ T = TypeVar("T")
 OI_KIND = "openinference.span.kind"
 OI_RETRIEVER = "RETRIEVER"
 OI_LLM = "LLM"
+OI_TOOL = "TOOL"
+OI_TOOL_NAME = "tool.name"
+OI_SESSION_ID = "session.id"
 INPUT_VALUE = "input.value"
 INPUT_MIME = "input.mime_type"
 OUTPUT_VALUE = "output.value"
@@ -62,6 +72,14 @@ DB_RESULT_EVENT = "db.query.result"
 DB_RESULT_DOCUMENT = "db.query.result.document"
 DB_RESULT_ID = "db.query.result.id"
 DB_RESULT_SCORE = "db.query.result.score"
+GENAI_EXECUTE_TOOL = "execute_tool"
+GENAI_TOOL_NAME = "gen_ai.tool.name"
+GENAI_TOOL_RESULT = "gen_ai.tool.call.result"
+GENAI_RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
+GENAI_RESPONSE_ID = "gen_ai.response.id"
+GENAI_CONVERSATION_ID = "gen_ai.conversation.id"
+TL_ENTITY_NAME = "traceloop.entity.name"
+ERROR_TYPE = "error.type"
 
 SOURCE_OPENINFERENCE = "openinference"
 SOURCE_OPENLLMETRY = "openllmetry"
@@ -116,6 +134,14 @@ class Interaction:
     parent_id: bytes = b""
     """The span the evaluation hangs under: the root's id, or in pair mode the nearest common
     ancestor of the pair's retriever and LLM spans."""
+    tools: int | None = None
+    """Tool results among the passages; ``None`` when the interaction had no tool spans."""
+    tool_errors: int = 0
+    """Tool calls that failed (not passages)."""
+    conversation_id: str | None = None
+    """``gen_ai.conversation.id`` (or OpenInference's ``session.id``) found in the trace."""
+    response_id: str | None = None
+    """The scored completion's ``gen_ai.response.id``, for the evaluation events."""
 
     def __post_init__(self) -> None:
         if not self.parent_id:
@@ -383,6 +409,38 @@ def _entity_documents(output: Any) -> Iterator[Passage]:
             )
 
 
+def genai_documents(span: SpanData, skips: Skips) -> Iterator[Passage]:
+    """``gen_ai.retrieval.documents`` of a ``retrieval`` span: a JSON array (or a structured
+    list) of ``{"id", "score", ...}``. The conventions require only ids and scores; a document
+    with its text under ``content`` (or ``text``, ``page_content``) becomes a passage, one
+    without text has nothing to ground an answer in and is left out."""
+    value = span.attributes.get(GENAI_RETRIEVAL_DOCUMENTS)
+    if value is None:
+        return
+    found = _json(value)
+    if not isinstance(found, list):
+        raise TypeError(f"{GENAI_RETRIEVAL_DOCUMENTS} is not a list")
+    for doc in found:
+        yield from _guarded("genai.retrieval_document", _genai_document(doc), skips)
+
+
+def _genai_document(doc: Any) -> Iterator[Passage]:
+    if not isinstance(doc, dict):
+        raise TypeError("a retrieval document is not an object")
+    text = next(
+        (doc[k] for k in ("content", "text", "page_content") if isinstance(doc.get(k), str)), None
+    )
+    if not text:
+        return
+    metadata = doc.get("metadata")
+    yield Passage(
+        text=text,
+        id=_text(doc.get("id")),
+        score=_score(doc.get("score")),
+        metadata=metadata if isinstance(metadata, dict) else {},
+    )
+
+
 def tl_question(span: SpanData) -> Iterator[str]:
     """The question in a workflow or task span's ``traceloop.entity.input``."""
     value = span.attributes.get(TL_INPUT)
@@ -391,6 +449,68 @@ def tl_question(span: SpanData) -> Iterator[str]:
     found = _question_in(_json(value))
     if found:
         yield found
+
+
+# --- tools ---------------------------------------------------------------------------------------
+
+
+def tool_name(span: SpanData) -> str | None:
+    """The tool a tool span ran: ``tool.name``, ``gen_ai.tool.name``, OpenLLMetry's entity
+    name, else the span's name (less the conventions' ``execute_tool`` prefix)."""
+    for key in (OI_TOOL_NAME, GENAI_TOOL_NAME, TL_ENTITY_NAME):
+        value = span.attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    name = span.name.removeprefix(GENAI_EXECUTE_TOOL).strip()
+    return name or None
+
+
+def tool_failed(span: SpanData) -> bool:
+    """A call that failed: its span's status is an error, or it names an ``error.type``."""
+    attrs = span.attributes
+    return attrs.get(STATUS_ERROR) == "ERROR" or ERROR_TYPE in attrs
+
+
+def _unwrapped(value: Any, depth: int = 0) -> Any:
+    """A framework's tool-output object, as its instrumentor serialised it, down to the
+    output: LlamaIndex's ``ToolOutput`` (``raw_output``, else its text ``blocks``), LangChain's
+    ``ToolMessage`` (``content``, also inside a serialised ``kwargs``), ``{"output": ...}``."""
+    if not isinstance(value, dict) or depth > 3:
+        return value
+    if "raw_output" in value and value["raw_output"] is not None:
+        return _unwrapped(value["raw_output"], depth + 1)
+    blocks = value.get("blocks")
+    if isinstance(blocks, list) and "tool_name" in value:
+        return "".join(b["text"] for b in blocks if isinstance(b, dict) and "text" in b)
+    kwargs = value.get("kwargs")
+    if isinstance(kwargs, dict) and "content" in kwargs:
+        return _unwrapped(kwargs["content"], depth + 1)
+    if "content" in value and ("tool_call_id" in value or value.get("type") == "tool"):
+        return _unwrapped(value["content"], depth + 1)
+    if set(value) == {"output"}:
+        return _unwrapped(value["output"], depth + 1)
+    return value
+
+
+def tool_result(span: SpanData) -> Iterator[Passage]:
+    """A successful tool call's result as a ``tool`` passage: ``gen_ai.tool.call.result`` (an
+    object, or JSON in a string), OpenInference's ``output.value``, OpenLLMetry's
+    ``traceloop.entity.output``; structured results written as JSON with sorted keys (rows as
+    lines), capped like any passage."""
+    attrs = span.attributes
+    if GENAI_TOOL_RESULT in attrs:
+        value = attrs[GENAI_TOOL_RESULT]
+    elif OUTPUT_VALUE in attrs:
+        value = attrs[OUTPUT_VALUE]
+        if attrs.get(OUTPUT_MIME) == "application/json":
+            value = _unwrapped(_json(value))
+    elif TL_OUTPUT in attrs:
+        value = _unwrapped(_json(attrs[TL_OUTPUT]))
+    else:
+        return
+    text = tool_output_text(value, MAX_PASSAGE_CHARS)
+    if text.strip():
+        yield Passage(text=text, kind="tool", tool=tool_name(span))
 
 
 # --- span roles --------------------------------------------------------------------------------
@@ -409,6 +529,16 @@ def is_retriever(span: SpanData) -> bool:
     return attrs.get(TL_KIND) == "task" and "retriever" in span.name.lower()
 
 
+def is_tool(span: SpanData) -> bool:
+    attrs = span.attributes
+    kind = attrs.get(OI_KIND)
+    if kind is not None:
+        return bool(kind == OI_TOOL)
+    if attrs.get(GENAI_OPERATION) == GENAI_EXECUTE_TOOL:
+        return True
+    return attrs.get(TL_KIND) == "tool"
+
+
 def is_llm(span: SpanData) -> bool:
     attrs = span.attributes
     if attrs.get(OI_KIND) == OI_LLM:
@@ -421,10 +551,35 @@ def is_llm(span: SpanData) -> bool:
     return GENAI_SYSTEM in attrs and TL_KIND not in attrs and GENAI_OPERATION not in attrs
 
 
-_ROLE_KEYS = frozenset({OI_KIND, GENAI_OPERATION, TL_KIND, LLM_REQUEST_TYPE, GENAI_SYSTEM})
+_ROLE_KEYS = frozenset(
+    {
+        OI_KIND,
+        GENAI_OPERATION,
+        TL_KIND,
+        LLM_REQUEST_TYPE,
+        GENAI_SYSTEM,
+        GENAI_CONVERSATION_ID,
+        OI_SESSION_ID,
+    }
+)
 _ROOT_KEYS = frozenset({INPUT_VALUE, INPUT_MIME, OUTPUT_VALUE, OUTPUT_MIME, TL_INPUT})
-_RETRIEVER_KEYS = _ROOT_KEYS | {TL_OUTPUT}
-_LLM_KEYS = frozenset({OUTPUT_VALUE, OUTPUT_MIME, GENAI_INPUT_MESSAGES, GENAI_OUTPUT_MESSAGES})
+_RETRIEVER_KEYS = _ROOT_KEYS | {TL_OUTPUT, GENAI_RETRIEVAL_DOCUMENTS}
+_TOOL_KEYS = frozenset(
+    {
+        OUTPUT_VALUE,
+        OUTPUT_MIME,
+        TL_OUTPUT,
+        TL_ENTITY_NAME,
+        OI_TOOL_NAME,
+        GENAI_TOOL_NAME,
+        GENAI_TOOL_RESULT,
+        ERROR_TYPE,
+        STATUS_ERROR,
+    }
+)
+_LLM_KEYS = frozenset(
+    {OUTPUT_VALUE, OUTPUT_MIME, GENAI_INPUT_MESSAGES, GENAI_OUTPUT_MESSAGES, GENAI_RESPONSE_ID}
+)
 _USER_MESSAGE = re.compile(r"(llm\.input_messages|gen_ai\.prompt)\.(\d+)\.")
 
 
@@ -440,6 +595,8 @@ def prune(span: SpanData, *, root: bool) -> None:
     if is_retriever(span):
         keep |= _RETRIEVER_KEYS
         keep.update(k for k in attrs if k.startswith("retrieval.documents."))
+    if is_tool(span):
+        keep |= _TOOL_KEYS
     if is_llm(span):
         keep |= _LLM_KEYS
         answers = [k for k in attrs if k.startswith(("llm.output_messages.", "gen_ai.completion."))]
@@ -477,7 +634,95 @@ def _source(span: SpanData) -> str:
 def documents(span: SpanData, skips: Skips) -> list[Passage]:
     if span.attributes.get(OI_KIND) == OI_RETRIEVER:
         return list(oi_documents(span, skips))
-    return list(tl_documents(span, skips))
+    found = list(_guarded("genai.retrieval_documents", genai_documents(span, skips), skips))
+    return found + list(tl_documents(span, skips))
+
+
+class _Contexts:
+    """Which spans of a trace are context, and what each gives: a retriever's documents, a
+    tool's result. A tool called inside another tool's span (a subagent's) is that tool's
+    business: the outer tool's result is what the agent saw. A retriever inside a tool (a
+    retriever wrapped as a tool, a query engine tool) gives its documents, named after the
+    tool, in place of the tool's own text, which repeats them or is a model's summary of them.
+    """
+
+    def __init__(
+        self, spans: Sequence[SpanData], parents: dict[bytes, bytes], skips: Skips
+    ) -> None:
+        self.skips = skips
+        self.up = dict(parents)
+        self.up.update((s.span_id, s.parent_id) for s in spans)
+        self.tools = {s.span_id: s for s in spans if is_tool(s)}
+        self.retrieving: set[bytes] = set()  # tools whose documents stand for their output
+        self._owner: dict[bytes, bytes | None] = {}
+        for span in spans:
+            if span.span_id not in self.tools and is_retriever(span):
+                owner = self.owner(span)
+                if owner is not None:
+                    self.retrieving.add(owner)
+
+    def owner(self, span: SpanData) -> bytes | None:
+        """The nearest tool span above ``span``, or ``None``."""
+        if span.span_id in self._owner:
+            return self._owner[span.span_id]
+        found = None
+        seen = 0
+        parent = self.up.get(span.span_id)
+        while parent and seen <= len(self.up):  # the bound stops a cycle of forged ids
+            if parent in self.tools:
+                found = parent
+                break
+            parent = self.up.get(parent)
+            seen += 1
+        self._owner[span.span_id] = found
+        return found
+
+    def is_source(self, span: SpanData) -> bool:
+        """A top-level tool, or a retriever that is not inside a nested tool."""
+        owner = self.owner(span)
+        if span.span_id in self.tools:
+            return owner is None
+        if not is_retriever(span):
+            return False
+        return owner is None or self.owner(self.tools[owner]) is None
+
+    def passages(self, sources: Sequence[SpanData]) -> tuple[list[Passage], int | None, int]:
+        """The passages of ``sources`` in order, the tool results among them (``None``
+        without tool spans) and the failed tool calls."""
+        passages: list[Passage] = []
+        tools: int | None = None
+        errors = 0
+        for span in sources:
+            if span.span_id in self.tools:
+                tools = tools or 0
+                if tool_failed(span):
+                    errors += 1
+                elif span.span_id not in self.retrieving:
+                    found = list(_guarded("tool.result", tool_result(span), self.skips))
+                    passages.extend(found)
+                    tools += len(found)
+                continue
+            docs = documents(span, self.skips)
+            owner = self.owner(span)
+            if owner is not None:
+                name = tool_name(self.tools[owner])
+                docs = [d.model_copy(update={"tool": name}) for d in docs]
+            passages.extend(docs)
+        return passages, tools, errors
+
+
+def _conversation_id(root: SpanData, spans: Sequence[SpanData]) -> str | None:
+    for span in (root, *spans):
+        for key in (GENAI_CONVERSATION_ID, OI_SESSION_ID):
+            value = span.attributes.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+def _response_id(llm: SpanData | None) -> str | None:
+    value = llm.attributes.get(GENAI_RESPONSE_ID) if llm is not None else None
+    return value if isinstance(value, str) and value else None
 
 
 def answer_of(llm: SpanData, skips: Skips) -> str | None:
@@ -552,13 +797,16 @@ def interactions(
     retrieved documents or without an answer has no interaction.
     """
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
-    retrievers = [s for s in ordered if is_retriever(s)]
-    if not retrievers:
+    contexts = _Contexts(ordered, parents or {}, skips)
+    sources = [s for s in ordered if contexts.is_source(s)]
+    if not sources:
         return []
+    retrievers = [s for s in sources if s.span_id not in contexts.tools]
+    conversation = _conversation_id(root, ordered)
     llms = sorted((s for s in ordered if is_llm(s)), key=lambda s: s.end_ns)
     if not per_pair:
-        passages = [p for r in retrievers for p in documents(r, skips)]
-        if not passages:
+        passages, tools, errors = contexts.passages(sources)
+        if not passages and not tools and not errors:
             return []
         llm = None
         answer = None
@@ -572,19 +820,32 @@ def interactions(
         if not answer:
             return []
         question = question_of(root, retrievers, llm, skips)
-        source = _source(retrievers[0])
-        return [Interaction(root, question, passages, answer, source, llm)]
+        source = _source(sources[0])
+        interaction = Interaction(root, question, passages, answer, source, llm)
+        return [_with_agent(interaction, tools, errors, conversation)]
     found: list[Interaction] = []
     previous_end = 0
     for llm in llms:
-        own = [r for r in retrievers if previous_end <= r.end_ns <= llm.start_ns]
-        passages = [p for r in own for p in documents(r, skips)]
+        own = [r for r in sources if previous_end <= r.end_ns <= llm.start_ns]
+        passages, tools, errors = contexts.passages(own)
         answer = answer_of(llm, skips)
-        if passages and answer:
-            question = question_of(root, own, llm, skips)
+        if (passages or tools or errors) and answer:
+            retrieved = [r for r in own if r.span_id not in contexts.tools]
+            question = question_of(root, retrieved, llm, skips)
             parent = common_ancestor([llm, *own], spans, parents or {})
-            found.append(
-                Interaction(root, question, passages, answer, _source(own[0]), llm, parent or b"")
+            interaction = Interaction(
+                root, question, passages, answer, _source(own[0]), llm, parent or b""
             )
+            found.append(_with_agent(interaction, tools, errors, conversation))
             previous_end = llm.end_ns
     return found
+
+
+def _with_agent(
+    interaction: Interaction, tools: int | None, errors: int, conversation: str | None
+) -> Interaction:
+    interaction.tools = tools
+    interaction.tool_errors = errors
+    interaction.conversation_id = conversation
+    interaction.response_id = _response_id(interaction.llm)
+    return interaction

@@ -49,9 +49,16 @@ KEPT_PREFIXES: tuple[str, ...] = (
     "gen_ai.",
     "traceloop.",
     "llm.request.type",
+    "tool.name",
+    "session.id",
+    "error.type",
     sc.GROUNDWATCH_ROUTE,
 )
 """Attribute keys the extractors read (OpenInference, OpenLLMetry, GenAI conventions)."""
+STATUS_ERROR = "otel.status_code"
+"""Set to ``ERROR`` among a kept span's attributes when its status is an error (the name
+OpenTelemetry gives the status where it is written as an attribute): a failed tool call's span
+is not context."""
 KEPT_EVENT_PREFIXES: tuple[str, ...] = ("gen_ai.", "db.query.result")
 """Span events the extractors read: GenAI content events and OpenLLMetry's vector-store
 results (``db.query.result`` with ``db.query.result.document``)."""
@@ -303,6 +310,8 @@ def spans_of(request: ExportTraceServiceRequest, route_attribute: str | None = N
                     for event in span.events
                     if event.name.startswith(KEPT_EVENT_PREFIXES)
                 ]
+                if span.status.code == span.status.STATUS_CODE_ERROR:
+                    attributes[STATUS_ERROR] = "ERROR"
                 route = attributes.pop(route_attribute, None) if route_attribute else None
                 if route is None:
                     route = resource_route

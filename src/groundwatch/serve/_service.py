@@ -102,8 +102,9 @@ class TraceService:
         self.intake = IntakeSampler(monitor.sampler, route_attribute=route_attribute)
         if assembler.admit is None:
             assembler.admit = self._admit
-        if per_pair:
-            assembler.keep_parents = True  # for each pair's nearest common ancestor
+        # The links of the spans not stored: pair mode's nearest common ancestor, and in
+        # either mode which tool a retriever ran in (a chain span may sit between them).
+        assembler.keep_parents = True
         self._register_instruments(meter_provider or get_meter_provider())
 
     # --- receiving ---------------------------------------------------------------------------
@@ -245,6 +246,15 @@ class TraceService:
         attributes: dict[str, Any] = {sc.GROUNDWATCH_SERVE_SOURCE: interaction.source}
         if interaction.llm is not None:
             attributes[sc.GROUNDWATCH_SERVE_LLM_SPAN_ID] = interaction.llm.span_id.hex()
+        if interaction.tools is not None:
+            attributes[sc.GROUNDWATCH_CONTEXTS_TOOLS] = interaction.tools
+        if interaction.tool_errors:
+            attributes[sc.GROUNDWATCH_TOOL_ERRORS] = interaction.tool_errors
+        if interaction.conversation_id is not None:
+            attributes[sc.GEN_AI_CONVERSATION_ID] = interaction.conversation_id
+        if interaction.response_id is not None:
+            # Also on the gen_ai.evaluation.result events: the completion they evaluate.
+            attributes[sc.GEN_AI_RESPONSE_ID] = interaction.response_id
         self.monitor.record(
             question=interaction.question,
             contexts=interaction.passages,

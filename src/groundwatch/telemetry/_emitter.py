@@ -547,20 +547,37 @@ class Telemetry:
         try:
             if evaluation.label == "error":
                 span.set_status(Status(StatusCode.ERROR, evaluation.error_type or "error"))
+            response_id = (
+                record.attributes.get(sc.GEN_AI_RESPONSE_ID) if record.attributes else None
+            )
             self._emit_events(
-                evaluation, trace.set_span_in_context(span, Context()), timestamp=end_ns
+                evaluation,
+                trace.set_span_in_context(span, Context()),
+                timestamp=end_ns,
+                response_id=response_id if isinstance(response_id, str) else None,
             )
         except Exception as exc:  # the events are lost; the span and the metrics are not
             _guard.internal_error("telemetry events", exc, reraise=False)
         finally:
             span.end(end_time=end_ns)
 
-    def _emit_events(self, evaluation: Evaluation | Any, ctx: Context, *, timestamp: int) -> None:
+    def _emit_events(
+        self,
+        evaluation: Evaluation | Any,
+        ctx: Context,
+        *,
+        timestamp: int,
+        response_id: str | None = None,
+    ) -> None:
         # What both events share is built once; the SDK copies the attributes it is given.
         shared: dict[str, Any] = {
             sc.GEN_AI_EVALUATION_SCORE_LABEL: evaluation.label,
             sc.GEN_AI_EVALUATION_EXPLANATION: self._explanation(evaluation),
         }
+        if response_id is not None:
+            # The conventions: parented to the evaluated operation's span, or naming its
+            # completion. Ours hang under the evaluation span, so they name the completion.
+            shared[sc.GEN_AI_RESPONSE_ID] = response_id
         if evaluation.label == "error":
             shared[sc.ERROR_TYPE] = evaluation.error_type or "error"
         emit = self.event_logger.emit

@@ -52,6 +52,11 @@ GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 a metric attribute (one series per conversation would be unbounded). Integrations hand it over
 in the record's ``attributes``."""
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+"""The completion an evaluation is about, when a record's ``attributes`` name it (``groundwatch
+serve`` takes it from the scored LLM span): on the span and on both ``gen_ai.evaluation.result``
+events, which the GenAI conventions ask to carry it when they are not parented to the evaluated
+operation's span."""
 GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
 GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
 GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"

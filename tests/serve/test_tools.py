@@ -303,3 +303,54 @@ def test_pair_mode_pairs_the_answer_with_the_tools_before_it(
     assert [p.tool for p in record.contexts] == ["lookup_policy", None]
     assert span.attributes[sc.GROUNDWATCH_TOOL_ERRORS] == 1
     assert span.parent.span_id == app.root().context.span_id
+
+
+@pytest.mark.parametrize("openllmetry", [False, True], ids=["openinference", "openllmetry"])
+def test_langchain_tools_under_their_instrumentors(
+    capgw: GroundwatchTelemetry,
+    make_receiver: Callable[..., RunningReceiver],
+    openllmetry: bool,
+) -> None:
+    """LangChain tools traced by OpenInference's and OpenLLMetry's real instrumentors: a tool
+    returning text, and one called with a tool call (its output a ``ToolMessage`` whose content
+    is JSON), each read down to the output, then a chat model's answer."""
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.tools import tool
+
+    from .pipelines import langchain_instrumented
+
+    @tool
+    def lookup_policy(topic: str) -> str:
+        """The store's policy on a topic."""
+        return POLICY
+
+    @tool
+    def get_order(order_id: str) -> dict[str, Any]:
+        """An order's record."""
+        return {"total": 42.5, "order": order_id}
+
+    receiver = make_receiver(sampler=gw.RatioSampler(1.0))
+    app = app_provider(receiver.url)
+    tracer = app.provider.get_tracer("app")
+    with (
+        langchain_instrumented(app.provider, openllmetry=openllmetry),
+        tracer.start_as_current_span("POST /agent"),
+    ):
+        lookup_policy.invoke({"topic": "refunds"})
+        call = {
+            "type": "tool_call",
+            "id": "c1",
+            "name": "get_order",
+            "args": {"order_id": "A-17"},
+        }
+        get_order.invoke(call)
+        FakeListChatModel(responses=[FAITHFUL]).invoke(QUESTION)
+    wait_for_evaluations(capgw, 1)
+
+    ((record, evaluation),) = capgw.results()
+    assert record.answer == FAITHFUL
+    assert record.contexts == [
+        Passage(text=POLICY, kind="tool", tool="lookup_policy"),
+        Passage(text='{"order": "A-17", "total": 42.5}', kind="tool", tool="get_order"),
+    ]
+    assert evaluation.label == "grounded"

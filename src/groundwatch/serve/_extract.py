@@ -27,6 +27,7 @@ there; what the others found is kept. Nothing here raises.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -474,7 +475,8 @@ def tool_failed(span: SpanData) -> bool:
 def _unwrapped(value: Any, depth: int = 0) -> Any:
     """A framework's tool-output object, as its instrumentor serialised it, down to the
     output: LlamaIndex's ``ToolOutput`` (``raw_output``, else its text ``blocks``), LangChain's
-    ``ToolMessage`` (``content``, also inside a serialised ``kwargs``), ``{"output": ...}``."""
+    ``ToolMessage`` (``content``: as a message, OpenInference's ``{"type": "tool", "data"}``
+    or a serialised constructor's ``kwargs``), OpenLLMetry's ``{"output", "kwargs"}``."""
     if not isinstance(value, dict) or depth > 3:
         return value
     if "raw_output" in value and value["raw_output"] is not None:
@@ -482,13 +484,16 @@ def _unwrapped(value: Any, depth: int = 0) -> Any:
     blocks = value.get("blocks")
     if isinstance(blocks, list) and "tool_name" in value:
         return "".join(b["text"] for b in blocks if isinstance(b, dict) and "text" in b)
+    data = value.get("data")
+    if value.get("type") == "tool" and isinstance(data, dict) and "content" in data:
+        return _unwrapped(data["content"], depth + 1)
+    if "output" in value and set(value) <= {"output", "kwargs"}:
+        return _unwrapped(value["output"], depth + 1)
     kwargs = value.get("kwargs")
     if isinstance(kwargs, dict) and "content" in kwargs:
         return _unwrapped(kwargs["content"], depth + 1)
     if "content" in value and ("tool_call_id" in value or value.get("type") == "tool"):
         return _unwrapped(value["content"], depth + 1)
-    if set(value) == {"output"}:
-        return _unwrapped(value["output"], depth + 1)
     return value
 
 
@@ -500,6 +505,12 @@ def tool_result(span: SpanData) -> Iterator[Passage]:
     attrs = span.attributes
     if GENAI_TOOL_RESULT in attrs:
         value = attrs[GENAI_TOOL_RESULT]
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            # JSON in a string: perhaps an instrumentor's wrapper around the output.
+            with contextlib.suppress(ValueError):
+                value = _unwrapped(json.loads(value))
+        else:
+            value = _unwrapped(value)
     elif OUTPUT_VALUE in attrs:
         value = attrs[OUTPUT_VALUE]
         if attrs.get(OUTPUT_MIME) == "application/json":

@@ -263,10 +263,11 @@ async def test_huge_and_unreadable_outputs_are_capped_or_counted_never_raised(
 # --- retrieval through tools ----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["plain", "stream"])
 async def test_query_engine_tool_source_nodes_are_the_passages(
-    index: VectorStoreIndex, capture_clean: RecordingMonitor
+    index: VectorStoreIndex, capture_clean: RecordingMonitor, streaming: bool
 ) -> None:
-    engine = index.as_query_engine(llm=ContextAnswerLLM(), similarity_top_k=2)
+    engine = index.as_query_engine(llm=ContextAnswerLLM(), similarity_top_k=2, streaming=streaming)
     tool = QueryEngineTool.from_defaults(engine, name="search_docs", description="The documents.")
     agent = FunctionAgent(
         tools=[tool],

@@ -177,6 +177,7 @@ class _Root:
         "exited",
         "exited_at",
         "finished",
+        "handoffs",
         "id",
         "pending",
         "question",
@@ -225,6 +226,7 @@ class _Root:
         self.finished = False
         self.writer_seen = False
         self.agent = False  # an agent's run: its tools' outputs are the passages
+        self.handoffs = False  # an AgentWorkflow's: its handoff tool only routes
         self.chat = False  # a chat engine's turn: the question is the one it retrieved with
         self.condensed: str | None = None
         self.conversation_id: str | None = None
@@ -340,7 +342,18 @@ def _source_nodes(raw: Any) -> list[Any] | None:
     """The documents a tool returned, when it returned documents: a query engine's response
     (``QueryEngineTool``: its source nodes, not the sub-engine's synthesised answer, which is a
     model's text), or a list of nodes (``RetrieverTool``, or a function returning nodes)."""
-    if isinstance(raw, (Response, PydanticResponse, AgentChatResponse)):
+    if isinstance(
+        raw,
+        (
+            Response,
+            StreamingResponse,
+            AsyncStreamingResponse,
+            PydanticResponse,
+            AgentChatResponse,
+            StreamingAgentChatResponse,
+        ),
+    ):
+        # A streamed response's nodes are known before its text: its text is never read here.
         return raw.source_nodes if isinstance(raw.source_nodes, list) else []
     if isinstance(raw, NodeWithScore | BaseNode):
         return [raw]
@@ -579,6 +592,7 @@ class Capture:
             span_context if span_context.is_valid else None,
         )
         root.agent = agent
+        root.handoffs = agent and isinstance(instance, AgentWorkflow)
         root.chat = not agent and _is_chat_engine(instance)
         root.conversation_id = self._conversation_id(instance, bound_args, root)
         if root.chat and binding.conversation_context:
@@ -620,7 +634,7 @@ class Capture:
             with self._lock:
                 root.tool_errors += 1
             return
-        if name == HANDOFF_TOOL and root.engine == AgentWorkflow.__name__:
+        if name == HANDOFF_TOOL and root.handoffs:
             return
         accepts = root.binding.tools
         if accepts is not None and not accepts(name):

@@ -12,7 +12,9 @@ Attach a :class:`groundwatch.Monitor` to LlamaIndex's instrumentation dispatcher
 Each top-level ``query``/``aquery``/``chat``/``achat``/``stream_chat``/``astream_chat`` becomes one
 record: the question, the nodes the answer was generated from (the response's source nodes, after
 post-processors and re-rankers; for sub-question engines every retrieved node) and the final
-answer; streamed answers are recorded when the stream has been consumed. The OpenTelemetry span
+answer; streamed answers are recorded when the stream has been consumed. Each top-level ``run`` of
+an agent (``FunctionAgent``, ``ReActAgent``, ``AgentWorkflow``) that called tools becomes one
+record too, its tools' outputs as the passages (docs/agents.md). The OpenTelemetry span
 current when the query started goes with the record, so the evaluation lands in that trace.
 
 With no code change, ``opentelemetry-instrument python app.py`` does the same: the

@@ -4,7 +4,9 @@ LlamaIndex's instrumentation dispatcher calls every registered span handler when
 method starts (``span_enter``), returns (``span_exit``) or raises (``span_drop``), and every event
 handler for each event, on the thread (or asyncio task) doing the work. A *root* is the span of a
 top-level ``query``/``aquery``/``chat``/``achat``/``stream_chat``/``astream_chat`` call on a query
-or chat engine: one whose parent span is not itself part of a tracked root. Every span entered
+or chat engine, or of an agent workflow's ``run``: one whose parent span is not itself part of a
+tracked root. An agent's tool calls are its ``call_tool`` steps (direct children of the run's
+span), whose ``ToolCallResult`` holds what each tool returned. Every span entered
 below a root is mapped to it (span id -> root), so events such as ``RetrievalEndEvent`` can be
 attributed to the right query even when many run concurrently. The map is cleaned when the root
 is finished, however it finishes, and is bounded.

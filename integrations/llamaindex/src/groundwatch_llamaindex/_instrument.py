@@ -22,7 +22,7 @@ def instrument(
     context_tools: ContextTools = None,
     conversation_context: bool = False,
 ) -> None:
-    """Send LlamaIndex queries and chat turns to ``monitor``.
+    """Send LlamaIndex queries, chat turns and agent runs to ``monitor``.
 
     Registers groundwatch's span and event handlers on the root instrumentation dispatcher
     (``llama_index.core.instrumentation.get_dispatcher()``), once: calling again adds or replaces

@@ -603,3 +603,23 @@ async def test_an_agent_workflow_handoff_is_not_a_passage(
     [record] = capture_clean.records
     assert record["answer"] == FAITHFUL
     assert record["passages"] == [Passage(text=POLICY, kind="tool", tool="lookup_policy")]
+
+
+async def test_a_5_mb_tool_output_is_scored_cut_to_the_cap_and_marked(
+    real_monitor: gw.Monitor, capgw: GroundwatchTelemetry
+) -> None:
+    agent = FunctionAgent(
+        tools=tools(big_text, opaque),
+        llm=llm(Script([("big_text", {}), ("opaque", {})], "The warehouse holds 40 mugs.")),
+    )
+    assert str(await agent.run(user_msg="How many mugs are there?")) == (
+        "The warehouse holds 40 mugs."
+    )
+    real_monitor.force_flush()
+
+    ((record, evaluation),) = capgw.results()
+    assert len(record.contexts[0].text) <= MAX_PASSAGE_CHARS
+    assert evaluation.label == "grounded"
+    (span,) = capgw.spans()
+    assert span.attributes[semconv.GROUNDWATCH_TRUNCATED] is True
+    assert span.attributes[semconv.GROUNDWATCH_CONTEXTS_UNREADABLE] == 1

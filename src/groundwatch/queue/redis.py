@@ -28,6 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import _guard
+from .._errors import install_hint
 from ..runtime.runner import InvalidRecord, prepare_record
 from ..runtime.sampling import record_sampling_rate
 from ..telemetry import Stats
@@ -43,7 +44,7 @@ __all__ = ["DEFAULT_STREAM", "RedisQueue"]
 _logger = logging.getLogger("groundwatch")
 
 DEFAULT_STREAM = "groundwatch:records"
-INSTALL_HINT = 'RedisQueue needs the redis extra: pip install "groundwatch[redis]"'
+INSTALL_HINT = f"RedisQueue needs the redis extra, {install_hint('redis')}"
 BACKLOG_POLL_S = 0.25
 """How often a producer that found the stream full looks again."""
 MAX_BACKOFF_S = 2.0
@@ -90,7 +91,7 @@ class RedisQueue:
             ``groundwatch.evaluations.dropped{error.type=transport}``.
 
     The client connects on first use, on the monitor's worker thread; a forked child starts
-    afresh. Needs the ``redis`` extra (``pip install "groundwatch[redis]"``).
+    afresh. Needs the ``redis`` extra.
     """
 
     def __init__(

@@ -25,13 +25,17 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "training"))
 
 import tokenizers  # noqa: E402
 import torch  # noqa: E402
+from nli_train_data import HEADS, LONG_DOCUMENT, guards, parse_mix, sample  # noqa: E402
 
 from groundwatch.judging.judges._nli_model import LABELS, build_tokenizer, encode_pairs  # noqa: E402
 
 TRAIN_MAX_LENGTH = 160
+MANIFEST = "manifest.json"
+"""Beside the weights: the ids of the rows trained on (``benchmarks/nli.py`` checks them)."""
 
 
 def load(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
@@ -108,11 +112,18 @@ def train(
     probe: int = 0,
     save: Callable[[], None] | None = None,
     save_minutes: float = 10.0,
+    checkpoint: Path | None = None,
 ) -> int:
     """Train ``model`` in place on ``encoded`` (``epochs`` shuffled passes, batches of similar
     length); return the number of steps taken. AdamW (weight decay 0.01), linear warm-up over
     ``warmup`` of the steps, then linear decay; gradients clipped at 1.0. ``save`` is called
-    every ``save_minutes``; ``probe`` > 0 takes only that many steps (to time a run)."""
+    every ``save_minutes``; ``probe`` > 0 takes only that many steps (to time a run).
+
+    With ``checkpoint`` (a folder), the optimizer, scheduler, step, elapsed time and torch's
+    random state are saved there with ``save`` and, when the folder already holds them, read
+    back first: the run resumes at the saved step of the same plan (the plan depends only on
+    ``rng``, so the caller seeds it as before), the model's weights being loaded by the caller
+    from the ``save`` output."""
     model.train()
     plan = [b for _ in range(epochs) for b in batches(encoded, batch, rng)]
     if not plan:
@@ -134,10 +145,41 @@ def train(
 
     start = last_save = time.monotonic()
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
-    seen = 0
+    first = 0
+    state_file = checkpoint / "trainer_state.pt" if checkpoint is not None else None
+    if state_file is not None and state_file.exists():
+        state = torch.load(state_file, weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        first = state["step"]
+        start -= state["elapsed"]
+        print(f"resuming at step {first}/{steps} ({state['elapsed'] / 60:.1f}m done)", flush=True)
+
+    def save_all(done: int) -> None:
+        if save is not None:
+            save()
+        if state_file is not None:
+            state_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = state_file.with_suffix(".tmp")
+            torch.save(
+                {
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(),
+                    "torch_rng": torch.get_rng_state(),
+                    "step": done,
+                    "elapsed": time.monotonic() - start,
+                },
+                tmp,
+            )
+            tmp.replace(state_file)
+
+    seen = first * batch
     running = 0.0
-    step = 0
+    step = first
     for step, rows in enumerate(plan[:steps]):
+        if step < first:
+            continue
         loss = model(**tensors(encoded, rows)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -146,7 +188,7 @@ def train(
         optimizer.zero_grad()
         seen += len(rows)
         value = float(loss.detach())
-        running = 0.98 * running + 0.02 * value if step else value
+        running = 0.98 * running + 0.02 * value if step > first else value
         elapsed = time.monotonic() - start
         if step % 25 == 0 or step == steps - 1:
             eta = elapsed / (step + 1) * (steps - step - 1)
@@ -156,8 +198,8 @@ def train(
                 f" eta {eta / 60:.1f}m",
                 flush=True,
             )
-        if save is not None and time.monotonic() - last_save > save_minutes * 60:
-            save()
+        if (save or state_file) and time.monotonic() - last_save > save_minutes * 60:
+            save_all(step + 1)
             last_save = time.monotonic()
             print(f"checkpoint saved at step {step + 1}", flush=True)
         if elapsed > budget:
@@ -168,10 +210,19 @@ def train(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--data", type=Path, default=None, help="nli_data.py output (SNLI mode)")
+    parser.add_argument("--nli-train", type=Path, default=None, help="shared/nli-train folder")
+    parser.add_argument(
+        "--mix", default="", help="nli-train rows per source, e.g. vitaminc_real=20000,fib"
+    )
+    parser.add_argument("--head", type=int, choices=sorted(HEADS), default=3)
+    parser.add_argument("--window", action="store_true", help="aligned windows, long documents")
+    parser.add_argument("--valid", type=int, default=300, help="held-out rows per source")
+    parser.add_argument("--resume", action="store_true", help="continue OUT/checkpoint")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--snli", type=int, default=24000, help="SNLI training pairs")
     parser.add_argument("--synthetic-epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--warmup", type=float, default=0.06)
@@ -182,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-minutes", type=float, default=10.0)
     parser.add_argument("--probe", type=int, default=0, help="only time this many steps")
     args = parser.parse_args(argv)
+    if (args.data is None) == (args.nli_train is None):
+        parser.error("give --data (SNLI + synthetic pairs) or --nli-train with --mix")
 
     random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -190,27 +243,64 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForSequenceClassification
 
     tok, cls, sep = build_tokenizer(tokenizers)
-    snli = load(args.data / "snli_train.jsonl")
-    rng.shuffle(snli)
-    synthetic = load(args.data / "synthetic_train.jsonl")
-    pairs = snli[: args.snli] + synthetic * args.synthetic_epochs
+    valid: dict[str, list] = {}
+    manifest: dict[str, Any] = {}
+    if args.nli_train is not None:
+        labels = HEADS[args.head]
+        keep, window = guards(args.max_length, args.window)
+        rows, held, stats = sample(
+            args.nli_train,
+            parse_mix(args.mix),
+            head=args.head,
+            seed=args.seed,
+            valid=args.valid,
+            keep=keep,
+            window=window,
+            window_sources=LONG_DOCUMENT,
+        )
+        pairs = [{**r, "label": r["y"]} for r in rows]
+        for r in held:
+            valid.setdefault(r["source"], []).append({**r, "label": r["y"]})
+        valid = {k: encode(tok, cls, sep, v, args.max_length) for k, v in valid.items()}
+        manifest = {
+            "data": str(args.nli_train),
+            "mix": stats,
+            "train_ids": sorted(r["id"] for r in rows),
+            "valid_ids": sorted(r["id"] for r in held),
+        }
+        for source, counts in stats.items():
+            print(source, json.dumps(counts), flush=True)
+    else:
+        labels = LABELS
+        snli = load(args.data / "snli_train.jsonl")
+        rng.shuffle(snli)
+        synthetic = load(args.data / "synthetic_train.jsonl")
+        pairs = snli[: args.snli] + synthetic * args.synthetic_epochs
+        snli_test = load(args.data / "snli_test.jsonl")[:1000]
+        valid["snli_test_1000"] = encode(tok, cls, sep, snli_test, args.max_length)
+        syn_valid = load(args.data / "synthetic_valid.jsonl")
+        valid["synthetic_valid"] = encode(tok, cls, sep, syn_valid, args.max_length)
     encoded = encode(tok, cls, sep, pairs, args.max_length)
-    valid_snli = encode(tok, cls, sep, load(args.data / "snli_test.jsonl")[:1000], args.max_length)
-    valid_syn = encode(tok, cls, sep, load(args.data / "synthetic_valid.jsonl"), args.max_length)
     lengths = sorted(len(e[0]) for e in encoded)
     print(
-        f"train pairs {len(encoded)} (snli {min(args.snli, len(snli))}, synthetic "
-        f"{len(synthetic)} x {args.synthetic_epochs}); pieces median {lengths[len(lengths) // 2]}"
-        f" p95 {lengths[int(0.95 * len(lengths))]} max {lengths[-1]}",
+        f"train pairs {len(encoded)} x {args.epochs} epochs; pieces median "
+        f"{lengths[len(lengths) // 2]} p95 {lengths[int(0.95 * len(lengths))]} max {lengths[-1]}",
         flush=True,
     )
-    model = AutoModelForSequenceClassification.from_pretrained(
-        base_model_dir(),
-        num_labels=len(LABELS),
-        id2label=dict(enumerate(LABELS)),
-        label2id={name: i for i, name in enumerate(LABELS)},
-    )
     args.out.mkdir(parents=True, exist_ok=True)
+    checkpoint = args.out / "checkpoint"
+    resuming = args.resume and (checkpoint / "trainer_state.pt").exists()
+    model = AutoModelForSequenceClassification.from_pretrained(
+        args.out if resuming else base_model_dir(),
+        num_labels=len(labels),
+        id2label=dict(enumerate(labels)),
+        label2id={name: i for i, name in enumerate(labels)},
+    )
+    hyper = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    if manifest:
+        # Written before training: whatever the run leaves behind names the rows it read.
+        manifest = {"labels": list(labels), **manifest, "hyper": hyper}
+        (args.out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", "utf-8")
     start = time.monotonic()
     step = train(
         model,
@@ -219,22 +309,23 @@ def main(argv: list[str] | None = None) -> int:
         batch=args.batch,
         lr=args.lr,
         warmup=args.warmup,
+        epochs=args.epochs,
         max_minutes=args.max_minutes,
         probe=args.probe,
         save=lambda: model.save_pretrained(args.out),
         save_minutes=args.save_minutes,
+        checkpoint=checkpoint if not args.probe else None,
     )
     model.save_pretrained(args.out)
     if args.probe:
         return 0
-    summary = {
-        "snli_test_1000": accuracy(model, valid_snli),
-        "synthetic_valid": accuracy(model, valid_syn),
-        "train_pairs": len(encoded),
-        "steps": step,
-        "minutes": round((time.monotonic() - start) / 60, 1),
-        "hyper": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-    }
+    summary: dict[str, Any] = {k: accuracy(model, v) for k, v in valid.items()}
+    summary.update(
+        train_pairs=len(encoded),
+        steps=step,
+        minutes=round((time.monotonic() - start) / 60, 1),
+        hyper=hyper,
+    )
     (args.out / "training_summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary), flush=True)
     return 0

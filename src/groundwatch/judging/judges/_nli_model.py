@@ -6,16 +6,29 @@ hypothesis [SEP]``, segment ids 0 then 1, the uncased WordPiece vocabulary of
 all-MiniLM-L6-v2 (bundled as ``_minilm_vocab.txt.gz``), the hypothesis cut to
 ``MAX_HYPOTHESIS_PIECES`` and the premise to what is left of ``max_length``.
 
-The model is a three-way classifier (``LABELS``) fine-tuned from all-MiniLM-L6-v2 on SNLI and
-synthetic grounding pairs, exported to ONNX and quantised to int8 (``training/README.md``).
-No weights are shipped with the package: ``NLIEncoder`` reads a model file the caller names.
+The project's models are fine-tuned from all-MiniLM-L6-v2 (``training/README.md``), exported to
+ONNX and quantised to int8. No weights are shipped with the package: ``NLIEncoder`` reads a
+model the caller names, either
+
+* an ONNX file: the training format above, three classes in ``LABELS`` order (a
+  ``config.json`` beside it, as ``training/export_nli.py`` leaves, names its classes), or
+* a sequence-classification cross-encoder folder: an ONNX graph (``model.int8.onnx``,
+  ``model_quantized.onnx`` or ``model.onnx``, at the top or in ``onnx/``), ``config.json``
+  whose ``id2label`` names the classes (entailment / neutral / contradiction, or two-way
+  entailment / not entailment, in any order and common spellings), and ``tokenizer.json``
+  (the model's own tokenizer with its pair template; without one, the bundled MiniLM
+  vocabulary and the training format above).
+
+Whatever the model's classes, ``NLIEncoder.probabilities`` answers in ``LABELS`` columns; a
+two-way model's "not entailment" is the neutral column and its contradiction column is zero.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +54,72 @@ MAX_LENGTH = 256
 MAX_HYPOTHESIS_PIECES = 64
 """Word pieces of the hypothesis (the claim) at most; claims are short sentences."""
 BATCH = 16
+
+ONNX_NAMES = (
+    "model.int8.onnx",
+    "model_quantized.onnx",
+    "onnx/model_quantized.onnx",
+    "model.onnx",
+    "onnx/model.onnx",
+)
+"""Where a cross-encoder folder's ONNX graph is looked for, first found first (int8 first:
+``training/export_nli.py`` and Optimum's quantiser write those names)."""
+
+_COLUMN_OF = {
+    **dict.fromkeys(("entailment", "entailed", "entail", "entails", "supported"), 0),
+    **dict.fromkeys(("neutral", "not_entailment", "not_entailed", "non_entailment"), 1),
+    **dict.fromkeys(("contradiction", "contradicted", "contradict", "contradicts"), 2),
+}
+
+
+def label_columns(id2label: Mapping[Any, str] | None) -> list[int]:
+    """For each of a model's outputs (``id2label`` of its config, keys output indices), the
+    ``LABELS`` column it adds to; ``None`` (a bare model file) is ``LABELS`` order. Raises
+    ``ValueError`` for a class name it cannot place (``LABEL_0`` and the like say nothing) or a
+    model with no entailment class or more than one."""
+    if id2label is None:
+        return list(range(len(LABELS)))
+    names = [str(id2label[k]) for k in sorted(id2label, key=int)]
+    columns = []
+    for name in names:
+        key = name.strip().lower().replace("-", "_").replace(" ", "_")
+        if key not in _COLUMN_OF:
+            raise ValueError(
+                f"cannot read the model's class {name!r}: its config's id2label must name "
+                "entailment, neutral, contradiction or not_entailment"
+            )
+        columns.append(_COLUMN_OF[key])
+    if columns.count(0) != 1:
+        problem = "no entailment class" if 0 not in columns else "more than one entailment class"
+        raise ValueError(f"the model has {problem}: {names}")
+    return columns
+
+
+def _find_files(path: Path) -> tuple[Path, Path | None, Path | None]:
+    """(ONNX graph, config.json or None, tokenizer.json or None) of a model file or folder."""
+    if path.is_dir():
+        for name in ONNX_NAMES:
+            if (path / name).is_file():
+                onnx_file = path / name
+                break
+        else:
+            found = sorted(path.glob("*.onnx")) + sorted(path.glob("onnx/*.onnx"))
+            if len(found) != 1:
+                raise FileNotFoundError(
+                    f"no ONNX file in {path} (looked for {', '.join(ONNX_NAMES)})"
+                    if not found
+                    else f"several ONNX files in {path}, none named as expected: {found}"
+                )
+            onnx_file = found[0]
+        folder = path
+    else:
+        onnx_file, folder = path, path.parent
+    config, tokenizer = folder / "config.json", folder / "tokenizer.json"
+    return (
+        onnx_file,
+        config if config.is_file() else None,
+        tokenizer if tokenizer.is_file() and path.is_dir() else None,
+    )
 
 
 def encode_pairs(
@@ -78,10 +157,12 @@ def _require() -> tuple[Any, Any, Any]:
 
 
 class NLIEncoder:
-    """Runs the int8 ONNX cross-encoder on (premise, hypothesis) pairs.
+    """Runs an ONNX cross-encoder on (premise, hypothesis) pairs.
 
-    Thread-safe (onnxruntime sessions are). Picklable: the session is rebuilt in the process
-    that unpickles it, from the same file, whose checksum must still match.
+    ``model_path`` is an ONNX file or a cross-encoder folder (the module doc says which files
+    it reads); ``sha256`` checks the ONNX file. Thread-safe (onnxruntime sessions are).
+    Picklable: the session is rebuilt in the process that unpickles it, from the same files,
+    the ONNX one's checksum still matching.
     """
 
     def __init__(self, model_path: str | Path, threads: int = 1, sha256: str | None = None):
@@ -97,10 +178,19 @@ class NLIEncoder:
     def _setup(self) -> None:
         np, ort, tokenizers = _require()
         self._np = np
-        raw = self.model_path.read_bytes()
+        self.onnx_file, config, tokenizer_file = _find_files(self.model_path)
+        id2label = None
+        if config is not None:
+            id2label = json.loads(config.read_text("utf-8")).get("id2label")
+        # The training format's bare file has no config: its classes are LABELS.
+        self.labels: tuple[str, ...] = (
+            LABELS if id2label is None else tuple(id2label[k] for k in sorted(id2label, key=int))
+        )
+        self._columns = label_columns(id2label)
+        raw = self.onnx_file.read_bytes()
         digest = hashlib.sha256(raw).hexdigest()
         if self.sha256 is not None and digest != self.sha256:
-            raise RuntimeError(f"unexpected NLI model file {self.model_path} ({digest[:12]}…)")
+            raise RuntimeError(f"unexpected NLI model file {self.onnx_file} ({digest[:12]}…)")
         self.sha256 = digest
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
@@ -108,7 +198,28 @@ class NLIEncoder:
         self._session = ort.InferenceSession(raw, options, providers=["CPUExecutionProvider"])
         self._names = {i.name for i in self._session.get_inputs()}
         self._tokenizer, self._cls, self._sep = build_tokenizer(tokenizers)
+        # A folder's own tokenizer (its pair template adds the special tokens and segments);
+        # None: the bundled MiniLM vocabulary in the training format.
+        self._own: Any = None
+        if tokenizer_file is not None:
+            self._own = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+            self._own.no_padding()
+            self._own.enable_truncation(MAX_LENGTH, strategy="longest_first")
+            self._tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+            self._tokenizer.no_padding()
+            self._tokenizer.no_truncation()
+        self._pad = 0
+        if self._own is not None:
+            for name in ("[PAD]", "<pad>"):
+                if (pad := self._own.token_to_id(name)) is not None:
+                    self._pad = pad
+                    break
         self._lock = threading.Lock()
+
+    def _encode(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+        if self._own is None:
+            return encode_pairs(self._tokenizer, self._cls, self._sep, pairs)
+        return [(e.ids, e.type_ids) for e in self._own.encode_batch(list(pairs))]
 
     def __getstate__(self) -> dict[str, Any]:
         return {"model_path": self.model_path, "threads": self.threads, "sha256": self.sha256}
@@ -124,17 +235,18 @@ class NLIEncoder:
         return premise_pieces(self._tokenizer, texts)
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> NDArray[np.float32]:
-        """``(len(pairs), 3)`` class probabilities in ``LABELS`` order."""
+        """``(len(pairs), 3)`` class probabilities in ``LABELS`` order, whatever the model's
+        own classes (mapped from its config)."""
         xp = self._np
-        encoded = encode_pairs(self._tokenizer, self._cls, self._sep, pairs)
+        encoded = self._encode(pairs)
         out = xp.zeros((len(pairs), len(LABELS)), dtype=xp.float32)
         # Similar lengths together: padding is wasted compute.
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
         for b in range(0, len(order), BATCH):
             rows = order[b : b + BATCH]
             width = max(len(encoded[i][0]) for i in rows)
-            ids = xp.zeros((len(rows), width), dtype=xp.int64)
-            types = xp.zeros_like(ids)
+            ids = xp.full((len(rows), width), self._pad, dtype=xp.int64)
+            types = xp.zeros((len(rows), width), dtype=xp.int64)
             mask = xp.zeros_like(ids)
             for r, i in enumerate(rows):
                 seq, seg = encoded[i]
@@ -145,6 +257,10 @@ class NLIEncoder:
             logits = self._session.run(None, {k: v for k, v in feed.items() if k in self._names})
             z = logits[0] - logits[0].max(axis=1, keepdims=True)
             p = xp.exp(z)
-            out[rows] = p / p.sum(axis=1, keepdims=True)
+            p /= p.sum(axis=1, keepdims=True)
+            mapped = xp.zeros((len(rows), len(LABELS)), dtype=xp.float32)
+            for output, column in enumerate(self._columns):
+                mapped[:, column] += p[:, output]
+            out[rows] = mapped
         result: NDArray[np.float32] = out
         return result

@@ -13,9 +13,11 @@ How a claim is judged:
    those, so they veto whatever the model says.
 3. Every other claim in Latin script goes to the model as (premise = its evidence window,
    hypothesis = the claim); the model gives the probability of entailment, neutral and
-   contradiction. A logistic combiner (passed in: ``benchmarks/nli.py --combiner-out`` writes
-   one, :func:`load_combiner` reads it) turns the lexical measurements and those probabilities
-   into the probability that the context backs the claim: backed from ``min_probability`` on,
+   contradiction (a two-way model: entailment and the rest, read as neutral). A logistic
+   combiner (passed in: ``benchmarks/nli.py --combiner-out`` writes one,
+   :func:`load_combiner` reads it) turns the lexical measurements and those probabilities
+   into the probability that the context backs the claim (without a combiner, the model's
+   entailment probability is that probability): backed from ``min_probability`` on,
    ``supported`` when the lexical judge also found one sentence stating it, ``inferred``
    otherwise; ``contradicted`` when it is not backed and the model is at least
    ``contradiction_threshold`` sure of a contradiction; ``unsupported`` otherwise. Evidence is
@@ -67,12 +69,15 @@ def nli_vector(f: ClaimFeatures, entailment: float, contradiction: float) -> lis
 class NLIJudge:
     """``LocalJudge`` whose open claims are decided by an entailment model (experimental).
 
-    Needs numpy, onnxruntime and tokenizers (the ``semantic`` extra has them) and a model file
-    produced by ``training/export_nli.py``.
+    Needs numpy, onnxruntime and tokenizers (the ``semantic`` extra has them) and a model: a
+    file produced by ``training/export_nli.py``, or any sequence-classification cross-encoder
+    folder with an ONNX graph, its ``config.json`` and ``tokenizer.json`` (``NLIJudge(model=
+    "DIR")``; ``_nli_model`` says which files and class names it reads).
 
     Args:
-        model_path: the int8 ONNX model.
-        combiner: the fitted logistic combiner over :data:`NLI_FEATURES`.
+        model: the ONNX model file or the cross-encoder folder.
+        combiner: the fitted logistic combiner over :data:`NLI_FEATURES`; ``None`` decides by
+            the model's entailment probability alone.
         local: the lexical judge that runs first (default ``LocalJudge()``).
         threads: CPU threads for the model.
         min_probability: combiner probability from which a claim is backed (chosen with the
@@ -86,8 +91,8 @@ class NLIJudge:
 
     def __init__(
         self,
-        model_path: str | Path,
-        combiner: LogisticModel,
+        model: str | Path,
+        combiner: LogisticModel | None = None,
         local: LocalJudge | None = None,
         threads: int = 1,
         *,
@@ -107,8 +112,8 @@ class NLIJudge:
                 f"contradiction_threshold must be within [0, 1], got {contradiction_threshold!r}"
             )
         _require()  # a missing extra is a configuration error: say so at construction
-        self.model_path = Path(model_path)
-        self.combiner = combiner.expect(NLI_FEATURES)
+        self.model_path = Path(model)
+        self.combiner = combiner.expect(NLI_FEATURES) if combiner is not None else None
         self.local = local if local is not None else LocalJudge()
         self.threads = threads
         self.min_probability = min_probability
@@ -197,7 +202,10 @@ class NLIJudge:
     ) -> Claim:
         """The claim's verdict from the combiner (``probs`` from :meth:`entailment`)."""
         entail, _, contra, premise = probs
-        p = self.combiner.probability(nli_vector(f, entail, contra))
+        if self.combiner is None:
+            p = entail
+        else:
+            p = self.combiner.probability(nli_vector(f, entail, contra))
         model = f"entailment {entail:.0%}, contradiction {contra:.0%}"
         if p >= self.min_probability:
             lexical = claim.verdict in ("supported", "inferred") and claim.evidence

@@ -1,0 +1,297 @@
+"""NLIJudge(model=DIR): any sequence-classification cross-encoder folder with an ONNX file.
+
+The folders here are built the way exported cross-encoders are laid out (``config.json`` with
+``id2label``, an ONNX graph over ``input_ids`` / ``attention_mask`` / ``token_type_ids`` ->
+``logits``, optionally ``tokenizer.json``), with a tiny randomly initialised model: embeddings,
+masked mean pooling, one hidden layer, a classifier. The test computes the same model in numpy
+and checks the judge's probabilities against it, with the labels mapped from the config.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import groundwatch as gw
+from groundwatch import _guard
+from groundwatch.judging.judges._nli_model import LABELS, NLIEncoder, label_columns
+from groundwatch.judging.judges.nli import NLIJudge
+
+from ..extras import require_nli_runtime
+
+require_nli_runtime()
+
+import numpy as np  # noqa: E402
+
+CONTEXT = [
+    "Acme Corporation was started in 1998 by the siblings Ana and Luis Ortega in a garage in "
+    "Seville. Today the business employs roughly 400 people and sells irrigation equipment "
+    "across southern Europe. Its headquarters moved to Madrid in 2010."
+]
+PARAPHRASE = "A brother and sister founded Acme in a Seville garage."
+HIDDEN = 8
+WORDS = (
+    "acme corporation was started in 1998 by the siblings ana and luis ortega a garage seville "
+    "brother sister founded today business employs people . , olives"
+).split()
+
+
+class TinyCrossEncoder:
+    """Random weights of a small classifier over word pieces, as an ONNX graph and in numpy."""
+
+    def __init__(self, vocab: int, labels: int, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        self.words = rng.normal(0, 1, (vocab, HIDDEN)).astype(np.float32)
+        self.types = rng.normal(0, 1, (2, HIDDEN)).astype(np.float32)
+        self.w1 = rng.normal(0, 1, (HIDDEN, HIDDEN)).astype(np.float32)
+        self.w2 = rng.normal(0, 2, (HIDDEN, labels)).astype(np.float32)
+        self.b2 = rng.normal(0, 1, (labels,)).astype(np.float32)
+
+    def logits(self, ids: list[int], types: list[int]) -> Any:
+        x = self.words[ids] + self.types[types]
+        return np.tanh(x.mean(axis=0) @ self.w1) @ self.w2 + self.b2
+
+    def save(self, path: Path) -> None:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+
+        inputs = [
+            helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+            for name in ("input_ids", "attention_mask", "token_type_ids")
+        ]
+        nodes = [
+            helper.make_node("Gather", ["words", "input_ids"], ["x_words"]),
+            helper.make_node("Gather", ["types", "token_type_ids"], ["x_types"]),
+            helper.make_node("Add", ["x_words", "x_types"], ["x"]),
+            helper.make_node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT),
+            helper.make_node("Unsqueeze", ["mask_f", "last"], ["mask3"]),
+            helper.make_node("Mul", ["x", "mask3"], ["masked"]),
+            helper.make_node("ReduceSum", ["masked", "one"], ["summed"], keepdims=0),
+            helper.make_node("ReduceSum", ["mask_f", "one"], ["count"], keepdims=1),
+            helper.make_node("Div", ["summed", "count"], ["pooled"]),
+            helper.make_node("MatMul", ["pooled", "w1"], ["h"]),
+            helper.make_node("Tanh", ["h"], ["ht"]),
+            helper.make_node("MatMul", ["ht", "w2"], ["z"]),
+            helper.make_node("Add", ["z", "b2"], ["logits"]),
+        ]
+        weights = {
+            "words": self.words,
+            "types": self.types,
+            "w1": self.w1,
+            "w2": self.w2,
+            "b2": self.b2,
+            "one": np.array([1], dtype=np.int64),
+            "last": np.array([2], dtype=np.int64),
+        }
+        graph = helper.make_graph(
+            nodes,
+            "tiny_cross_encoder",
+            inputs,
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", None])],
+            initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save(model, str(path))
+
+
+def _tokenizer_file(path: Path) -> Any:
+    """A small WordPiece tokenizer with BERT's pair template, saved as ``tokenizer.json``."""
+    import tokenizers
+    from tokenizers import models, normalizers, pre_tokenizers, processors
+
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS])}
+    tok = tokenizers.Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    tok.save(str(path))
+    return tok
+
+
+def _folder(
+    root: Path, id2label: dict[int, str], *, tokenizer: bool, onnx_name: str = "model.onnx"
+) -> tuple[Path, TinyCrossEncoder, Any]:
+    """A cross-encoder folder; returns it, its model and the tokenizer it reads."""
+    root.mkdir(parents=True)
+    if tokenizer:
+        tok = _tokenizer_file(root / "tokenizer.json")
+        vocab = tok.get_vocab_size()
+    else:
+        import tokenizers
+
+        from groundwatch.judging.judges._minilm import build_tokenizer
+
+        tok = None
+        vocab = build_tokenizer(tokenizers)[0].get_vocab_size()
+    model = TinyCrossEncoder(vocab, len(id2label), seed=len(id2label) + 7 * tokenizer)
+    (root / onnx_name).parent.mkdir(parents=True, exist_ok=True)
+    model.save(root / onnx_name)
+    config = {
+        "architectures": ["BertForSequenceClassification"],
+        "model_type": "bert",
+        "id2label": {str(k): v for k, v in id2label.items()},
+        "label2id": {v: k for k, v in id2label.items()},
+    }
+    (root / "config.json").write_text(json.dumps(config))
+    return root, model, tok
+
+
+def _expected(model: TinyCrossEncoder, tok: Any, premise: str, hypothesis: str) -> Any:
+    if tok is None:  # the bundled MiniLM vocabulary and the training format
+        import tokenizers
+
+        from groundwatch.judging.judges._nli_model import build_tokenizer, encode_pairs
+
+        mini, cls, sep = build_tokenizer(tokenizers)
+        ((ids, types),) = encode_pairs(mini, cls, sep, [(premise, hypothesis)])
+    else:
+        enc = tok.encode(premise, hypothesis)
+        ids, types = enc.ids, enc.type_ids
+    z = model.logits(ids, types)
+    p = np.exp(z - z.max())
+    return p / p.sum()
+
+
+PAIRS = [
+    ("Acme Corporation was started in 1998 by the siblings Ana and Luis Ortega.", PARAPHRASE),
+    ("Today the business employs roughly 400 people.", "Acme employs people."),
+]
+
+
+@pytest.mark.parametrize("tokenizer", [True, False])
+def test_a_three_way_folder_maps_its_labels_in_config_order(
+    tmp_path: Path, tokenizer: bool
+) -> None:
+    # The order of cross-encoder/nli-deberta-v3-base's config: contradiction first.
+    id2label = {0: "contradiction", 1: "entailment", 2: "neutral"}
+    folder, model, tok = _folder(tmp_path / "m", id2label, tokenizer=tokenizer)
+    judge = NLIJudge(model=folder)
+    assert judge.encoder is not None, judge.model_failures
+    got = judge.encoder.probabilities(PAIRS)
+    for row, (premise, hypothesis) in zip(got, PAIRS, strict=True):
+        want = _expected(model, tok, premise, hypothesis)
+        # Columns in LABELS order: entailment, neutral, contradiction.
+        assert row.tolist() == pytest.approx([want[1], want[2], want[0]], abs=1e-5)
+    assert judge.encoder.labels == ("contradiction", "entailment", "neutral")
+
+
+@pytest.mark.parametrize(
+    "names",
+    [("entailment", "not_entailment"), ("NOT_ENTAILED", "ENTAILED"), ("non-entailment", "entail")],
+)
+def test_a_two_way_folder_gives_entailment_and_the_rest_as_neutral(
+    tmp_path: Path, names: tuple[str, str]
+) -> None:
+    folder, model, tok = _folder(tmp_path / "m", dict(enumerate(names)), tokenizer=True)
+    encoder = NLIEncoder(folder)
+    entail = 0 if names[0].lower().startswith("entail") else 1
+    got = encoder.probabilities(PAIRS)
+    for row, (premise, hypothesis) in zip(got, PAIRS, strict=True):
+        want = _expected(model, tok, premise, hypothesis)
+        assert row.tolist() == pytest.approx([want[entail], want[1 - entail], 0.0], abs=1e-5)
+
+
+def test_the_judge_decides_by_the_folder_model_without_a_combiner(tmp_path: Path) -> None:
+    folder, _, _ = _folder(tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True)
+    judge = NLIJudge(model=folder)
+    (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=judge).claims
+    (lexical,) = gw.evaluate(PARAPHRASE, CONTEXT).claims
+    assert lexical.verdict == "unsupported"  # what the model changes, if it entails
+    premise = "Acme Corporation was started in 1998 by the siblings Ana and Luis Ortega in a "
+    assert judge.encoder is not None
+    ((_, _, contra),) = judge.encoder.probabilities([(CONTEXT[0], PARAPHRASE)]).tolist()
+    assert contra == 0.0
+    window = judge.entailment(
+        gw.LocalJudge().judge_with_features(PARAPHRASE, [gw.Passage(text=CONTEXT[0])], None),
+        [gw.Passage(text=CONTEXT[0])],
+    )[0]
+    assert window is not None and window[3].quote.startswith(premise)
+    backed = window[0] >= judge.min_probability
+    assert claim.verdict == ("inferred" if backed else "unsupported")
+    assert claim.confidence == pytest.approx(window[0] if backed else 1 - window[0], abs=1e-3)
+    # Both outcomes occur with the random weights: the threshold decides.
+    for threshold, verdict in ((0.0, "inferred"), (1.0, "unsupported")):
+        strict = NLIJudge(model=folder, min_probability=threshold)
+        assert [c.verdict for c in gw.evaluate(PARAPHRASE, CONTEXT, judge=strict).claims] == [
+            verdict
+        ]
+
+
+def test_the_folder_prefers_the_int8_graph_and_finds_onnx_subfolders(tmp_path: Path) -> None:
+    folder, _, _ = _folder(tmp_path / "a", {0: "entailment", 1: "not_entailment"}, tokenizer=True)
+    (folder / "model.onnx").rename(folder / "model.int8.onnx")
+    TinyCrossEncoder(4 + len(WORDS), 2, seed=99).save(folder / "model.onnx")
+    assert NLIEncoder(folder).onnx_file == folder / "model.int8.onnx"
+    nested, _, _ = _folder(
+        tmp_path / "b",
+        {0: "entailment", 1: "neutral", 2: "contradiction"},
+        tokenizer=True,
+        onnx_name="onnx/model.onnx",
+    )
+    assert NLIEncoder(nested).onnx_file == nested / "onnx" / "model.onnx"
+
+
+def test_a_folder_judge_survives_pickling(tmp_path: Path) -> None:
+    folder, _, _ = _folder(
+        tmp_path / "m", {0: "contradiction", 1: "entailment", 2: "neutral"}, tokenizer=True
+    )
+    judge = NLIJudge(model=folder)
+    clone = pickle.loads(pickle.dumps(judge))
+    passages = [gw.Passage(text=t) for t in CONTEXT]
+    assert clone.encoder is not None and clone.encoder is not judge.encoder
+    assert clone.encoder.labels == judge.encoder.labels  # type: ignore[union-attr]
+    assert clone.judge(PARAPHRASE, passages, None) == judge.judge(PARAPHRASE, passages, None)
+
+
+@pytest.mark.parametrize(
+    ("id2label", "problem"),
+    [
+        ({0: "LABEL_0", 1: "LABEL_1"}, "LABEL_0"),
+        ({0: "neutral", 1: "contradiction"}, "no entailment"),
+        ({0: "entailment", 1: "entailment"}, "more than one"),
+    ],
+)
+def test_unreadable_labels_leave_lexical_verdicts_counted(
+    tmp_path: Path, id2label: dict[int, str], problem: str
+) -> None:
+    with pytest.raises(ValueError, match=problem):
+        label_columns(id2label)
+    folder, _, _ = _folder(tmp_path / "m", id2label, tokenizer=True)
+    before = sum(n for (where, _), n in _guard.errors.items() if where == "nli_judge.load")
+    judge = NLIJudge(model=folder)
+    assert judge.encoder is None and judge.model_failures == 1
+    after = sum(n for (where, _), n in _guard.errors.items() if where == "nli_judge.load")
+    assert after == before + 1
+    assert (
+        gw.evaluate(PARAPHRASE, CONTEXT, judge=judge).claims
+        == gw.evaluate(PARAPHRASE, CONTEXT).claims
+    )
+
+
+def test_a_folder_without_an_onnx_file_is_a_counted_load_failure(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"id2label": {"0": "entailment", "1": "neutral"}}')
+    judge = NLIJudge(model=tmp_path)
+    assert judge.encoder is None and judge.model_failures == 1
+    with pytest.raises(FileNotFoundError, match="no ONNX file"):
+        NLIEncoder(tmp_path)
+
+
+def test_a_bare_onnx_file_keeps_the_three_labels_of_the_training_format() -> None:
+    assert label_columns(None) == [0, 1, 2]
+    assert LABELS == ("entailment", "neutral", "contradiction")
+
+
+def test_the_model_argument_and_model_path_are_one(tmp_path: Path) -> None:
+    folder, _, _ = _folder(tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True)
+    with pytest.raises(TypeError, match="model"):
+        NLIJudge()  # type: ignore[call-arg]
+    assert NLIJudge(folder).model_path == NLIJudge(model=folder).model_path == folder

@@ -26,6 +26,11 @@ judges it through ``NLIJudge.judge`` and ``gw.evaluate``, exactly as a user woul
 * the stop rule: NLIJudge must beat SemanticJudge by 0.03 on AttributionBench and FaithBench
   (for each variant).
 
+``--model`` is an ONNX file or a cross-encoder folder (``NLIJudge(model=DIR)``; a two-way
+model's SNLI figure is entailment against the rest). A model with a ``manifest.json`` (written
+by ``training/train_nli.py``) is refused when it lists a row of a set measured here: its
+figures would not be held out.
+
 Needs the ``semantic`` extra and a model from ``training/export_nli.py``. Usage::
 
     python benchmarks/nli.py --model /work/nli-run/model/model.int8.onnx \\
@@ -59,6 +64,7 @@ from calibrate_nli import (
 )
 from finetune_nli import FOLDS, MANIFEST, model_names
 from nli_data import encoder_half
+from nli_train_data import leaked_rows, manifest_of
 from semantic import _grounded_row, calibrated_predictions
 
 import groundwatch as gw
@@ -224,7 +230,10 @@ def snli_accuracy(judge: NLIJudge, path: Path, limit: int | None) -> tuple[float
     start = time.process_time()
     probs = judge.encoder.probabilities(pairs)
     seconds = time.process_time() - start
-    right = sum(int(p.argmax()) == g for p, g in zip(probs, golds, strict=True))
+    if len(judge.encoder.labels) == 2:  # entailment against the rest
+        right = sum((int(p.argmax()) == 0) == (g == 0) for p, g in zip(probs, golds, strict=True))
+    else:
+        right = sum(int(p.argmax()) == g for p, g in zip(probs, golds, strict=True))
     return right / len(golds), len(golds), len(golds) / max(seconds, 1e-9)
 
 
@@ -271,8 +280,27 @@ def main() -> None:
     if judge.encoder is None:
         sys.exit(f"could not load {args.model}")
 
-    print("measuring AttributionBench dev with the model ...", flush=True)
     ab_raw = load_rows(data / f"{AB}.jsonl", args.limit)
+    evaluated = {
+        r["id"]
+        for name in (AB, FB, ZH)
+        if (data / f"{name}.jsonl").exists()
+        for r in load_rows(data / f"{name}.jsonl")
+    }
+    has_manifest, leaked = leaked_rows(args.model, evaluated)
+    if leaked:
+        sys.exit(
+            f"refused: {manifest_of(args.model)} lists {len(leaked)} evaluated rows "
+            f"(e.g. {sorted(leaked)[:3]})"
+        )
+    print(
+        f"{manifest_of(args.model)}: no evaluated row among its training rows"
+        if has_manifest
+        else f"note: {args.model} has no {manifest_of(args.model).name}; its training rows are "
+        "not checked",
+        flush=True,
+    )
+    print("measuring AttributionBench dev with the model ...", flush=True)
     tuned_judges = fold_judges(args.fold_models, ab_raw) if args.fold_models else None
     start = time.process_time()
     ab = measure(judge, ab_raw)
@@ -362,11 +390,12 @@ def main() -> None:
         variants.append(("NLI fold-tuned (all-AB model)", tuned_judges[1], tuned))
         print(f"\nfold-tuned combiner thresholds per fold: {tuned.fold_thresholds}")
     print()
-    for label, j, _ in variants:
+    for label, j, _ in variants if args.snli_test.exists() else []:
         acc, n, pairs_per_s = snli_accuracy(j, args.snli_test, args.limit)
+        assert j.encoder is not None
         print(
-            f"SNLI test, 3-way accuracy of the int8 {label}: {acc:.3f} ({n} pairs, "
-            f"{pairs_per_s:.0f} pairs/s on one core)"
+            f"SNLI test, {len(j.encoder.labels)}-way accuracy of the {label}: {acc:.3f} ({n} "
+            f"pairs, {pairs_per_s:.0f} pairs/s on one core)"
         )
 
     speed = ab_raw[: args.speed_rows]

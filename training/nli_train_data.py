@@ -206,6 +206,26 @@ def fits(tokenizer: Any, max_length: int, max_hypothesis: int) -> Callable[[dict
     return keep
 
 
+MANIFEST = "manifest.json"
+"""Beside a model's weights and ONNX files: what ``train_nli.py`` trained it on."""
+
+
+def manifest_of(model: Path) -> Path:
+    """The manifest of a model folder, or of the folder an ONNX file lies in."""
+    return (model if model.is_dir() else model.parent) / MANIFEST
+
+
+def leaked_rows(model: Path, evaluated: set[str]) -> tuple[bool, set[str]]:
+    """(whether the model has a manifest, the evaluated row ids it trained on). The ids of
+    its validation rows count too: they chose nothing, but they were read."""
+    path = manifest_of(model)
+    if not path.is_file():
+        return False, set()
+    data = json.loads(path.read_text("utf-8"))
+    read = set(data.get("train_ids", [])) | set(data.get("valid_ids", []))
+    return True, read & evaluated
+
+
 LONG_DOCUMENT = frozenset({"fib", "summedits"})
 """Sources whose premise is a whole document (cut to an aligned window with ``--window``)."""
 

@@ -29,13 +29,18 @@ sys.path.insert(0, str(ROOT / "training"))
 
 import tokenizers  # noqa: E402
 import torch  # noqa: E402
-from nli_train_data import HEADS, LONG_DOCUMENT, guards, parse_mix, sample  # noqa: E402
+from nli_train_data import (  # noqa: E402
+    HEADS,
+    LONG_DOCUMENT,
+    MANIFEST,
+    guards,
+    parse_mix,
+    sample,
+)
 
 from groundwatch.judging.judges._nli_model import LABELS, build_tokenizer, encode_pairs  # noqa: E402
 
 TRAIN_MAX_LENGTH = 160
-MANIFEST = "manifest.json"
-"""Beside the weights: the ids of the rows trained on (``benchmarks/nli.py`` checks them)."""
 
 
 def load(path: Path, limit: int | None = None) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from ..types import Evidence, Passage, Verdict
 from .lexical import context_units, units
 from .numbers import Quantity, QuantityIndex, extract_quantities
+from .structured import statements
 
 _CHECKED: frozenset[str] = frozenset({"supported", "inferred"})
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -92,6 +93,10 @@ def missing_content(
     texts = [e.quote for e in evidence]
     shown = sorted({e.passage for e in evidence})
     texts += [passages[i].text for i in shown if 0 <= i < len(passages)]
+    # A tool's structured output also says its fields in words (units beside numbers, dates
+    # written out): what the judges read in it counts as what it contains.
+    said = [statements(passages[i]) for i in shown if 0 <= i < len(passages)]
+    texts += [s for s in said if s]
     return missing_from(claim, texts)
 
 

@@ -16,6 +16,7 @@ The label rule (defaults chosen on the dev data, see docs/judges.md "How the lab
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from ..telemetry import semconv as sc
 from ..types import Claim, Evaluation, Evidence, Judgement, Label, Passage, passage_names
 from .evidence_check import enforce_evidence_content
+from .structured import tool_records
 
 DEFAULT_MIN_FAITHFULNESS = 1.0
 """Any contradicted claim makes an answer hallucinated."""
@@ -229,8 +231,31 @@ def _is_prose_line(line: str) -> bool:
 
 
 def context_is_substantive(passages: Sequence[Passage]) -> bool:
-    """Whether any passage holds prose: a sentence, not just headings or a table of contents."""
-    return any(_is_prose_line(line) for p in passages for line in p.text.splitlines())
+    """Whether any passage holds prose: a sentence, not just headings or a table of contents.
+
+    A tool's output is substantive when it says anything: structured output with a value in
+    it (a record, :func:`~groundwatch.judging.structured.tool_records`), or any word of text
+    ("Order not found" is the tool's answer, not a failed retrieval). Only an empty output
+    (``{}``, ``[]``, nulls, blank text) is not."""
+    return any(
+        _tool_says_something(p)
+        if p.kind == "tool"
+        else any(_is_prose_line(line) for line in p.text.splitlines())
+        for p in passages
+    )
+
+
+def _tool_says_something(passage: Passage) -> bool:
+    if tool_records(passage):
+        return True
+    text = passage.text.strip()
+    if text[:1] in ("{", "[") or text == "null":
+        try:
+            json.loads(text)
+            return False  # JSON without a value in it
+        except ValueError:
+            pass
+    return _WORD.search(text) is not None
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:

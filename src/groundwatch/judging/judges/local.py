@@ -40,6 +40,7 @@ from ..evidence_check import missing_from, names_absent
 from ..lexical import context_units, pairs, units
 from ..numbers import Quantity, QuantityIndex, extract_quantities
 from ..scoring import counted
+from ..structured import has_structured, statement_quantities, tool_records, with_dates
 from ._calibration import Calibration, default_calibration
 
 # Sentences longer than this are cut into chunks (tables, unpunctuated scraped text), so that
@@ -119,6 +120,12 @@ class _ContextIndex:
         seen: set[str] = set()
         quantities: list[tuple[Quantity, int]] = []
         seen_passages: set[str] = set()
+        # What a tool's structured output says in words: per sentence (its record's
+        # statement) and per passage (its text and every statement), for the checks that read
+        # a claim's numbers, dates and names in the evidence.
+        self.statements: dict[int, str] = {}
+        self.readable: dict[int, str] = {}
+        self.record_names: dict[int, tuple[tuple[str, str], ...]] = {}
         coarse = sum(len(p.text) for p in passages) > _SENTENCE_MODE_MAX_CHARS
         for pi, passage in enumerate(passages):
             text = passage.text
@@ -130,6 +137,24 @@ class _ContextIndex:
             passage_qs = (
                 sorted(extract_quantities(text), key=lambda q: q.start) if with_quantities else []
             )
+            records = tool_records(passage)
+            if records:
+                # A tool's structured output: one sentence per record, read through its
+                # statement (fields in words, units beside their numbers, dates written out)
+                # while its span, and so any evidence, stays in the passage's own text.
+                self.readable[pi] = text + "\n" + "\n".join(r.statement for r in records)
+                for record in records:
+                    said = record.statement
+                    if said in seen:
+                        continue
+                    seen.add(said)
+                    said_qs = statement_quantities(said) if with_quantities else []
+                    masked = _mask(said, said_qs) if said_qs else said
+                    sid = self._add(pi, record.start, record.end, masked, said_qs, relevant)
+                    self.statements[sid] = said
+                    self.record_names[sid] = record.names
+                    quantities.extend((q, sid) for q in said_qs)
+                continue
             qi = 0
             spans = [(0, len(text))] if coarse else sentence_spans(text)
             for s_start, s_end in spans:
@@ -144,35 +169,9 @@ class _ContextIndex:
                     if chunk in seen:  # repeated boilerplate: index the first copy only
                         continue
                     seen.add(chunk)
-                    found, negated = context_units(_mask(chunk, qs, c_start) if qs else chunk)
-                    # Positions of relevant units; pairs only between relevant units at most
-                    # one unit apart (the gappy pairs of the whole sequence, restricted).
-                    rel = [(i, u) for i, u in enumerate(found) if u in relevant]
-                    unit_set = frozenset(u for _, u in rel)
-                    pair_set = frozenset(
-                        a + " " + b
-                        for k, (i, a) in enumerate(rel)
-                        for j, b in rel[k + 1 : k + 3]
-                        if j - i <= 2
-                    )
-                    sid = len(self.sentences)
-                    sentence = _Sentence(
-                        pi, c_start, c_end, unit_set, pair_set, negated, len(found), qs
-                    )
-                    self.sentences.append(sentence)
+                    masked = _mask(chunk, qs, c_start) if qs else chunk
+                    sid = self._add(pi, c_start, c_end, masked, qs, relevant)
                     quantities.extend((q, sid) for q in qs)
-                    postings = self.postings
-                    df = self.df
-                    for u in unit_set:
-                        post = postings.get(u)
-                        if post is None:
-                            postings[u] = [sid]
-                            df[u] = 1
-                        else:
-                            df[u] += 1
-                            if len(post) < _MAX_POSTINGS:
-                                post.append(sid)
-                    self.all_pairs |= pair_set
         self.all_units = set(self.df)
         self.texts = [p.text for p in passages]
         # What reasons call each passage: its number, or a tool's name for a tool's output.
@@ -186,6 +185,43 @@ class _ContextIndex:
         self._n1 = len(self.sentences) + 1.0
         self._absent_idf = math.log(1.0 + self._n1)
 
+    def _add(
+        self,
+        pi: int,
+        start: int,
+        end: int,
+        words: str,
+        qs: list[Quantity],
+        relevant: set[str],
+    ) -> int:
+        """Index one sentence of passage ``pi`` (``start``/``end`` in its text) whose words are
+        ``words`` (its numbers already masked, see :func:`_mask`); returns its id."""
+        found, negated = context_units(words)
+        # Positions of relevant units; pairs only between relevant units at most one unit
+        # apart (the gappy pairs of the whole sequence, restricted).
+        rel = [(i, u) for i, u in enumerate(found) if u in relevant]
+        unit_set = frozenset(u for _, u in rel)
+        pair_set = frozenset(
+            a + " " + b for k, (i, a) in enumerate(rel) for j, b in rel[k + 1 : k + 3] if j - i <= 2
+        )
+        sid = len(self.sentences)
+        self.sentences.append(
+            _Sentence(pi, start, end, unit_set, pair_set, negated, len(found), qs)
+        )
+        postings = self.postings
+        df = self.df
+        for u in unit_set:
+            post = postings.get(u)
+            if post is None:
+                postings[u] = [sid]
+                df[u] = 1
+            else:
+                df[u] += 1
+                if len(post) < _MAX_POSTINGS:
+                    post.append(sid)
+        self.all_pairs |= pair_set
+        return sid
+
     def idf(self, unit: str) -> float:
         """Smoothed inverse sentence frequency: never 0, and a unit absent from the context
         weighs only a little more than a rare one (a claim is not failed by one odd word)."""
@@ -198,12 +234,17 @@ class _ContextIndex:
     def joined(self) -> str:
         """All passage texts in one string, for substring look-ups (built on first use)."""
         if self._joined is None:
-            self._joined = "\n".join(self.texts)
+            self._joined = "\n".join(self.readable.get(i, t) for i, t in enumerate(self.texts))
         return self._joined
 
     def text_of(self, sid: int) -> str:
         s = self.sentences[sid]
         return self.texts[s.passage][s.start : s.end]
+
+    def said(self, sid: int) -> str:
+        """What a sentence says: its text, or for a record of a structured tool output the
+        record's statement (the words the judge aligned, not the JSON)."""
+        return self.statements.get(sid) or self.text_of(sid)
 
     def neighbours(self, sid: int) -> list[int]:
         """The sentence and its neighbours within the same passage."""
@@ -227,8 +268,12 @@ class _ParsedClaim:
     quantities: list[Quantity]
 
 
-def _parse(span: ClaimSpan) -> _ParsedClaim:
+def _parse(span: ClaimSpan, dates: bool = False) -> _ParsedClaim:
+    """Read a claim. With ``dates`` (the context has a structured tool output, whose dates are
+    compared whole), a whole date in the claim is one quantity rather than its numbers."""
     quantities = extract_quantities(span.text)
+    if dates:
+        quantities = with_dates(span.text, quantities, keep_parts=False)
     # Numbers are compared as quantities, so their digits, numerals and unit words are no
     # words to align: "1.5 km" must not miss "1500 m" for want of the word "km".
     found, negated, names = units(_mask(span.text, quantities))
@@ -287,6 +332,9 @@ class ClaimFeatures:
     window: list[int] = field(default_factory=list)
     conflict: int | None = None
     """Sentence stating a conflicting quantity, if any."""
+    conflict_value: str | None = None
+    """The field of a structured tool output whose name the claim replaces with another one
+    ("carrier is DHL" for a claim naming UPS), when that is the conflict."""
     negation_flip: bool = False
     direction_flip: bool = False
     """The evidence says the quantity went the other way (rose / fell, 增长 / 下降)."""
@@ -393,7 +441,8 @@ class LocalJudge:
         spans = split_claims(answer)
         if not spans:
             return []
-        parsed = [_parse(span) for span in spans]
+        dates = has_structured(contexts)
+        parsed = [_parse(span, dates) for span in spans]
         index = _index_for(contexts, parsed)
         q_units = set(units(question)[0]) if question else set()
         return [self._judge_claim(c, index, contexts, q_units, question or "") for c in parsed]
@@ -402,7 +451,8 @@ class LocalJudge:
         self, answer: str, contexts: Sequence[Passage], question: str | None
     ) -> list[ClaimFeatures]:
         """The measurements behind each claim's verdict (for calibration and benchmarks)."""
-        parsed = [_parse(span) for span in split_claims(answer)]
+        dates = has_structured(contexts)
+        parsed = [_parse(span, dates) for span in split_claims(answer)]
         index = _index_for(contexts, parsed)
         q_units = set(units(question)[0]) if question else set()
         return [self._measure(c, index, q_units, question or "") for c in parsed]
@@ -414,7 +464,7 @@ class LocalJudge:
         best: the sentence its reasons call the closest. ``None`` when no sentence shares a
         unit with the claim. For reports that point the reader at it (a pointer, not evidence);
         give the same question as to :meth:`judge`, which weighs the claim's words by it."""
-        parsed = _parse(ClaimSpan(claim, 0, len(claim)))
+        parsed = _parse(ClaimSpan(claim, 0, len(claim)), has_structured(contexts))
         index = _index_for(contexts, [parsed])
         q_units = set(units(question)[0]) if question else set()
         return self._measure(parsed, index, q_units, question or "").best_span
@@ -514,18 +564,30 @@ class LocalJudge:
                         sid
                         for sid in candidates
                         if any(
-                            _share(seg, sentences[sid].units) >= _CONFLICT_MIN_COVER
-                            and any(q.conflicts(x) for x in sentences[sid].quantities)
+                            _share(seg, sentences[sid].units) >= _conflict_cover(index, f, sid, q)
+                            and any(
+                                _conflicts(q, x, claim, index, sid)
+                                for x in sentences[sid].quantities
+                            )
                             for q, seg in segments
                         )
                     ),
                     None,
                 )
+            if (
+                f.conflict is None
+                and f.best in index.record_names
+                and (f.novel_terms or _absent_codes(claim, index))
+            ):
+                f.conflict_value = _replaced_name(claim, f, index, f.best)
+                if f.conflict_value is not None:
+                    f.conflict = f.best
             # Negation: compared on the clauses of the evidence that the claim aligns with, so
             # a "not" in another clause of the same sentence ("... and has no processing fee")
             # is not counted against a claim that leaves that clause out.
-            evidence = index.text_of(f.best)
-            snippet = evidence if len(evidence) <= 60 else evidence[:57].rstrip() + "..."
+            evidence = index.said(f.best)
+            shown = index.text_of(f.best)  # reasons quote the passage itself
+            snippet = shown if len(shown) <= 60 else shown[:57].rstrip() + "..."
             # Numbered from 1, as people count (and as reports number passages).
             name = (
                 f"passage {best.passage + 1}" if index.names is None else index.names[best.passage]
@@ -538,9 +600,15 @@ class LocalJudge:
                 )
             if claim.quantities or claim.names or f.cjk:
                 sids = _cover_set(f, index, claim)
-                texts = [index.text_of(i) for i in sids]
-                texts += [index.texts[p] for p in sorted({sentences[i].passage for i in sids})]
+                texts = [index.said(i) for i in sids]
+                texts += [
+                    index.readable.get(p, index.texts[p])
+                    for p in sorted({sentences[i].passage for i in sids})
+                ]
                 f.evidence_lacks = missing_from(claim.span.text, texts)
+            if f.best in index.statements and not f.evidence_lacks:
+                have = frozenset().union(*(sentences[i].units for i in f.window))
+                f.evidence_lacks = _unbacked_clauses(claim, have)
             if f.cover_sentence >= 0.6:
                 text = claim.span.text
                 f.direction_flip = direction_reversed(text, _aligned_clause(evidence, weights))
@@ -709,6 +777,90 @@ def _negation_differs(claim: _ParsedClaim, sentence: str, weights: dict[str, flo
     return False
 
 
+# A record of a structured tool output names its fields, not the answer's words ("weight_kg"
+# for "weighs"): a number of a measured kind (money, mass, a date) conflicts with the record's
+# value of that kind once a quarter of its clause is in the record. Counts and years, which
+# any record may hold for other reasons, keep the prose threshold.
+_RECORD_CONFLICT_MIN_COVER = 0.25
+# A replaced name counts as a conflict only when the record is about the claim.
+_RECORD_NAME_MIN_COVER = 0.3
+
+
+def _conflict_cover(index: _ContextIndex, f: ClaimFeatures, sid: int, q: Quantity) -> float:
+    """The share of a number's clause that sentence ``sid`` must hold for a conflict: for the
+    record the claim aligns with best (the claim is about it), none."""
+    if sid in index.statements and q.kind not in ("count", "year"):
+        if sid == f.best and f.cover_sentence >= _RECORD_NAME_MIN_COVER:
+            return 0.0
+        return _RECORD_CONFLICT_MIN_COVER
+    return _CONFLICT_MIN_COVER
+
+
+def _conflicts(
+    q: Quantity, x: Quantity, claim: _ParsedClaim, index: _ContextIndex, sid: int
+) -> bool:
+    """``q`` of the claim conflicts with ``x`` of sentence ``sid``. In a record, a value the
+    claim states elsewhere is taken ("$182.35 ... and a $0.50 dividend" does not contradict the
+    price): only a value the claim leaves out can be the one it changed."""
+    if not q.conflicts(x):
+        return False
+    return sid not in index.statements or not any(o.matches(x) for o in claim.quantities)
+
+
+def _unbacked_clauses(claim: _ParsedClaim, have: frozenset[str]) -> list[str]:
+    """Clauses of a claim aligned with a record that the record says nothing of: no number,
+    and none of two or more words in it ("..., and the roads are closed" against a weather
+    record). A record states its fields and nothing else, so such a clause is added."""
+    text = claim.span.text
+    out: list[str] = []
+    pos = 0
+    for m in [*_CLAUSE.finditer(text), None]:
+        end = len(text) if m is None else m.start()
+        if not any(pos <= q.start < end for q in claim.quantities):
+            words = [u for u in context_units(text[pos:end])[0] if not u.startswith(_PLACEHOLDER)]
+            if len(words) >= 2 and not have.intersection(words):
+                out.append(text[pos:end].strip(" .;,"))
+        if m is not None:
+            pos = m.end()
+    return out
+
+
+_CODE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9]{1,5}(?![\w-])")
+
+
+def _absent_codes(claim: _ParsedClaim, index: _ContextIndex) -> bool:
+    """Whether the claim names, in capitals (UPS, NYSE), something the context never says:
+    the name check leaves such abbreviations out for prose, a record's values are often so."""
+    return any(
+        re.search(r"(?<!\w)" + re.escape(m.group(0)) + r"(?!\w)", index.joined, re.I) is None
+        for m in _CODE.finditer(claim.span.text)
+    )
+
+
+def _replaced_name(
+    claim: _ParsedClaim, f: ClaimFeatures, index: _ContextIndex, sid: int
+) -> str | None:
+    """The field of record ``sid`` whose name the claim states another name in place of:
+    the claim names something the context never mentions, the record is about the claim, and
+    the record holds a name the claim leaves out, in a field the claim names ("the carrier
+    UPS" against "carrier is DHL") or as the only name it leaves out."""
+    if f.cover_sentence < _RECORD_NAME_MIN_COVER:
+        return None
+    text = claim.span.text.lower()
+    stems = set(claim.units)
+    left_out = [
+        (field, value)
+        for field, value in index.record_names.get(sid, ())
+        if not all(
+            re.search(r"(?<!\w)" + re.escape(w.lower()) + r"(?!\w)", text)
+            for w in re.findall(r"\w{2,}", value)
+        )
+    ]
+    named = [(k, v) for k, v in left_out if set(units(k)[0]) & stems]
+    chosen = named[0] if named else (left_out[0] if len(left_out) == 1 else None)
+    return None if chosen is None else f"{chosen[0]} is {chosen[1]}"
+
+
 def _segment_weights(
     claim: _ParsedClaim, q: Quantity, weights: dict[str, float]
 ) -> dict[str, float]:
@@ -774,7 +926,9 @@ _RuleVerdict = Callable[[ClaimFeatures], tuple[Verdict, str, str]]
 _RULE_VERDICTS: dict[str, _RuleVerdict] = {
     "conflict": lambda f: (
         "contradicted",
-        "the evidence states a different number or unit",
+        "the evidence states a different number or unit"
+        if f.conflict_value is None
+        else f"the evidence states another name in its place ({f.conflict_value})",
         "conflict",
     ),
     "negation": lambda f: (

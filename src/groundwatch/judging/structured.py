@@ -479,6 +479,23 @@ def statements(passage: Passage) -> str | None:
     return "\n".join(r.statement for r in records) if records else None
 
 
+_CODE = re.compile(
+    r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[-_/][A-Za-z0-9]+)*(?![\w-])"
+)
+
+
+def codes(text: str) -> list[str]:
+    """Identifiers of ``text`` (letters and digits together: "A-17", "SKU-3", "1Z999", "B44")
+    as units, which the word units miss (their digits are no words): what picks a row out of
+    a tool's rows. Only read with structured tool outputs."""
+    return (
+        ["#" + m.group(0).lower() for m in _CODE.finditer(text)] if _HAS_DIGIT.search(text) else []
+    )
+
+
+_HAS_DIGIT = re.compile(r"\d")
+
+
 def has_structured(passages: Sequence[Passage]) -> bool:
     """Whether any passage is a tool's structured output with at least one record."""
     return any(tool_records(p) for p in passages if p.kind == "tool")

@@ -40,7 +40,7 @@ from ..evidence_check import missing_from, names_absent
 from ..lexical import context_units, pairs, units
 from ..numbers import Quantity, QuantityIndex, extract_quantities
 from ..scoring import counted
-from ..structured import has_structured, statement_quantities, tool_records, with_dates
+from ..structured import codes, has_structured, statement_quantities, tool_records, with_dates
 from ._calibration import Calibration, default_calibration
 
 # Sentences longer than this are cut into chunks (tables, unpunctuated scraped text), so that
@@ -150,7 +150,9 @@ class _ContextIndex:
                     seen.add(said)
                     said_qs = statement_quantities(said) if with_quantities else []
                     masked = _mask(said, said_qs) if said_qs else said
-                    sid = self._add(pi, record.start, record.end, masked, said_qs, relevant)
+                    sid = self._add(
+                        pi, record.start, record.end, masked, said_qs, relevant, codes(said)
+                    )
                     self.statements[sid] = said
                     self.record_names[sid] = record.names
                     quantities.extend((q, sid) for q in said_qs)
@@ -193,14 +195,16 @@ class _ContextIndex:
         words: str,
         qs: list[Quantity],
         relevant: set[str],
+        extra: Sequence[str] = (),
     ) -> int:
         """Index one sentence of passage ``pi`` (``start``/``end`` in its text) whose words are
-        ``words`` (its numbers already masked, see :func:`_mask`); returns its id."""
+        ``words`` (its numbers already masked, see :func:`_mask`) and ``extra`` units; returns
+        its id."""
         found, negated = context_units(words)
         # Positions of relevant units; pairs only between relevant units at most one unit
         # apart (the gappy pairs of the whole sequence, restricted).
         rel = [(i, u) for i, u in enumerate(found) if u in relevant]
-        unit_set = frozenset(u for _, u in rel)
+        unit_set = frozenset(u for _, u in rel).union(u for u in extra if u in relevant)
         pair_set = frozenset(
             a + " " + b for k, (i, a) in enumerate(rel) for j, b in rel[k + 1 : k + 3] if j - i <= 2
         )
@@ -277,6 +281,8 @@ def _parse(span: ClaimSpan, dates: bool = False) -> _ParsedClaim:
     # Numbers are compared as quantities, so their digits, numerals and unit words are no
     # words to align: "1.5 km" must not miss "1500 m" for want of the word "km".
     found, negated, names = units(_mask(span.text, quantities))
+    if dates:  # ids ("A-17", "SKU-3") pick the record out of the rows
+        found += codes(span.text)
     return _ParsedClaim(span, found, negated, names, quantities)
 
 
@@ -332,6 +338,9 @@ class ClaimFeatures:
     window: list[int] = field(default_factory=list)
     conflict: int | None = None
     """Sentence stating a conflicting quantity, if any."""
+    record_values: bool = False
+    """The claim restates values of a structured tool output's record: every number and date
+    of it is in the record it aligns with, every name in the context, nothing added."""
     conflict_value: str | None = None
     """The field of a structured tool output whose name the claim replaces with another one
     ("carrier is DHL" for a claim naming UPS), when that is the conflict."""
@@ -501,12 +510,14 @@ class LocalJudge:
         f.numbers = len(quantities)
         unmatched: list[Quantity] = []
         matched_sids: list[int] = []
+        matched: list[tuple[Quantity, int]] = []
         for q in quantities:
             hit = index.quantities.find_match(q)
             if hit is None:
                 unmatched.append(q)
             else:
                 matched_sids.append(hit[1])
+                matched.append((q, hit[1]))
         f.numbers_unmatched = len(unmatched)
         # A sentence that holds the claim's matched numbers is a strong candidate too.
         for sid in matched_sids:
@@ -574,6 +585,8 @@ class LocalJudge:
                     ),
                     None,
                 )
+            if f.conflict is None and f.best in index.statements:
+                f.conflict = _other_row_value(claim, f, index, matched)
             if (
                 f.conflict is None
                 and f.best in index.record_names
@@ -609,6 +622,7 @@ class LocalJudge:
             if f.best in index.statements and not f.evidence_lacks:
                 have = frozenset().union(*(sentences[i].units for i in f.window))
                 f.evidence_lacks = _unbacked_clauses(claim, have)
+                f.record_values = _restates_record(claim, f, index)
             if f.cover_sentence >= 0.6:
                 text = claim.span.text
                 f.direction_flip = direction_reversed(text, _aligned_clause(evidence, weights))
@@ -629,6 +643,10 @@ class LocalJudge:
             if cal is not None:
                 return verdict, reason, cal.precision_of(rule, f), backing
             return verdict, reason, _uncalibrated_confidence(rule, f), backing
+        if f.record_values:
+            # A record says its values under field names, not in the answer's words ("weighs"
+            # for "weight_kg"): the values themselves, all there, are the support.
+            return "supported", _record_reason(f), 0.8, "cover"
         if cal is None:
             return self._decide_by_thresholds(f)
         p = cal.probability(f)
@@ -784,6 +802,9 @@ def _negation_differs(claim: _ParsedClaim, sentence: str, weights: dict[str, flo
 _RECORD_CONFLICT_MIN_COVER = 0.25
 # A replaced name counts as a conflict only when the record is about the claim.
 _RECORD_NAME_MIN_COVER = 0.3
+# A number matched in another row counts against the aligned row only when the claim is
+# plainly about that row (half its words, ids included, are in it).
+_RECORD_ROW_MIN_COVER = 0.5
 
 
 def _conflict_cover(index: _ContextIndex, f: ClaimFeatures, sid: int, q: Quantity) -> float:
@@ -805,6 +826,45 @@ def _conflicts(
     if not q.conflicts(x):
         return False
     return sid not in index.statements or not any(o.matches(x) for o in claim.quantities)
+
+
+def _other_row_value(
+    claim: _ParsedClaim, f: ClaimFeatures, index: _ContextIndex, matched: list[tuple[Quantity, int]]
+) -> int | None:
+    """The best record when the claim is plainly about it and states, for one of its values,
+    the value of another record (row SKU-3 costs 13 EUR, the claim says 31 EUR: SKU-21's
+    price). Among rows, a number found somewhere is not yet a number found where it belongs."""
+    assert f.best is not None
+    if f.cover_sentence < _RECORD_ROW_MIN_COVER:
+        return None
+    window = set(f.window)
+    best = index.sentences[f.best]
+    for q, sid in matched:
+        if sid in window or any(
+            q.matches(x) for i in window for x in index.sentences[i].quantities
+        ):
+            continue
+        if q.kind not in ("count", "year") and any(
+            _conflicts(q, x, claim, index, f.best) for x in best.quantities
+        ):
+            return f.best
+    return None
+
+
+def _restates_record(claim: _ParsedClaim, f: ClaimFeatures, index: _ContextIndex) -> bool:
+    if not claim.quantities or f.numbers_unmatched or f.novel_names or f.evidence_lacks:
+        return False
+    if f.cover_sentence < _RECORD_NAME_MIN_COVER:
+        return False
+    stated = [x for i in f.window for x in index.sentences[i].quantities]
+    return all(any(q.matches(x) for x in stated) for q in claim.quantities)
+
+
+def _record_reason(f: ClaimFeatures) -> str:
+    return (
+        f"its {counted(f.numbers, 'number')} and names are the values of the record it aligns"
+        f" with ({f.closest})"
+    )
 
 
 def _unbacked_clauses(claim: _ParsedClaim, have: frozenset[str]) -> list[str]:

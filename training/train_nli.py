@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -153,6 +154,7 @@ def train(
     first = 0
     state_file = checkpoint / "trainer_state.pt" if checkpoint is not None else None
     if state_file is not None and state_file.exists():
+        # The caller loaded the weights from ``checkpoint`` (``checkpoint_to_resume``).
         state = torch.load(state_file, weights_only=False)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -164,9 +166,13 @@ def train(
     def save_all(done: int) -> None:
         if save is not None:
             save()
-        if state_file is not None:
-            state_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = state_file.with_suffix(".tmp")
+        if checkpoint is not None:
+            # Weights and trainer state together, swapped in whole: a run killed while saving
+            # resumes from the previous checkpoint, never from weights of one step and the
+            # optimizer of another.
+            tmp, old = (checkpoint.with_name(checkpoint.name + x) for x in (".tmp", ".old"))
+            shutil.rmtree(tmp, ignore_errors=True)
+            model.save_pretrained(tmp)
             torch.save(
                 {
                     "optimizer": optimizer.state_dict(),
@@ -175,9 +181,12 @@ def train(
                     "step": done,
                     "elapsed": time.monotonic() - start,
                 },
-                tmp,
+                tmp / "trainer_state.pt",
             )
-            tmp.replace(state_file)
+            if checkpoint.exists():
+                checkpoint.rename(old)
+            tmp.rename(checkpoint)
+            shutil.rmtree(old, ignore_errors=True)
 
     seen = first * batch
     running = 0.0
@@ -203,7 +212,7 @@ def train(
                 f" eta {eta / 60:.1f}m",
                 flush=True,
             )
-        if (save or state_file) and time.monotonic() - last_save > save_minutes * 60:
+        if (save or checkpoint) and time.monotonic() - last_save > save_minutes * 60:
             save_all(step + 1)
             last_save = time.monotonic()
             print(f"checkpoint saved at step {step + 1}", flush=True)
@@ -211,6 +220,17 @@ def train(
             print(f"time budget reached at step {step + 1}/{steps}", flush=True)
             break
     return step + 1
+
+
+def checkpoint_to_resume(checkpoint: Path) -> Path | None:
+    """``checkpoint`` if it holds a complete checkpoint (weights and trainer state), after
+    putting back the previous one where a run was killed between the two renames of
+    ``train``'s save."""
+    old = checkpoint.with_name(checkpoint.name + ".old")
+    if not checkpoint.exists() and old.exists():
+        old.rename(checkpoint)
+    complete = (checkpoint / "trainer_state.pt").exists() and (checkpoint / "config.json").exists()
+    return checkpoint if complete else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head", type=int, choices=sorted(HEADS), default=3)
     parser.add_argument("--window", action="store_true", help="aligned windows, long documents")
     parser.add_argument("--valid", type=int, default=300, help="held-out rows per source")
-    parser.add_argument("--resume", action="store_true", help="continue OUT/checkpoint")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from OUT/checkpoint when it exists"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--snli", type=int, default=24000, help="SNLI training pairs")
     parser.add_argument("--synthetic-epochs", type=int, default=2)
@@ -294,9 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args.out.mkdir(parents=True, exist_ok=True)
     checkpoint = args.out / "checkpoint"
-    resuming = args.resume and (checkpoint / "trainer_state.pt").exists()
+    resumed = checkpoint_to_resume(checkpoint) if args.resume else None
+    if not args.resume:
+        shutil.rmtree(checkpoint, ignore_errors=True)  # a fresh run never resumes by accident
     model = AutoModelForSequenceClassification.from_pretrained(
-        args.out if resuming else base_model_dir(),
+        resumed or base_model_dir(),
         num_labels=len(labels),
         id2label=dict(enumerate(labels)),
         label2id={name: i for i, name in enumerate(labels)},

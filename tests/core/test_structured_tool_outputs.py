@@ -86,6 +86,23 @@ def test_a_nested_object_reads_its_fields_under_its_name_and_its_currency() -> N
     ]
 
 
+@pytest.mark.parametrize(
+    ("answer", "verdict"),
+    [
+        ("Order A-17 was placed on March 15, 2024.", "supported"),
+        ("Order A-17 was placed on 15 March 2024.", "supported"),
+        ("Order A-17 was placed on March 15.", "supported"),
+        ("Order A-17 was placed in March 2024.", "supported"),
+        ("Order A-17 was placed on March 16, 2024.", "contradicted"),
+        ("Order A-17 was placed on 15 April 2024.", "contradicted"),
+        ("Order A-17 was placed in April 2024.", "contradicted"),
+    ],
+)
+def test_a_date_is_compared_whole_in_any_common_writing(answer: str, verdict: str) -> None:
+    passages = [_tool({"order_id": "A-17", "placed_on": "2024-03-15", "total": 42.5})]
+    assert _verdicts(gw.evaluate(answer, passages)) == [verdict]
+
+
 def test_a_name_put_in_place_of_the_records_name_is_contradicted_with_the_field() -> None:
     passages = [_tool({"city": "Oslo", "date": "2025-01-10", "condition": "light snow"})]
     ev = gw.evaluate("In Bergen on January 10, 2025 there is light snow.", passages)
@@ -186,5 +203,7 @@ def test_the_held_out_cases_stay_at_their_measured_accuracy() -> None:
     assert binary >= HELD_OUT_BINARY_FLOOR
 
 
-HELD_OUT_STRICT_FLOOR = 0.0
-HELD_OUT_BINARY_FLOOR = 0.0
+# Measured once the reading was done (python tests/core/structured_tool_cases.py held_out):
+# 31 of 36 judged right, 33 of 36 right on grounded-vs-not. The judge is deterministic.
+HELD_OUT_STRICT_FLOOR = 31 / 36
+HELD_OUT_BINARY_FLOOR = 33 / 36

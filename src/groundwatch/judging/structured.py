@@ -446,7 +446,9 @@ def _record_of(group: list[_Said], path: list[str], node: _Node, n: int) -> Reco
     return Record(group[0].start, group[-1].end, statement, names)
 
 
-@lru_cache(maxsize=512)
+# The judge reads each passage's records, then scoring checks evidence against them: a few
+# entries serve one evaluation; few enough that capped passages (50,000 characters) stay small.
+@lru_cache(maxsize=32)
 def _records_of(text: str) -> tuple[Record, ...]:
     if len(text) > _MAX_PARSE_CHARS:
         return ()
@@ -523,17 +525,18 @@ _DATE_PATTERNS = (
 _MONTH_YEAR = re.compile(r"\b" + _MONTH_ALT + r",?\s+(?P<y>\d{4})\b", re.I)
 _MONTH_INDEX = {name.lower()[:3]: i + 1 for i, name in enumerate(_MONTH_NAMES)}
 
-DATE_KIND = "calendar_date"
+# Kinds are one word each: the judge masks a quantity as the word "zq" + kind.
+DATE_KIND = "calendardate"
 """The kind of a whole date (day, month and year): values are days since year 1."""
-MONTH_KIND = "calendar_month"
+MONTH_KIND = "calendarmonth"
 """The kind of a month of a year ("March 2024"): values are months since year 0."""
 
 
 def date_quantities(text: str, *, months: bool) -> list[Quantity]:
     """The whole dates of ``text`` as quantities of kind :data:`DATE_KIND`, so that "March 16,
-    2024" conflicts with "March 15, 2024" as one value. With ``months``, each date also gives
-    its month (:data:`MONTH_KIND`), and so does a month written with its year alone: the
-    statements of a record say both, so an answer's "in March 2024" finds its date."""
+    2024" conflicts with "March 15, 2024" as one value; a month written with its year alone
+    is a :data:`MONTH_KIND` quantity. With ``months``, each whole date gives its month too:
+    the statements of a record say both, so an answer's "in March 2024" finds its date."""
     found: list[Quantity] = []
     taken: list[tuple[int, int]] = []
     for pattern in _DATE_PATTERNS:
@@ -554,12 +557,11 @@ def date_quantities(text: str, *, months: bool) -> list[Quantity]:
             if months:
                 value = float(day.year * 12 + month - 1)
                 found.append(Quantity(value, 1.0, MONTH_KIND, None, *m.span()))
-    if months:
-        for m in _MONTH_YEAR.finditer(text):
-            if any(s < m.end() and m.start() < e for s, e in taken):
-                continue
-            value = float(int(m.group("y")) * 12 + _MONTH_INDEX[m.group("m").lower()[:3]] - 1)
-            found.append(Quantity(value, 1.0, MONTH_KIND, None, *m.span()))
+    for m in _MONTH_YEAR.finditer(text):
+        if any(s < m.end() and m.start() < e for s, e in taken):
+            continue
+        value = float(int(m.group("y")) * 12 + _MONTH_INDEX[m.group("m").lower()[:3]] - 1)
+        found.append(Quantity(value, 1.0, MONTH_KIND, None, *m.span()))
     return found
 
 

@@ -40,9 +40,19 @@ from ..evidence_check import missing_from, names_absent
 from ..lexical import context_units, pairs, units
 from ..numbers import Quantity, QuantityIndex, extract_quantities
 from ..scoring import counted
-from ..structured import codes, has_structured, statement_quantities, tool_records, with_dates
+from ..structured import (
+    DATE_KIND,
+    MONTH_KIND,
+    codes,
+    has_structured,
+    statement_quantities,
+    tool_records,
+    with_dates,
+)
 from ._calibration import Calibration, default_calibration
 
+# Kinds of the whole dates read in structured tool outputs (and in claims beside them).
+_WHOLE_DATES = frozenset({DATE_KIND, MONTH_KIND})
 # Sentences longer than this are cut into chunks (tables, unpunctuated scraped text), so that
 # evidence stays a readable span and alignment stays local.
 _MAX_SENTENCE_CHARS = 400
@@ -149,10 +159,13 @@ class _ContextIndex:
                         continue
                     seen.add(said)
                     said_qs = statement_quantities(said) if with_quantities else []
-                    masked = _mask(said, said_qs) if said_qs else said
-                    sid = self._add(
-                        pi, record.start, record.end, masked, said_qs, relevant, codes(said)
-                    )
+                    # Dates are masked as a whole in a claim; in a statement their words stay
+                    # too ("on March 15" finds "March 15, 2024") beside the date's own unit.
+                    whole = [q for q in said_qs if q.kind in _WHOLE_DATES]
+                    parts = [q for q in said_qs if q.kind not in _WHOLE_DATES]
+                    masked = _mask(said, parts) if parts else said
+                    extra = codes(said) + [f"zq{k}" for k in {q.kind for q in whole}]
+                    sid = self._add(pi, record.start, record.end, masked, said_qs, relevant, extra)
                     self.statements[sid] = said
                     self.record_names[sid] = record.names
                     quantities.extend((q, sid) for q in said_qs)

@@ -657,10 +657,13 @@ class Monitor:
         """Stop taking records, score what is queued within the deadline, stop the worker.
 
         What cannot be scored in time is counted in ``groundwatch.evaluations.dropped``
-        (``error.type=shutdown``). A second call does nothing and returns ``True``.
+        (``error.type=shutdown``); with a queue (``RedisQueue``) that cannot be reached, what
+        it could not hand over is counted ``error.type=transport``, and the deadline holds
+        all the same. A second call does nothing and returns ``True``.
 
         Returns:
-            ``True`` when everything queued was scored and the worker stopped in time.
+            ``True`` when everything queued was scored or handed over (or counted as lost to
+            the queue's transport) and the worker stopped in time.
         """
         try:
             with self._lock:

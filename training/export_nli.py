@@ -126,12 +126,16 @@ def main(argv: list[str] | None = None) -> int:
     golds = [r["label"] for r in rows]
     probs = {path.name: NLIEncoder(path).probabilities(pairs) for path in (fp32, int8)}
     two_way = len(NLIEncoder(int8).labels) == 2
+    sources = sorted({r.get("source", "") for r in rows})
     for name, p in probs.items():
-        right = sum(
+        right = [
             (int(row.argmax()) == 0) == (g == 0) if two_way else int(row.argmax()) == g
             for row, g in zip(p, golds, strict=True)
-        )
-        print(f"{name}: {what} accuracy {right / len(golds):.3f} on {len(golds)} pairs")
+        ]
+        print(f"{name}: {what} accuracy {sum(right) / len(golds):.3f} on {len(golds)} pairs")
+        for source in sources if len(sources) > 1 else []:
+            mine = [ok for ok, r in zip(right, rows, strict=True) if r.get("source") == source]
+            print(f"  {source}: {sum(mine) / len(mine):.3f} on {len(mine)}")
     diff = abs(probs[fp32.name] - probs[int8.name])
     print(f"int8 vs fp32: mean prob diff {float(diff.mean()):.3f}, max {float(diff.max()):.3f}")
     encoder = NLIEncoder(int8)

@@ -23,7 +23,6 @@ from typing import Any
 
 from ..types import Evaluation
 from .input import InputFileError, InvalidRow, Row
-from .summary import is_failure
 
 MAX_LISTED = 20
 """Changes of each kind listed in the reports; the rest are counted."""
@@ -155,8 +154,9 @@ class BaselineDiff:
         elif old_label != label:
             self._note("label_changed", Change(key, old_label, label))
 
-    def add(self, row: Row, ev: Evaluation) -> None:
-        failed = ev.label == "error" or is_failure(ev)
+    def add(self, row: Row, ev: Evaluation, failed: bool) -> None:
+        """Compare one scored row; ``failed``: whether it fails as a test case now (the
+        summary's :func:`~.summary.is_failure`, or an ``error``)."""
         self._compare(_key(row.id, row.number), ev.label, failed)
 
     def add_invalid(self, bad: InvalidRow) -> None:

@@ -181,7 +181,7 @@ class CheckSummary:
     def add(self, row: Row, ev: Evaluation) -> None:
         self.rows += 1
         if self.baseline is not None:
-            self.baseline.add(row, ev)
+            self.baseline.add(row, ev, ev.label == "error" or is_failure(ev))
         self.labels[ev.label] += 1
         self.verdicts.update(c.verdict for c in ev.claims)
         self.evidence_rejected += ev.evidence_rejected

@@ -169,29 +169,17 @@ class JUnitWriter:
         # A row the judge read in part fails when the truncation threshold failed (not an error
         # row: that is an <error> already). One <failure> per case: a row failing on both
         # counts keeps its label's type and gets the cut in its message.
-        if (
-            cut
-            and label != "error"
-            and any(t.blames(label, None, None, truncated=True) for t in thresholds)
-        ):
+        if cut and any(t.blames(label, None, None, truncated=True) for t in thresholds):
             line = f"truncated: the judge read this answer in part: {cut}"
-            if failure is None:
-                failure = ("truncated", line, cut)
-            else:
-                failure = (failure[0], f"{failure[1]}\n{line}", f"{failure[2]}\n{line}")
+            failure = _joined(failure, label, "truncated", line, cut)
         # A row that passed in the --baseline run and fails now fails under the regressions
         # threshold, the same way.
         before = case.get("regressed")
-        if (
-            before is not None
-            and label != "error"
-            and any(t.blames(label, None, None, regressed=True) for t in thresholds)
+        if before is not None and any(
+            t.blames(label, None, None, regressed=True) for t in thresholds
         ):
             line = f"regression: {label} now, {before} in the baseline, where it passed"
-            if failure is None:
-                failure = ("regression", line, line)
-            else:
-                failure = (failure[0], f"{failure[1]}\n{line}", f"{failure[2]}\n{line}")
+            failure = _joined(failure, label, "regression", line, line)
         if failure is not None:
             self.failures += 1
             kind, message, detail = failure
@@ -322,3 +310,15 @@ def _close_quietly(file: IO[Any]) -> None:
 
 def _num(value: float | None) -> str:
     return "" if value is None else f"{value:.6f}"
+
+
+def _joined(
+    failure: tuple[str, str, str] | None, label: str, kind: str, line: str, detail: str
+) -> tuple[str, str, str] | None:
+    """One JUnit ``<failure>`` per case: the first reason names its type, later ones add their
+    line to its message and detail. An ``error`` row is an ``<error>`` already."""
+    if label == "error":
+        return failure
+    if failure is None:
+        return (kind, line, detail)
+    return (failure[0], f"{failure[1]}\n{line}", f"{failure[2]}\n{line}")

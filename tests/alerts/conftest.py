@@ -49,12 +49,11 @@ def prometheus_reader(registry: CollectorRegistry) -> PrometheusMetricReader:
         collector = reader._collector  # type: ignore[attr-defined,unused-ignore]
         REGISTRY.unregister(collector)
         registry.register(collector)
-        original = reader.shutdown
 
-        def shutdown(*args: Any, **kwargs: Any) -> Any:  # it unregisters from the global one
+        # Its own shutdown only unregisters the collector from the global registry, where it no
+        # longer is; putting it back there first would clash with another reader's series.
+        def shutdown(*args: Any, **kwargs: Any) -> None:
             registry.unregister(collector)
-            REGISTRY.register(collector)
-            return original(*args, **kwargs)
 
         reader.shutdown = shutdown  # type: ignore[method-assign]
         return reader

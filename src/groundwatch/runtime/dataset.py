@@ -17,8 +17,6 @@ import collections.abc
 import json
 import os
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import IO, Any
@@ -27,6 +25,7 @@ from .. import _guard
 from .._weakhooks import reinit_after_fork
 from ..telemetry._emitter import scrub_secrets
 from ..types import Evaluation, Passage, RagRecord
+from ._background import BackgroundQueue
 
 When = Callable[[RagRecord, Evaluation], bool] | Collection[str]
 """Which scored answers to write: a predicate ``(record, evaluation) -> bool`` or a set of
@@ -104,16 +103,17 @@ class DatasetSink:
         self.rotations = 0
         self._lock = threading.Lock()
         self._init_state()
+        # The writer thread and its bounded buffer (a forked child gets a fresh one).
+        self._queue: BackgroundQueue[tuple[RagRecord, Evaluation]] = BackgroundQueue(
+            "groundwatch-dataset",
+            self._write_batch,
+            max_items=max_buffered,
+            on_stop=self._close_file,
+        )
         reinit_after_fork(self._at_fork_reinit)
 
     def _init_state(self) -> None:
-        self._buffer: deque[tuple[RagRecord, Evaluation]] = deque()
         self._pid = os.getpid()
-        self._wake = threading.Event()
-        self._idle = threading.Condition(threading.Lock())
-        self._busy = False
-        self._closed = False
-        self._thread: threading.Thread | None = None
         self._file: IO[bytes] | None = None
         self._size = 0
 
@@ -150,15 +150,8 @@ class DatasetSink:
             return
         if self._pid != os.getpid():
             self._at_fork_reinit()
-        buffer = self._buffer
-        if self._closed or len(buffer) >= self.max_buffered:
-            self._drop("buffer_full" if not self._closed else "closed")
-            return
-        buffer.append((record, evaluation))
-        if self._thread is None:
-            self._start()
-        else:
-            self._wake.set()
+        if not self._queue.offer((record, evaluation)):
+            self._drop("closed" if self._queue.closed else "buffer_full")
 
     def _drop(self, why: str, n: int = 1) -> None:
         with self._lock:
@@ -171,46 +164,19 @@ class DatasetSink:
             why,
         )
 
-    def _start(self) -> None:
-        with self._lock:
-            if self._thread is not None:
-                return
-            thread = threading.Thread(target=self._main, name="groundwatch-dataset", daemon=True)
-            self._thread = thread
-            thread.start()
-
     # --- writer thread -------------------------------------------------------------------------
 
-    def _main(self) -> None:
-        while True:
-            if self._buffer:
-                self._write_batch()
-            elif self._closed:
-                self._close_file()
-                return
-            else:
-                self._wake.wait(1.0)
-                self._wake.clear()
-
-    def _write_batch(self) -> None:
-        with self._idle:
-            self._busy = True
-        try:
-            lines: list[bytes] = []
-            while self._buffer and len(lines) < 256:
-                record, evaluation = self._buffer.popleft()
-                try:
-                    lines.append(self.row_line(record, evaluation))
-                except Exception as exc:  # the redact hook, or a row we could not build
-                    _guard.user_error("dataset", exc)
-                    with self._lock:
-                        self.dropped += 1
-            if lines:
-                self._write(lines)
-        finally:
-            with self._idle:
-                self._busy = False
-                self._idle.notify_all()
+    def _write_batch(self, batch: list[tuple[RagRecord, Evaluation]]) -> None:
+        lines: list[bytes] = []
+        for record, evaluation in batch:
+            try:
+                lines.append(self.row_line(record, evaluation))
+            except Exception as exc:  # the redact hook, or a row we could not build
+                _guard.user_error("dataset", exc)
+                with self._lock:
+                    self.dropped += 1
+        if lines:
+            self._write(lines)
 
     def _write(self, lines: list[bytes]) -> None:
         try:
@@ -321,41 +287,19 @@ class DatasetSink:
     @property
     def buffered(self) -> int:
         """Rows waiting for the writer."""
-        return len(self._buffer)
+        return len(self._queue)
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until every buffered row is written; ``False`` past the deadline (a stuck
         disk). Never raises."""
-        if self._thread is None:
-            return not self._buffer
-        if threading.current_thread() is self._thread:
-            return False
-        deadline = time.monotonic() + timeout_s
-        with self._idle:
-            while self._buffer or self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._wake.set()
-                self._idle.wait(min(left, 0.1))
-        return True
+        return self._queue.flush(timeout_s)
 
     def close(self, timeout_s: float = 30.0) -> bool:
         """Write what is buffered within the deadline (the rest is counted dropped), then close
         the file. Later rows are dropped and counted."""
-        ok = self.flush(timeout_s)
-        self._closed = True
-        self._wake.set()
-        if not ok:
-            lost = len(self._buffer)
-            self._buffer.clear()
-            if lost:
-                self._drop("shutdown", lost)
-        thread = self._thread
-        if thread is not None and ok:
-            thread.join(max(0.0, min(timeout_s, 5.0)))
-        elif thread is None:
-            self._close_file()
+        ok, lost = self._queue.close(timeout_s)
+        if lost:
+            self._drop("shutdown", lost)
         return ok
 
     def __repr__(self) -> str:

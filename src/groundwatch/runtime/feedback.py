@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -33,6 +31,7 @@ from .._weakhooks import reinit_after_fork
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
 from ..telemetry._emitter import FEEDBACK_JUDGE_UNKNOWN, _Reported
+from ._background import BackgroundQueue
 
 DEFAULT_MEMORY = 10_000
 """Scored traces whose verdict the monitor remembers (about 200 bytes each)."""
@@ -158,84 +157,29 @@ class FeedbackEvents:
     def __init__(self, telemetry: Telemetry, max_pending: int = MAX_PENDING_EVENTS) -> None:
         self.telemetry = telemetry
         self.max_pending = max_pending
-        self._init_state()
-        reinit_after_fork(self._init_state)
+        self._queue: BackgroundQueue[Pending] = BackgroundQueue(
+            "groundwatch-feedback",
+            self._emit_all,
+            max_items=max_pending,
+            poll_s=POLL_S,
+            stay_awake_s=STAY_AWAKE_S,
+        )
 
-    def _init_state(self) -> None:
-        self.queue: deque[Pending] = deque()
-        self._pid = os.getpid()
-        self._wake = threading.Event()
-        self._idle = threading.Condition(threading.Lock())
-        self._awake = False
-        self._busy = False
-        self.closed = False
-        self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
-
-    # --- caller's thread ---------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """Whether the monitor has closed it (later feedback is refused)."""
+        return self._queue.closed
 
     def submit(self, item: Pending) -> bool:
         """Queue one event; ``False`` when the queue is full or closed (the caller counts)."""
-        if self._pid != os.getpid():
-            self._init_state()
-        queue = self.queue
-        # Checked without a lock: concurrent callers may overshoot by one each, still bounded.
-        if self.closed or len(queue) >= self.max_pending:
-            return False
-        queue.append(item)
-        if not self._awake:
-            self._awake = True
-            if self._thread is None:
-                self._start()
-            else:
-                self._wake.set()
-        return True
+        return self._queue.offer(item)
 
-    def _start(self) -> None:
-        with self._start_lock:
-            if self._thread is not None:
-                self._wake.set()
-                return
-            thread = threading.Thread(target=self._main, name="groundwatch-feedback", daemon=True)
-            self._thread = thread
-            thread.start()
-
-    # --- events thread -----------------------------------------------------------------------
-
-    def _main(self) -> None:
-        quiet_since = time.monotonic()
-        while True:
-            if self.queue:
-                self._drain()
-                quiet_since = time.monotonic()
-            elif self.closed:
-                return
-            elif time.monotonic() - quiet_since < STAY_AWAKE_S:
-                self._wake.wait(POLL_S)
-                self._wake.clear()
-            else:
-                self._awake = False
-                # A caller that appended before seeing _awake False did not wake us: look again.
-                if not self.queue and not self.closed:
-                    self._wake.wait()
-                self._wake.clear()
-                self._awake = True
-                quiet_since = time.monotonic()
-
-    def _drain(self) -> None:
-        with self._idle:
-            self._busy = True
-        try:
-            while self.queue:
-                item = self.queue.popleft()
-                try:
-                    self.emit(item)
-                except Exception as exc:
-                    _guard.internal_error("feedback", exc, reraise=False)
-        finally:
-            with self._idle:
-                self._busy = False
-                self._idle.notify_all()
+    def _emit_all(self, items: list[Pending]) -> None:
+        for item in items:
+            try:
+                self.emit(item)
+            except Exception as exc:
+                _guard.internal_error("feedback", exc, reraise=False)
 
     def emit(self, item: Pending) -> None:
         """The ``gen_ai.evaluation.result`` log record of one feedback, in the answer's trace."""
@@ -284,36 +228,18 @@ class FeedbackEvents:
 
     def flush(self, timeout_s: float) -> bool:
         """Wait until every event queued so far is emitted; ``False`` past the deadline."""
-        if self._thread is None:
-            return not self.queue
-        deadline = time.monotonic() + timeout_s
-        if threading.current_thread() is self._thread:
-            return False
-        self._wake.set()
-        with self._idle:
-            while self.queue or self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._wake.set()
-                self._idle.wait(min(left, POLL_S))
-        return True
+        return self._queue.flush(timeout_s)
 
     def close(self, timeout_s: float) -> bool:
         """Emit what is queued within the deadline, then stop the thread."""
-        ok = self.flush(timeout_s)
-        self.closed = True
-        self._wake.set()
-        if not ok:
-            lost = len(self.queue)
-            self.queue.clear()
-            if lost:
-                _guard.user_fault(
-                    "feedback",
-                    sc.ERROR_SHUTDOWN,
-                    "groundwatch: %d feedback events not emitted by the shutdown deadline",
-                    lost,
-                )
+        ok, lost = self._queue.close(timeout_s)
+        if lost:
+            _guard.user_fault(
+                "feedback",
+                sc.ERROR_SHUTDOWN,
+                "groundwatch: %d feedback events not emitted by the shutdown deadline",
+                lost,
+            )
         return ok
 
 

@@ -97,6 +97,22 @@ def _skip(text: str, pos: int) -> int:
     return m.end() if m else pos
 
 
+def _after_member(text: str, child: _Node, node: _Node, closer: str) -> int:
+    """Where the next member of ``node`` starts after ``child``; -1 when ``node`` is complete
+    (its ``end`` set at ``closer``) or the text is cut there."""
+    if child.end >= len(text):
+        return -1
+    pos = _skip(text, child.end)
+    if pos >= len(text):
+        return -1
+    if text[pos] == ",":
+        return pos + 1
+    if text[pos] == closer:
+        node.end = pos + 1
+        return -1
+    raise ValueError("comma expected")
+
+
 def _parse(text: str, pos: int, depth: int) -> _Node:
     pos = _skip(text, pos)
     if pos >= len(text):
@@ -132,18 +148,9 @@ def _parse(text: str, pos: int, depth: int) -> _Node:
                 return node
             assert node.fields is not None
             node.fields.append((key, pos, child))
-            if child.end >= len(text):
+            pos = _after_member(text, child, node, "}")
+            if pos < 0:
                 return node
-            pos = _skip(text, child.end)
-            if pos >= len(text):
-                return node
-            if text[pos] == ",":
-                pos += 1
-                continue
-            if text[pos] == "}":
-                node.end = pos + 1
-                return node
-            raise ValueError("comma expected")
     if ch == "[":
         node = _Node(pos, len(text), items=[])
         pos = _skip(text, pos + 1)
@@ -157,18 +164,9 @@ def _parse(text: str, pos: int, depth: int) -> _Node:
                 return node
             assert node.items is not None
             node.items.append(child)
-            if child.end >= len(text):
+            pos = _after_member(text, child, node, "]")
+            if pos < 0:
                 return node
-            pos = _skip(text, child.end)
-            if pos >= len(text):
-                return node
-            if text[pos] == ",":
-                pos += 1
-                continue
-            if text[pos] == "]":
-                node.end = pos + 1
-                return node
-            raise ValueError("comma expected")
     if ch == '"':
         try:
             value, end = _DECODER.raw_decode(text, pos)

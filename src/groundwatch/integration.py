@@ -32,11 +32,10 @@ import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from opentelemetry import context as otel_context
-
 from ._config import raise_internal_errors
 from ._guard import bad_input, internal_error, user_error
 from ._inputs import MAX_PASSAGES, ToolOutput, readable_tool_output, tool_output_text
+from ._suppression import SUPPRESS_INSTRUMENTATION_KEYS, suppressed, suppressed_context
 from ._weakhooks import reinit_after_fork, weak_callback
 from .runtime.sampling import Decision
 
@@ -66,30 +65,6 @@ __all__ = [
     "user_error",
     "weak_callback",
 ]
-
-SUPPRESS_INSTRUMENTATION_KEYS: tuple[str, ...] = (
-    getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation"),
-    "suppress_instrumentation",
-)
-"""The context keys OpenTelemetry instrumentations check: ``opentelemetry.context`` defines the
-first; ``opentelemetry-instrumentation``'s ``suppress_instrumentation`` also sets the plain
-string, which older instrumentations read. Setting both needs no extra dependency."""
-
-
-def suppressed_context() -> otel_context.Context:
-    """The current context with instrumentation suppressed (both keys set)."""
-    ctx = otel_context.get_current()
-    for key in SUPPRESS_INSTRUMENTATION_KEYS:
-        ctx = otel_context.set_value(key, True, ctx)
-    return ctx
-
-
-def suppressed() -> bool:
-    """Whether instrumentation is suppressed in the current context."""
-    # One context lookup: integrations ask this when an interaction starts.
-    ctx = otel_context.get_current()
-    return any(ctx.get(key) for key in SUPPRESS_INSTRUMENTATION_KEYS)
-
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

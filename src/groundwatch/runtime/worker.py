@@ -36,8 +36,8 @@ from typing import Protocol
 from opentelemetry import context as otel_context
 
 from .. import _guard
+from .._suppression import suppressed_context
 from .._weakhooks import reinit_after_fork
-from ..integration import suppressed_context
 from ..judging import scoring
 from ..telemetry import Stats
 from ..telemetry import semconv as sc

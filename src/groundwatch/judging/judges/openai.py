@@ -32,6 +32,7 @@ from opentelemetry import context as otel_context
 
 from ... import _config
 from ..._errors import install_hint
+from ..._suppression import suppressed_context
 from ...telemetry import semconv as sc
 from ...types import Judgement, Passage, Usage
 from ._loop import LoopThread
@@ -424,9 +425,7 @@ class OpenAIJudge:
     async def _judge(self, answer: str, passages: list[Passage], question: str | None) -> Judgement:
         # The judge's own HTTP calls must not show up in the user's traces (or re-enter
         # instrumentations that feed groundwatch).
-        token = otel_context.attach(
-            otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True)
-        )
+        token = otel_context.attach(suppressed_context())
         try:
             result = await self._judge_unsuppressed(answer, passages, question)
         finally:

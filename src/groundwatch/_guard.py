@@ -71,6 +71,13 @@ def warning(where: str, message: str, *args: object) -> None:
         _logger.warning(message, *args)
 
 
+def error_counts() -> list[tuple[tuple[str, str], int]]:
+    """A snapshot of :data:`errors` taken under the lock (the ``groundwatch.errors`` metric's
+    callback reads it on the metric reader's thread while other threads count)."""
+    with _lock:
+        return list(errors.items())
+
+
 def _count_and_log(where: str, exc: BaseException, message: str) -> None:
     if _count(where, type(exc).__name__):
         _logger.warning(message, where, exc_info=(type(exc), exc, exc.__traceback__))

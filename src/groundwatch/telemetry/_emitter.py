@@ -21,13 +21,13 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, TracerProvider
 
-from .. import _guard
+from .. import _guard, _version
 from ..types import Evaluation, RagRecord
 from . import semconv as sc
 
 Redactor = Callable[[str], str]
 
-_VERSION = "0.1.0"
+_VERSION = _version.__version__
 
 MAX_CONTENT_CLAIMS = 50
 """Claims listed in ``groundwatch.content.claims``; a final ``{"truncated_claims": n}`` entry
@@ -247,9 +247,7 @@ class _Instruments:
             yield Observation(n, {sc.ERROR_TYPE: error_type})
 
     def _observe_errors(self, options: CallbackOptions) -> Iterable[Observation]:
-        with _guard._lock:
-            items = list(_guard.errors.items())
-        for (where, error_type), n in items:
+        for (where, error_type), n in _guard.error_counts():
             yield Observation(n, {sc.GROUNDWATCH_COMPONENT: where, sc.ERROR_TYPE: error_type})
         # Each place of failure at 0, without error.type (the exception's class, not known
         # before it happens): distinct from every series above.

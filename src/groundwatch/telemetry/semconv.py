@@ -128,6 +128,22 @@ GROUNDWATCH_CONTEXTS_UNREADABLE: Final = "groundwatch.contexts.unreadable"
 with only Python's default repr)."""
 GROUNDWATCH_TOOL_ERRORS: Final = "groundwatch.tool.errors"
 """Tool calls of the run that raised (an error is not a passage)."""
+LLAMA_INDEX_ENGINE: Final = "llama_index.engine"
+"""The LlamaIndex engine or agent class a record came from (``RetrieverQueryEngine``)."""
+LLAMA_INDEX_STREAM: Final = "llama_index.stream"
+"""A streamed LlamaIndex answer: ``complete`` (consumed to its end) or ``closed`` (stopped early;
+the text shown so far is recorded)."""
+# error.type of an integration's ``record_failure`` (docs/integrations.md); a run that failed
+# with an exception of the framework's own may also carry the exception's class name.
+ERROR_NO_ANSWER: Final = "no_answer"
+"""The run retrieved and a model ran, but its output held no answer that could be read."""
+ERROR_EVICTED: Final = "evicted"
+"""The run was given up unfinished (too many runs open at once, or open too long)."""
+ERROR_CANCELLED: Final = "cancelled"
+"""The run was cancelled, or its streamed answer abandoned before the run ended."""
+ERROR_RETRIEVER: Final = "retriever_error"
+ERROR_LLM: Final = "llm_error"
+ERROR_CHAIN: Final = "chain_error"
 
 SCORE_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 DURATION_BUCKETS: Final = (

@@ -9,8 +9,8 @@ import threading
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
+from .._error_types import ERROR_INTERNAL
 from .._inputs import prepare
-from ..telemetry.semconv import ERROR_INTERNAL
 from ..types import VERDICTS, Claim, Evaluation, Evidence, Judgement, Passage, Usage
 from . import scoring
 from .judges import Judge, LocalJudge

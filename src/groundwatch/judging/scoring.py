@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..telemetry import semconv as sc
+from .._error_types import documented_error_type
 from ..types import Claim, Evaluation, Evidence, Judgement, Label, Passage, passage_names
 from .evidence_check import enforce_evidence_content
 from .structured import tool_records
@@ -262,31 +262,6 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and the noun, singular for one: ``"1 claim"``, ``"3 claims"``. ``plural``
     defaults to the noun with an ``s``. For every count a person reads."""
     return f"{n} {noun if n == 1 else (plural or noun + 's')}"
-
-
-# --- error types --------------------------------------------------------------------------------
-
-# Causes named by the runtime or by exception classes that have a documented type of their own.
-_ERROR_ALIASES = {
-    "judge_unresponsive": sc.ERROR_TIMEOUT,
-    "TimeoutError": sc.ERROR_TIMEOUT,
-    "ConnectionError": sc.ERROR_CONNECTION,
-    "ConnectionRefusedError": sc.ERROR_CONNECTION,
-    "ConnectionResetError": sc.ERROR_CONNECTION,
-}
-
-
-def documented_error_type(error_type: str | None) -> str:
-    """The documented error type (``semconv.ERROR_TYPES`` or ``http_<status>``) for a failure:
-    a known cause maps to its type, anything else (an exception class name, a runtime fault
-    such as a lost worker process) is ``internal``. Every judge's failure passes through here,
-    so ``Evaluation.error_type`` and the ``error.type`` attributes take one list of values."""
-    if error_type in sc.ERROR_TYPES:
-        return error_type
-    http = sc.ERROR_HTTP_PREFIX
-    if error_type and error_type.startswith(http) and error_type[len(http) :].isdigit():
-        return error_type
-    return _ERROR_ALIASES.get(error_type or "", sc.ERROR_INTERNAL)
 
 
 # --- scores and label ---------------------------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from .. import _error_types as _et
+
 INSTRUMENTATION_NAME: Final = "groundwatch"
 
 # --- span ----------------------------------------------------------------------------------------
@@ -164,41 +166,24 @@ DURATION_BUCKETS: Final = (
     60.0,
 )
 
-# error.type values set by the runtime (others are exception class names).
-ERROR_TIMEOUT: Final = "timeout"
-ERROR_SHUTDOWN: Final = "shutdown"
-ERROR_FORK: Final = "fork"
-ERROR_INVALID_INPUT: Final = "invalid_input"
-ERROR_SAMPLER: Final = "sampler_error"
-ERROR_INTERNAL: Final = "internal"
-
-# --- error.type of a failed evaluation (Evaluation.error_type; docs/llm-judge.md "Errors") ------
-# Every failure a judge or the runtime reports ends with one of these; HTTP statuses without a
-# name of their own are "http_<status>" (ERROR_HTTP_PREFIX + the code, e.g. "http_401").
-ERROR_HTTP_PREFIX: Final = "http_"
-ERROR_CONNECTION: Final = "connection"
-ERROR_RATE_LIMITED: Final = "rate_limited"
-ERROR_CIRCUIT_OPEN: Final = "circuit_open"
-ERROR_FORMAT_UNSUPPORTED: Final = "format_unsupported"
-ERROR_BAD_REPLY: Final = "bad_reply"
-ERROR_TRUNCATED: Final = "truncated"
-ERROR_REFUSED: Final = "refused"
-ERROR_TRANSPORT: Final = "transport"
-"""A record the producer could not send to the queue (``groundwatch.evaluations.dropped``)."""
-ERROR_TYPES: Final = (
-    ERROR_TIMEOUT,
-    ERROR_CONNECTION,
-    ERROR_RATE_LIMITED,
-    ERROR_CIRCUIT_OPEN,
-    ERROR_FORMAT_UNSUPPORTED,
-    ERROR_BAD_REPLY,
-    ERROR_TRUNCATED,
-    ERROR_REFUSED,
-    ERROR_INVALID_INPUT,
-    ERROR_TRANSPORT,
-    ERROR_INTERNAL,
-)
-"""The named error types; with ``http_<status>`` they are the whole documented list."""
+# error.type values of a failed evaluation: defined on the ground floor (groundwatch._error_types)
+# for the judges and the telemetry alike, re-exported here with every other telemetry name.
+ERROR_TIMEOUT: Final = _et.ERROR_TIMEOUT
+ERROR_SHUTDOWN: Final = _et.ERROR_SHUTDOWN
+ERROR_FORK: Final = _et.ERROR_FORK
+ERROR_INVALID_INPUT: Final = _et.ERROR_INVALID_INPUT
+ERROR_SAMPLER: Final = _et.ERROR_SAMPLER
+ERROR_INTERNAL: Final = _et.ERROR_INTERNAL
+ERROR_HTTP_PREFIX: Final = _et.ERROR_HTTP_PREFIX
+ERROR_CONNECTION: Final = _et.ERROR_CONNECTION
+ERROR_RATE_LIMITED: Final = _et.ERROR_RATE_LIMITED
+ERROR_CIRCUIT_OPEN: Final = _et.ERROR_CIRCUIT_OPEN
+ERROR_FORMAT_UNSUPPORTED: Final = _et.ERROR_FORMAT_UNSUPPORTED
+ERROR_BAD_REPLY: Final = _et.ERROR_BAD_REPLY
+ERROR_TRUNCATED: Final = _et.ERROR_TRUNCATED
+ERROR_REFUSED: Final = _et.ERROR_REFUSED
+ERROR_TRANSPORT: Final = _et.ERROR_TRANSPORT
+ERROR_TYPES: Final = _et.ERROR_TYPES
 
 DROPPED_ERROR_TYPES: Final = (
     ERROR_SHUTDOWN,

@@ -7,9 +7,8 @@ import inspect
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ...telemetry.semconv import ERROR_INTERNAL
+from ..._error_types import ERROR_INTERNAL, documented_error_type
 from ...types import Judgement, Passage
-from ..scoring import documented_error_type
 
 
 @runtime_checkable

@@ -31,9 +31,9 @@ from urllib.parse import urlsplit, urlunsplit
 from opentelemetry import context as otel_context
 
 from ... import _config
+from ... import _error_types as et
 from ..._errors import install_hint
 from ..._suppression import suppressed_context
-from ...telemetry import semconv as sc
 from ...types import Judgement, Passage, Usage
 from ._loop import LoopThread
 from ._prompt import PROMPT_VERSION, RESPONSE_FORMATS, build_prompt
@@ -349,14 +349,14 @@ class OpenAIJudge:
             return Judgement(
                 model=self.model,
                 error="the judge was closed during the request",
-                error_type=sc.ERROR_INTERNAL,
+                error_type=et.ERROR_INTERNAL,
             )
         except Exception as exc:  # our own bug or a dead loop: report it, do not raise
             _logger.debug("openai judge failed unexpectedly", exc_info=True)
             return Judgement(
                 model=self.model,
                 error=self._redact(f"internal error: {type(exc).__name__}: {exc}")[:300],
-                error_type=sc.ERROR_INTERNAL,
+                error_type=et.ERROR_INTERNAL,
             )
 
     def close(self) -> None:
@@ -442,7 +442,7 @@ class OpenAIJudge:
             return Judgement(
                 model=self.model,
                 error="the answer must be a string and the contexts Passage objects",
-                error_type=sc.ERROR_INVALID_INPUT,
+                error_type=et.ERROR_INVALID_INPUT,
             )
         key = self._cache_key(answer, passages, question) if self.cache_size > 0 else ""
         cached = self._cache.get(key) if key else None
@@ -486,7 +486,7 @@ class OpenAIJudge:
             reply = await self._complete(prompt.messages, usage, budget)
             if reply.refusal or reply.finish_reason == "content_filter":
                 why = reply.refusal or "the reply was stopped by the endpoint's content filter"
-                raise _CallFailed(self._redact(f"the model refused: {why}")[:300], sc.ERROR_REFUSED)
+                raise _CallFailed(self._redact(f"the model refused: {why}")[:300], et.ERROR_REFUSED)
             if reply.finish_reason == "length":
                 if not length_retried:
                     length_retried = True
@@ -498,7 +498,7 @@ class OpenAIJudge:
                     continue
                 raise _CallFailed(
                     f"the reply was cut at its token limit twice (last max_tokens={budget})",
-                    sc.ERROR_TRUNCATED,
+                    et.ERROR_TRUNCATED,
                 )
             items, tolerant = read_reply(reply.content)
             if reply.content is not None:
@@ -509,7 +509,7 @@ class OpenAIJudge:
             if reply_retried:
                 raise _CallFailed(
                     "the model's reply was not usable JSON claim verdicts (twice)",
-                    sc.ERROR_BAD_REPLY,
+                    et.ERROR_BAD_REPLY,
                 )
             reply_retried = True
             self.stats.reply_retries += 1
@@ -550,7 +550,7 @@ class OpenAIJudge:
                 raise _CallFailed(
                     f"endpoint circuit open after repeated failures; next probe in "
                     f"{self._breaker.retry_in():.1f}s",
-                    sc.ERROR_CIRCUIT_OPEN,
+                    et.ERROR_CIRCUIT_OPEN,
                 )
             format_index = self._format_index
             fmt = self._formats[format_index]
@@ -569,12 +569,12 @@ class OpenAIJudge:
                     )
                 except (asyncio.TimeoutError, openai.APITimeoutError):
                     failure = _CallFailed(
-                        f"no reply within {self.timeout_seconds:g}s", sc.ERROR_TIMEOUT
+                        f"no reply within {self.timeout_seconds:g}s", et.ERROR_TIMEOUT
                     )
                     self._breaker.record_failure()
                 except openai.APIConnectionError as exc:
                     failure = _CallFailed(
-                        self._redact(f"connection failed: {exc}")[:300], sc.ERROR_CONNECTION
+                        self._redact(f"connection failed: {exc}")[:300], et.ERROR_CONNECTION
                     )
                     self._breaker.record_failure()
                 except openai.APIStatusError as exc:
@@ -589,7 +589,7 @@ class OpenAIJudge:
                         raise _CallFailed(
                             f"the endpoint does not accept response_format={fmt} ({message}); "
                             f'use response_format="auto"',
-                            sc.ERROR_FORMAT_UNSUPPORTED,
+                            et.ERROR_FORMAT_UNSUPPORTED,
                         ) from None
                     if status == 429 or status >= 500 or status == 408:
                         if status != 429:
@@ -598,9 +598,9 @@ class OpenAIJudge:
                             self._breaker.release()
                         failure = _CallFailed(
                             message,
-                            sc.ERROR_RATE_LIMITED
+                            et.ERROR_RATE_LIMITED
                             if status == 429
-                            else f"{sc.ERROR_HTTP_PREFIX}{status}",
+                            else f"{et.ERROR_HTTP_PREFIX}{status}",
                         )
                         delay = retry_after_seconds(exc.response.headers)
                         if delay is not None and delay > self.max_retry_after_seconds:
@@ -611,14 +611,14 @@ class OpenAIJudge:
                             ) from None
                     else:
                         self._breaker.release()
-                        raise _CallFailed(message, f"{sc.ERROR_HTTP_PREFIX}{status}") from None
+                        raise _CallFailed(message, f"{et.ERROR_HTTP_PREFIX}{status}") from None
                 except Exception as exc:
                     # The endpoint answered with something the client could not read (HTML
                     # from a proxy, a malformed body): not transient, not worth a retry.
                     self._breaker.release()
                     raise _CallFailed(
                         self._redact(f"unreadable response: {type(exc).__name__}: {exc}")[:300],
-                        sc.ERROR_BAD_REPLY,
+                        et.ERROR_BAD_REPLY,
                     ) from None
                 except BaseException:
                     self._breaker.release()  # cancelled: a probe must not stay pending forever

@@ -46,7 +46,8 @@ from groundwatch.judging.judges._calibration import (  # noqa: E402
     feature_vector,
     script_of,
 )
-from groundwatch.judging.judges.local import ClaimFeatures, LocalJudge, rule_of  # noqa: E402
+from groundwatch.judging.judges._features import ClaimFeatures  # noqa: E402
+from groundwatch.judging.judges.local import LocalJudge, rule_of  # noqa: E402
 from groundwatch.judging.scoring import context_is_substantive  # noqa: E402
 
 FIT_SETS = ("attributionbench_dev", "uhgeval_zh_dev")

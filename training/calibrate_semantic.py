@@ -40,7 +40,8 @@ from groundwatch.judging.judges._calibration import (  # noqa: E402
     LogisticModel,
     feature_vector,
 )
-from groundwatch.judging.judges.local import ClaimFeatures, LocalJudge  # noqa: E402
+from groundwatch.judging.judges._features import ClaimFeatures  # noqa: E402
+from groundwatch.judging.judges.local import LocalJudge  # noqa: E402
 from groundwatch.judging.judges.semantic import SemanticJudge  # noqa: E402
 from groundwatch.judging.scoring import context_is_substantive  # noqa: E402
 

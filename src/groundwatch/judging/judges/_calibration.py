@@ -24,7 +24,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .local import ClaimFeatures
+    from ._features import ClaimFeatures
 
 FEATURES: tuple[str, ...] = (
     "cover_sentence",

@@ -39,8 +39,9 @@ from typing import Any
 from ..._guard import internal_error
 from ...types import Claim, Evidence, Judgement, Passage
 from ._calibration import FEATURES, LogisticModel, feature_vector
+from ._features import ClaimFeatures
 from ._nli_model import MAX_HYPOTHESIS_PIECES, MAX_LENGTH, NLIEncoder, _require
-from .local import ClaimFeatures, LocalJudge, rule_of
+from .local import LocalJudge, rule_of
 
 NLI_FEATURES: tuple[str, ...] = (*FEATURES, "entailment", "contradiction")
 """Inputs of the combiner: the lexical measurements and two of the model's probabilities."""

@@ -33,8 +33,9 @@ from ...types import Claim, Evidence, Judgement, Passage
 from ..claims import sentence_spans
 from ..lexical import STOPWORDS, units
 from ._calibration import LogisticModel, default_semantic_model, semantic_vector
+from ._features import ClaimFeatures, margin
 from ._minilm import MiniLMEncoder, TokenVectors
-from .local import ClaimFeatures, LocalJudge, _margin
+from .local import LocalJudge
 
 if TYPE_CHECKING:
     import numpy as np
@@ -166,8 +167,8 @@ class SemanticJudge:
                 }
             )
         if match.score >= threshold:
-            return _promoted(claim, match, 0.25 + 0.5 * _margin(match.score, threshold))
-        return _kept(claim, match, _margin(match.score, threshold))
+            return _promoted(claim, match, 0.25 + 0.5 * margin(match.score, threshold))
+        return _kept(claim, match, margin(match.score, threshold))
 
 
 def _promoted(claim: Claim, match: _Match, confidence: float) -> Claim:

@@ -1,8 +1,12 @@
 """The public surface the framework integrations build on, and nothing else of the core.
 
 An integration (``groundwatch_langchain``, ``groundwatch_llamaindex``, or one of your own)
-needs these things from the core, all here:
+needs these things from the core, all here (docs/integrations.md builds one):
 
+- :class:`RunTracker` and :class:`TrackedRun`: the run state machine (the map from the
+  framework's ids to top-level runs, eviction, the sampler's decision at the first retrieval,
+  exactly one terminal call per run, the counters in :data:`COUNTERS`, the error types and the
+  record attributes), so that an integration only maps its framework's callbacks onto it;
 - :class:`MonitorLike`: what it hands records to (``decide``, ``record``, ``record_decision``,
   ``record_failure``) and :class:`Decision`;
 - :func:`guarded`: the one guard around every entry point the host or the framework calls, so
@@ -35,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from ._config import raise_internal_errors
 from ._guard import bad_input, internal_error, user_error
 from ._inputs import MAX_PASSAGES, ToolOutput, readable_tool_output, tool_output_text
+from ._run_tracker import COUNTERS, RunTracker, TrackedRun
 from ._suppression import SUPPRESS_INSTRUMENTATION_KEYS, suppressed, suppressed_context
 from ._weakhooks import reinit_after_fork, weak_callback
 from .runtime.sampling import Decision
@@ -45,13 +50,16 @@ if TYPE_CHECKING:
     from .runtime.monitor import Monitor
 
 __all__ = [
+    "COUNTERS",
     "MAX_PASSAGES",
     "SUPPRESS_INSTRUMENTATION_KEYS",
     "ContextTools",
     "Decision",
     "MonitorLike",
     "MonitorOwner",
+    "RunTracker",
     "ToolOutput",
+    "TrackedRun",
     "bad_input",
     "guarded",
     "internal_error",

@@ -460,7 +460,7 @@ def test_a_run_the_sampler_declines_keeps_no_documents_and_is_counted_once(
 
     def spy(self: Any, documents: Any, **kwargs: Any) -> None:
         real_end(self, documents, **kwargs)
-        kept.extend(len(root.documents) for root in self._roots.values())
+        kept.extend(len(root.documents) for root in self._tracker.runs())
 
     monkeypatch.setattr(GroundwatchCallbackHandler, "on_retriever_end", spy)
     with tracer.start_as_current_span("request") as request:

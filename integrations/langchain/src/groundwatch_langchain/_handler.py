@@ -1,9 +1,12 @@
 """The LangChain callback handler: capture (question, documents, answer) per top-level run.
 
 LangChain reports a run as a tree of callbacks keyed by ``run_id`` / ``parent_run_id``. The
-handler keeps one small state object per top-level ("root") run and a map from every live run id
-under it to that state, both under one lock: callbacks of one run may arrive from several threads
-(``batch``, ``RunnableParallel``), and callbacks of many runs interleave on one event loop.
+handler keeps one small state object per top-level ("root") run in the core's
+:class:`~groundwatch.integration.RunTracker`, which maps every live run id under it to that
+state under one lock (callbacks of one run may arrive from several threads: ``batch``,
+``RunnableParallel``; callbacks of many runs interleave on one event loop), gives up runs that
+never end, takes the sampler's decision at the first retrieval and makes the run's one terminal
+call. The handler maps LangChain's callbacks onto it.
 
 Nothing here attaches an OpenTelemetry context: in a system of callbacks there is no guarantee the
 matching detach would ever run. The span context current when the root run starts is stored in the
@@ -15,9 +18,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -30,9 +30,10 @@ from groundwatch.integration import (
     ContextTools,
     Decision,
     MonitorLike,
+    RunTracker,
     ToolOutput,
+    TrackedRun,
     guarded,
-    internal_error,
     raise_internal_errors,
     readable_tool_output,
     tool_filter,
@@ -69,12 +70,12 @@ DEFAULT_MAX_RUN_AGE_SECONDS = 3600.0
 DEFAULT_MAX_DOCUMENTS = MAX_PASSAGES
 
 #: ``Monitor.record_failure`` error types used by this integration.
-RETRIEVER_ERROR = "retriever_error"
-LLM_ERROR = "llm_error"
-CHAIN_ERROR = "chain_error"
-CANCELLED = "cancelled"
-NO_ANSWER = "no_answer"
-EVICTED = "evicted"
+RETRIEVER_ERROR = semconv.ERROR_RETRIEVER
+LLM_ERROR = semconv.ERROR_LLM
+CHAIN_ERROR = semconv.ERROR_CHAIN
+CANCELLED = semconv.ERROR_CANCELLED
+NO_ANSWER = semconv.ERROR_NO_ANSWER
+EVICTED = semconv.ERROR_EVICTED
 
 #: Run metadata key that overrides the handler's route for one run:
 #: ``chain.invoke(q, config={"metadata": {"groundwatch_route": "faq"}})``.
@@ -120,72 +121,55 @@ class _Tagged:
         self.tool = tool
 
 
-class _RootRun:
-    """State of one top-level run, alive from its start callback to its end or error."""
+class _RootRun(TrackedRun[int]):
+    """State of one top-level run, alive from its start callback to its end or error.
+
+    Keyed by ``run_id.int``: hashing a UUID runs Python code, an int does not, and the
+    tracker's map is touched several times per callback. The tracker's fields (``retrieving``,
+    ``decision``: taken when the first retriever starts, a run that will not be scored keeps no
+    documents; ``dropped``, ``tool_outputs``, ``tool_errors``, ``unreadable``, ``unfinished``:
+    nested runs still open when the root ended) come from
+    :class:`~groundwatch.integration.TrackedRun`.
+    """
 
     __slots__ = (
-        "children",
-        "conversation_id",
-        "decision",
         "documents",
-        "dropped",
         "error_type",
         "generated",
         "inputs",
         "is_chain",
-        "key",
         "retrieved",
-        "retrieving",
-        "route",
         "run_id",
-        "span_context",
-        "started",
         "tool_ended",
-        "tool_errors",
         "tool_of",
-        "tool_outputs",
         "tools",
-        "unfinished",
-        "unreadable",
     )
 
     def __init__(
         self,
         run_id: UUID,
         inputs: Any,
+        monitor: MonitorLike,
         span_context: SpanContext | None,
         route: str | None,
         is_chain: bool,
+        max_age: float,
     ) -> None:
+        super().__init__(run_id.int, monitor, route, span_context, max_age)
         self.run_id = run_id
-        self.key = run_id.int
         self.inputs = inputs
-        self.span_context = span_context
-        self.route = route
         self.is_chain = is_chain
-        self.started = time.monotonic()
-        self.children: set[int] = set()
         # Documents (``_Tagged`` when retrieved inside a tool) and ``ToolOutput``s, in the order
         # they arrived.
         self.documents: list[Any] = []
-        self.dropped = 0
-        self.retrieving = False  # a retriever started under this root
-        # The sampler's decision, taken when the first retriever starts (None before): a run
-        # that will not be scored keeps no documents and builds no record.
-        self.decision: Decision | None = None
         self.retrieved = False  # a retriever ended under this root (possibly with no documents)
         self.error_type: str | None = None  # first error seen under this root
         self.generated = False  # a language model finished under this root
-        self.unfinished = 0  # nested runs still open when the root ended
-        self.conversation_id: str | None = None
         # Agents: live tool runs, and every live run inside a tool -> its outermost tool run
         # (both empty for chains without tools: one truth test per link).
         self.tools: dict[int, _Tool] = {}
         self.tool_of: dict[int, int] = {}
         self.tool_ended = False  # a tool whose output is context ended or failed
-        self.tool_outputs = 0  # tool outputs kept among ``documents``
-        self.tool_errors = 0  # tool calls that raised (not passages)
-        self.unreadable = 0  # tool outputs with no text (left out)
 
 
 _F = TypeVar("_F", bound=Callable[..., None])
@@ -282,36 +266,16 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         self._route = route
         self._score_keys = tuple(score_keys)
         self._max_documents = max_documents
-        self._max_active_runs = max_active_runs
         self._max_run_age = max_run_age_seconds
         self._tool_filter = tool_filter(context_tools)
         self._conversation_context = conversation_context
-        self._lock = threading.Lock()
-        # Maps are keyed by ``run_id.int``: hashing a UUID runs Python code, an int does not,
-        # and these maps are touched several times per callback.
-        # Root run id -> state, oldest first (for eviction).
-        self._roots: OrderedDict[int, _RootRun] = OrderedDict()
-        # Every live run id we track (roots and their chain / retriever / tool descendants) -> the
-        # state of its root. LLM runs are not tracked: they have no children, and their errors
-        # name their parent.
-        self._owner: dict[int, _RootRun] = {}
-        self._counts: dict[str, int] = dict.fromkeys(
-            (
-                "records",
-                "not_sampled",
-                "failures",
-                "no_retrieval",
-                "no_answer",
-                "evicted",
-                "documents_dropped",
-                "tool_outputs",
-                "tool_errors",
-                "tool_outputs_unreadable",
-                "turns_paused",
-                "extractor_errors",
-                "internal_errors",
-            ),
-            0,
+        # Every live run id we track (roots and their chain / retriever / tool descendants) ->
+        # the state of its root. LLM runs are not tracked: they have no children, and their
+        # errors name their parent.
+        self._tracker: RunTracker[int, _RootRun] = RunTracker(
+            max_active_runs=max_active_runs,
+            component="langchain.",
+            counters=("turns_paused", "extractor_errors"),
         )
 
     # -- introspection ----------------------------------------------------------------------------
@@ -333,14 +297,17 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         the run that resumes the turn is recorded), ``extractor_errors`` (a user extractor
         raised), ``internal_errors`` (a bug of ours, logged and swallowed).
         """
-        with self._lock:
-            return dict(self._counts)
+        return self._tracker.counts
 
     @property
     def active_runs(self) -> int:
         """Number of top-level runs currently tracked."""
-        with self._lock:
-            return len(self._roots)
+        return self._tracker.active_runs
+
+    @property
+    def _owner(self) -> dict[int, _RootRun]:
+        """Every live run id tracked -> its root's state (the tracker's map; for tests)."""
+        return self._tracker.links
 
     # Event families we never use: skipping them saves LangChain a call per event. (Not
     # ``ignore_agent``: it also silences tool runs, and agents retrieve inside tools.)
@@ -391,7 +358,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         if root is None or not root.is_chain:
             return
         if not root.retrieving and not self._resumed_turn(root, outputs):
-            self._count("no_retrieval")
+            self._tracker.ignore(root)
             return
         if root.unfinished:
             # The root ended before its steps did: the consumer stopped a stream early (a sync
@@ -404,13 +371,16 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             # it answered anyway, and the record counts its tools' errors.)
             self._fail(root, root.error_type or RETRIEVER_ERROR)
             return
-        if root.decision is not None and root.decision is not Decision.SAMPLED:
-            self._monitor.record_decision(root.decision, route=root.route)
-            self._count("not_sampled")
+        if not root.sampled:
+            self._tracker.decline(root)
             return
         # Streaming runs start with a placeholder input and report the merged input at the end.
         inputs = kwargs.get("inputs", root.inputs)
-        self._record(root, inputs, outputs)
+        try:
+            self._record(root, inputs, outputs)
+        except Exception:
+            self._tracker.fail_internal(root)  # the run still gets its one terminal call
+            raise
 
     @_guarded
     def on_chain_error(
@@ -460,9 +430,10 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Keep references to the retrieved documents in the top-level run's state."""
-        with self._lock:
+        tracker = self._tracker
+        with tracker.lock:
             key = run_id.int
-            owner = self._owner.get(key)
+            owner = tracker.links.get(key)
             tool_key = owner.tool_of.get(key) if owner is not None and owner.tool_of else None
             root = self._retriever_finished(key)
             if root is None:
@@ -475,14 +446,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 tool = root.tools.get(tool_key)
                 name = tool.name if tool is not None else None
                 kept = [_Tagged(d, name) for d in documents]
-            room = self._max_documents - len(root.documents)
-            if len(kept) <= room:
-                root.documents.extend(kept)
-            else:
-                root.documents.extend(kept[: max(room, 0)])
-                dropped = len(kept) - max(room, 0)
-                root.dropped += dropped
-                self._counts["documents_dropped"] += dropped
+            tracker.keep_locked(root, root.documents, kept, self._max_documents)
 
     @_guarded
     def on_retriever_error(
@@ -494,7 +458,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Note the retriever error on the top-level run; the run's end decides what to report."""
-        with self._lock:
+        with self._tracker.lock:
             root = self._retriever_finished(run_id.int)
             if root is not None and root.error_type is None:
                 root.error_type = RETRIEVER_ERROR
@@ -516,8 +480,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         """Note that a model generated under the top-level run (its output is read at the end)."""
         if parent_run_id is None:
             return
-        with self._lock:
-            root = self._owner.get(parent_run_id.int)
+        with self._tracker.lock:
+            root = self._tracker.links.get(parent_run_id.int)
             if root is not None:
                 root.generated = True
 
@@ -533,8 +497,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         """Note the LLM error on the top-level run; the run's end decides what to report."""
         if parent_run_id is None:
             return
-        with self._lock:
-            root = self._owner.get(parent_run_id.int)
+        with self._tracker.lock:
+            root = self._tracker.links.get(parent_run_id.int)
             if root is not None and root.error_type is None:
                 root.error_type = LLM_ERROR
 
@@ -577,7 +541,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
     ) -> None:
         """Keep a reference to the tool's output among the top-level run's contexts."""
         output = _tool_result(output)
-        with self._lock:
+        tracker = self._tracker
+        with tracker.lock:
             key = run_id.int
             root, tool = self._tool_finished(key)
             if root is None or tool is None or not tool.context or tool.retrieved:
@@ -587,19 +552,19 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 return  # not to be scored: nothing to keep
             if getattr(output, "status", None) == "error":  # a ToolMessage reporting a failure
                 root.tool_errors += 1
-                self._counts["tool_errors"] += 1
+                tracker.count_locked("tool_errors")
                 return
             if not _readable(output):
                 root.unreadable += 1
-                self._counts["tool_outputs_unreadable"] += 1
+                tracker.count_locked("tool_outputs_unreadable")
                 return
             if len(root.documents) >= self._max_documents:
                 root.dropped += 1
-                self._counts["documents_dropped"] += 1
+                tracker.count_locked("documents_dropped")
                 return
             root.documents.append(ToolOutput(output, tool.name))
             root.tool_outputs += 1
-            self._counts["tool_outputs"] += 1
+            tracker.count_locked("tool_outputs")
 
     @_guarded
     def on_tool_error(
@@ -611,12 +576,12 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Count a tool's error (never a passage; an agent may recover from it)."""
-        with self._lock:
+        with self._tracker.lock:
             root, tool = self._tool_finished(run_id.int)
             if root is not None and tool is not None and tool.context:
                 root.tool_ended = True
                 root.tool_errors += 1
-                self._counts["tool_errors"] += 1
+                self._tracker.count_locked("tool_errors")
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -634,12 +599,11 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         ``context_tools`` counts its output. The root's first retriever or context tool takes
         the sampler's decision for the whole run (under the lock: parallel ones must not take
         two)."""
-        with self._lock:
-            root = self._owner.get(parent_key)
+        tracker = self._tracker
+        with tracker.lock:
+            root = tracker.link_locked(key, parent_key)
             if root is None:
                 return False
-            self._owner[key] = root
-            root.children.add(key)
             if root.tool_of:  # inside a tool: remember the outermost one
                 outer = root.tool_of.get(parent_key)
                 if outer is not None:
@@ -653,11 +617,10 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 if not nested:
                     root.tool_of[key] = key
             if retriever or (tool is not False and context):
-                root.retrieving = True
-                if root.decision is None and root.is_chain:
-                    root.decision = self._monitor.decide(
-                        span_context=root.span_context, route=root.route
-                    )
+                if root.is_chain:
+                    tracker.decide(root)  # the first one asks the sampler
+                else:
+                    root.retrieving = True
             return True
 
     def _resumed_turn(self, root: _RootRun, outputs: Any) -> bool:
@@ -687,10 +650,8 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 root.dropped += 1
         if not root.tool_ended:
             return False
-        root.retrieving = True
         root.tool_outputs = kept
-        root.decision = self._monitor.decide(span_context=root.span_context, route=root.route)
-        if root.decision is not Decision.SAMPLED:
+        if self._tracker.decide(root) is not Decision.SAMPLED:
             root.documents.clear()
         return True
 
@@ -698,13 +659,9 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         """Unlink a tool run that ended or failed: its top-level run's state and its own
         (``None``s when unknown, or when it was itself the top-level run). Call with the lock
         held."""
-        root = self._owner.pop(key, None)
-        if root is None:
+        root = self._tracker.pop_locked(key)
+        if root is None or root.key == key:
             return None, None
-        if root.key == key:
-            self._forget(root)
-            return None, None
-        root.children.discard(key)
         root.tool_of.pop(key, None)
         return root, root.tools.pop(key, None)
 
@@ -720,63 +677,36 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             value = metadata.get(ROUTE_METADATA_KEY)
             if isinstance(value, str):
                 route = value
-        root = _RootRun(run_id, inputs, span_context, route, is_chain)
+        root = _RootRun(
+            run_id, inputs, self._monitor, span_context, route, is_chain, self._max_run_age
+        )
         if metadata:
             root.conversation_id = _conversation_id(metadata)
-        evicted: list[_RootRun] = []
-        with self._lock:
-            roots = self._roots
-            limit = root.started - self._max_run_age
-            while roots and (
-                len(roots) >= self._max_active_runs or next(iter(roots.values())).started < limit
-            ):
-                _, old = roots.popitem(last=False)
-                self._forget(old)
-                self._counts["evicted"] += 1
-                evicted.append(old)
-            roots[root.key] = root
-            self._owner[root.key] = root
-        for old in evicted:
-            if old.retrieving:
-                self._fail(old, EVICTED)
+        # Gives up (and reports) the oldest runs past the limits first.
+        self._tracker.start(root)
 
     def _end(self, key: int) -> _RootRun | None:
         """Forget a run. Returns its root state when the run was a top-level run we tracked."""
-        with self._lock:
-            root = self._owner.pop(key, None)
+        with self._tracker.lock:
+            root = self._tracker.pop_locked(key)
             if root is None:
                 return None
             if root.key != key:
-                root.children.discard(key)
                 if root.tool_of:
                     root.tool_of.pop(key, None)
                 return None
-            self._forget(root)
             return root
 
     def _retriever_finished(self, key: int) -> _RootRun | None:
         """Unlink a retriever run that ended or failed. Returns its top-level run's state, or
         None when the run is unknown or was itself the top-level run (a retriever used alone:
         forgotten, nothing answered). Call with the lock held."""
-        root = self._owner.pop(key, None)
-        if root is None:
+        root = self._tracker.pop_locked(key)
+        if root is None or root.key == key:
             return None
-        if root.key == key:
-            self._forget(root)
-            return None
-        root.children.discard(key)
         if root.tool_of:
             root.tool_of.pop(key, None)
         return root
-
-    def _forget(self, root: _RootRun) -> None:
-        """Drop a root and every run still linked to it. Call with the lock held."""
-        self._roots.pop(root.key, None)
-        self._owner.pop(root.key, None)
-        root.unfinished = len(root.children)
-        for child in root.children:
-            self._owner.pop(child, None)
-        root.children.clear()
 
     # -- output -----------------------------------------------------------------------------------
 
@@ -789,21 +719,23 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 # its output state holds the turn's human message as a message.
                 question = default_question(outputs)
         except Exception as exc:
-            self._count("extractor_errors")
+            self._tracker.ignore(root, "extractor_errors")
             user_error("langchain extractor", exc)
             return
         if not isinstance(answer, str):
             if self._answer is default_answer and turn_in_progress(outputs):
                 # Paused at an interrupt (human in the loop) after calling tools: the run that
                 # resumes the turn answers, and is recorded with this turn's tool results.
-                self._count("turns_paused")
+                self._tracker.ignore(root, "turns_paused")
                 return
-            self._count("no_answer")
             if root.generated:
                 # A model answered but we cannot read the answer from the output: tell the
                 # operator (an ``answer_extractor`` fixes it). A run that only retrieved (a
                 # search endpoint) is not a failure.
-                self._fail(root, NO_ANSWER)
+                self._tracker.count("no_answer")
+                self._tracker.fail(root, NO_ANSWER)
+            else:
+                self._tracker.ignore(root, "no_answer")
             return
         question = plain(question) if isinstance(question, str) else None
         answer = plain(answer)
@@ -813,43 +745,25 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             found = map(turn_passage, earlier_turns(outputs.get(MESSAGES_KEY)))
             turns = [t for t in found if t is not None]
         contexts = _Passages(root.documents, self._score_keys, turns)
-        attributes: dict[str, Any] = {semconv.GROUNDWATCH_LANGCHAIN_RUN_ID: str(root.run_id)}
-        if root.dropped:
-            attributes[semconv.GROUNDWATCH_CONTEXTS_DROPPED] = root.dropped
-        if root.tools or root.tool_outputs or root.tool_errors or root.unreadable:
-            attributes[semconv.GROUNDWATCH_CONTEXTS_TOOLS] = root.tool_outputs
-        if root.tool_errors:
-            attributes[semconv.GROUNDWATCH_TOOL_ERRORS] = root.tool_errors
-        if root.unreadable:
-            attributes[semconv.GROUNDWATCH_CONTEXTS_UNREADABLE] = root.unreadable
-        if root.conversation_id is not None:
-            attributes[semconv.GEN_AI_CONVERSATION_ID] = root.conversation_id
-        self._monitor.record(
+        # The tracker adds contexts.dropped, the tool counts and the conversation's id.
+        self._tracker.record(
+            root,
             question=question,
             contexts=contexts,
             answer=answer,
+            attributes={semconv.GROUNDWATCH_LANGCHAIN_RUN_ID: str(root.run_id)},
             span_context=_parent_span_context(root),
-            route=root.route,
-            attributes=attributes,
-            decision=root.decision,
+            tools=bool(root.tools or root.tool_outputs or root.tool_errors or root.unreadable),
         )
-        self._count("records")
 
     def _fail(self, root: _RootRun, error_type: str) -> None:
-        self._monitor.record_failure(error_type, route=root.route)
-        self._count("failures")
-
-    def _count(self, key: str) -> None:
-        with self._lock:
-            self._counts[key] += 1
+        self._tracker.fail(root, error_type)
 
     def _internal_error(self, where: str, exc: Exception) -> None:
         # The core guard logs rate-limited, feeds the ``groundwatch.errors`` metric, and re-raises
         # only when GROUNDWATCH_RAISE_INTERNAL_ERRORS is set (our tests), then LangChain passes
         # it on because ``raise_error`` follows the same switch.
-        with self._lock:
-            self._counts["internal_errors"] += 1
-        internal_error(f"langchain.{where}", exc)
+        self._tracker.internal_error(where, exc)
 
 
 class _Passages(Sequence[Any]):

@@ -449,4 +449,3 @@ class RunTracker(Generic[K, R]):
         with self.lock:
             self._counts["internal_errors"] += 1
         internal_error(self.component + where, exc, reraise=reraise)
-

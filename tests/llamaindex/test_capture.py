@@ -458,7 +458,7 @@ async def test_a_query_the_sampler_declines_keeps_no_nodes_and_is_counted_once(
 
     def spy(event: Any, end: bool = True) -> None:
         real(event, end)
-        kept.extend(len(root.retrieved) for root in capture._roots.values())
+        kept.extend(len(root.retrieved) for root in capture._tracker.runs())
 
     capture.retrieval = spy  # type: ignore[method-assign]
     try:

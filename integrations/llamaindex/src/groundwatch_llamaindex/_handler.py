@@ -8,8 +8,10 @@ or chat engine, or of an agent workflow's ``run``: one whose parent span is not 
 tracked root. An agent's tool calls are its ``call_tool`` steps (direct children of the run's
 span), whose ``ToolCallResult`` holds what each tool returned. Every span entered
 below a root is mapped to it (span id -> root), so events such as ``RetrievalEndEvent`` can be
-attributed to the right query even when many run concurrently. The map is cleaned when the root
-is finished, however it finishes, and is bounded.
+attributed to the right query even when many run concurrently. The map, its bounds, the
+sampler's decision at the first retrieval and the query's one terminal call are the core's
+:class:`~groundwatch.integration.RunTracker`'s; this module maps LlamaIndex's spans and events
+onto it.
 
 Work done here runs on the host's request path, so it is capture only: remember references,
 turn the chosen nodes into passage mappings at the end and hand them to ``Monitor.record`` (which
@@ -21,8 +23,6 @@ and failures are logged with a rate limit and counted (the core's guard, from
 from __future__ import annotations
 
 import inspect
-import threading
-import time
 import uuid
 import weakref
 from collections.abc import (
@@ -66,10 +66,11 @@ from opentelemetry import trace as trace_api
 from groundwatch.integration import (
     Decision,
     MonitorLike,
+    RunTracker,
     ToolOutput,
+    TrackedRun,
     bad_input,
     guarded,
-    internal_error,
     readable_tool_output,
     reinit_after_fork,
     suppressed,
@@ -146,7 +147,7 @@ def _is_chat_engine(instance: Any) -> bool:
 class _Binding:
     """One ``instrument()`` call: where records go, and which engine they come from."""
 
-    __slots__ = ("conversation_context", "engine", "monitor", "route", "tools")
+    __slots__ = ("active", "conversation_context", "engine", "monitor", "route", "tools")
 
     def __init__(
         self,
@@ -161,10 +162,23 @@ class _Binding:
         self.engine = engine
         self.tools = tools  # which tools' outputs are context (None: every tool)
         self.conversation_context = conversation_context
+        self.active = True  # False once uninstrumented: its queries in flight report nothing
 
 
-class _Root:
-    """Everything captured for one top-level query or chat turn."""
+def _replace_bindings(old: tuple[_Binding, ...], new: tuple[_Binding, ...]) -> None:
+    for binding in old:
+        if binding not in new:
+            binding.active = False
+
+
+class _Root(TrackedRun[str]):
+    """Everything captured for one top-level query or chat turn, keyed by its span id.
+
+    The tracker's fields (``retrieving``: a retrieval or a tool call started, even if it found
+    nothing; ``decision``: taken then, a query that will not be scored keeps no nodes;
+    ``dropped``, ``tool_outputs``, ``tool_errors``, ``unreadable``, ``conversation_id``) come
+    from :class:`~groundwatch.integration.TrackedRun`.
+    """
 
     __slots__ = (
         "agent",
@@ -172,32 +186,27 @@ class _Root:
         "binding",
         "chat",
         "condensed",
-        "conversation_id",
-        "decision",
         "engine",
         "error",
         "exited",
-        "exited_at",
         "finished",
         "handoffs",
-        "id",
+        "overflow",
         "pending",
         "question",
         "retrieved",
-        "retrieving",
         "source_nodes",
-        "span_context",
-        "span_ids",
         "stream",
         "tool_called",
-        "tool_errors",
         "tool_slots",
         "tool_steps",
-        "tools_dropped",
         "turns",
-        "unreadable",
         "writer_seen",
     )
+
+    # A query engine's query is a retrieval by nature: given up, it is reported ``evicted``
+    # even before its retrieval event.
+    report_unretrieved_eviction = True
 
     def __init__(
         self,
@@ -207,41 +216,35 @@ class _Root:
         question: str | None,
         span_context: trace_api.SpanContext | None,
     ) -> None:
-        self.id = id_
+        super().__init__(id_, binding.monitor, binding.route, span_context)
         self.binding = binding
         self.engine = engine
         self.question = question
-        self.span_context = span_context
-        self.span_ids: list[str] = [id_]
         self.retrieved: list[NodeWithScore] = []
-        self.retrieving = False  # a retrieval started in this query (even if it found nothing)
-        # The sampler's decision, taken when the first retrieval starts (None before): a query
-        # that will not be scored keeps no nodes and builds no record.
-        self.decision: Decision | None = None
+        self.overflow = 0  # retrieved nodes past MAX_NODES_PER_ROOT (not kept)
         self.source_nodes: list[NodeWithScore] | None = None
         self.answer: str | None = None
         self.error: str | None = None
         self.stream: str | None = None  # None, "complete" or "closed"
         self.pending = 0  # stream consumers still running (chat writers, wrapped generators)
         self.exited = False
-        self.exited_at = 0.0
         self.finished = False
         self.writer_seen = False
         self.agent = False  # an agent's run: its tools' outputs are the passages
         self.handoffs = False  # an AgentWorkflow's: its handoff tool only routes
         self.chat = False  # a chat engine's turn: the question is the one it retrieved with
         self.condensed: str | None = None
-        self.conversation_id: str | None = None
         self.tool_called = False
         # One slot per tool call of the agent itself, in call order (parallel calls finish in
         # any order): a ToolOutput, (tool name, nodes) for a retrieving tool, or None.
         self.tool_slots: list[Any] = []
         self.tool_steps: dict[str, int] = {}  # call_tool span id -> its slot
-        self.tool_errors = 0
-        self.tools_dropped = 0
-        self.unreadable = 0
         # The earlier turns' messages (conversation_context only; None: not taken yet).
         self.turns: list[Any] | None = None
+
+    def target(self) -> MonitorLike | None:
+        # Uninstrumented while the query ran: nothing to report to.
+        return self.monitor if self.binding.active else None
 
 
 def _report(handler: Any, where: str, exc: Exception) -> None:
@@ -443,32 +446,50 @@ class Capture:
         max_open_roots: int = DEFAULT_MAX_OPEN_ROOTS,
         pending_timeout_s: float = DEFAULT_PENDING_TIMEOUT_S,
     ) -> None:
-        # Re-entrant: a stream wrapper may be finalised by the garbage collector while this
-        # thread holds the lock, and its end calls back in here.
-        self._lock = threading.RLock()
+        # Re-entrant lock: a stream wrapper may be finalised by the garbage collector while
+        # this thread holds the lock, and its end calls back in here.
+        self._tracker: RunTracker[str, _Root] = RunTracker(
+            max_active_runs=max_open_roots, component="llama_index ", reentrant=True
+        )
+        # Every tracked span id -> its root (the tracker's map, read on every span).
+        self._spans = self._tracker.links
         self._bindings: tuple[_Binding, ...] = ()
-        self._spans: dict[str, _Root] = {}
-        self._roots: dict[str, _Root] = {}  # insertion order = age, for eviction
-        self._max_open_roots = max_open_roots
         self._pending_timeout_s = pending_timeout_s
         # A chat engine whose memory names no conversation is one: an id per engine object.
         self._engine_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-        self.errors = 0
+        # The parent's queries do not continue in a forked child, and another thread may have
+        # held the lock at the moment of the fork: start afresh.
+        reinit_after_fork(self._tracker.after_fork)
+
+    @property
+    def _lock(self) -> Any:
+        return self._tracker.lock
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """A snapshot of the tracker's counters (``groundwatch.integration.COUNTERS``)."""
+        return self._tracker.counts
+
+    @property
+    def errors(self) -> int:
         """Internal failures caught by the guards (tests assert it stays 0)."""
-        self.evicted = 0
-        self.no_retrieval = 0
+        return self._tracker.counter("internal_errors")
+
+    @property
+    def evicted(self) -> int:
+        """Queries given up unfinished (reported ``evicted``)."""
+        return self._tracker.counter("evicted")
+
+    @property
+    def no_retrieval(self) -> int:
         """Top-level turns that never retrieved (a plain chat engine): not recorded."""
-        self.not_sampled = 0
+        return self._tracker.counter("no_retrieval")
+
+    @property
+    def not_sampled(self) -> int:
         """Queries the sampler declined when their retrieval started: no nodes kept, counted
         with ``monitor.record_decision``."""
-        reinit_after_fork(self._after_fork)
-
-    def _after_fork(self) -> None:
-        # The parent's queries do not continue in the child, and another thread may have held
-        # the lock at the moment of the fork: start afresh.
-        self._lock = threading.RLock()
-        self._spans = {}
-        self._roots = {}
+        return self._tracker.counter("not_sampled")
 
     # --- bindings ---------------------------------------------------------------------------
 
@@ -493,37 +514,39 @@ class Capture:
             kept.append(_Binding(monitor, route, ref, tools, conversation_context))
             # Engine-scoped bindings win over a global one.
             kept.sort(key=lambda b: b.engine is None)
-            self._bindings = tuple(kept)
+            old, self._bindings = self._bindings, tuple(kept)
+            _replace_bindings(old, self._bindings)
 
     def unbind(self, engine: Any | None) -> None:
         with self._lock:
-            self._bindings = tuple(
-                b
-                for b in self._bindings
-                if (b.engine() if b.engine is not None else None) is not engine
+            old, self._bindings = (
+                self._bindings,
+                tuple(
+                    b
+                    for b in self._bindings
+                    if (b.engine() if b.engine is not None else None) is not engine
+                ),
             )
+            _replace_bindings(old, self._bindings)
 
     def forget_all(self) -> None:
-        """Drop every query in flight (dispatcher shutdown)."""
-        with self._lock:
-            for root in self._roots.values():
-                root.finished = True
-            self._spans.clear()
-            self._roots.clear()
+        """Drop every query in flight (dispatcher shutdown): none of them reports."""
+        self._tracker.forget_all()
 
     def unbind_all(self) -> None:
         with self._lock:
+            _replace_bindings(self._bindings, ())
             self._bindings = ()
         self.forget_all()
 
     @property
     def open_roots(self) -> int:
         """Queries being tracked right now."""
-        return len(self._roots)
+        return self._tracker.active_runs
 
     @property
     def tracked_spans(self) -> int:
-        return len(self._spans)
+        return self._tracker.tracked_ids
 
     def _match(self, instance: Any) -> _Binding | None:
         for binding in self._bindings:
@@ -532,10 +555,9 @@ class Capture:
         return None
 
     def internal_error(self, where: str, exc: BaseException) -> None:
-        self.errors += 1
         # Counted in groundwatch.errors and logged at most once a minute by the core's guard;
         # never re-raised: the caller is LlamaIndex (or the application iterating a stream).
-        internal_error(f"llama_index {where}", exc, reraise=False)
+        self._tracker.internal_error(where, exc, reraise=False)
 
     # --- spans ------------------------------------------------------------------------------
 
@@ -551,12 +573,10 @@ class Capture:
         if parent_span_id is not None:
             parent_root = self._spans.get(parent_span_id)
             if parent_root is not None:
-                with self._lock:
-                    if parent_root.id in self._roots and len(parent_root.span_ids) < (
-                        MAX_SPANS_PER_ROOT
-                    ):
-                        self._spans[id_] = parent_root
-                        parent_root.span_ids.append(id_)
+                tracker = self._tracker
+                with tracker.lock:
+                    # None when the root finished meanwhile, or has MAX_SPANS_PER_ROOT spans.
+                    if tracker.link_locked(id_, parent_span_id, MAX_SPANS_PER_ROOT) is not None:
                         kind = _kinds.get(type(instance))  # _kind() without a call, mostly
                         if kind is None:
                             kind = _kind(instance)
@@ -567,7 +587,7 @@ class Capture:
                             parent_root.writer_seen = True
                         elif (
                             parent_root.agent
-                            and parent_span_id == parent_root.id
+                            and parent_span_id == parent_root.key
                             and _method(id_) == TOOL_STEP_METHOD
                         ):
                             # A tool call of the agent itself (not of an agent inside a tool:
@@ -599,26 +619,18 @@ class Capture:
         root.conversation_id = self._conversation_id(instance, bound_args, root)
         if root.chat and binding.conversation_context:
             root.turns = self._chat_history(instance, bound_args)
-        evicted: list[_Root] = []
-        with self._lock:
-            evicted = self._evict_locked()
-            self._roots[id_] = root
-            self._spans[id_] = root
-        for old in evicted:
-            self._give_up(old, "evicted")
+        # Gives up (and reports) the oldest queries past the limits first.
+        self._tracker.start(root)
 
     def _tool_started_locked(self, root: _Root, span_id: str) -> None:
         root.tool_called = True
-        if root.decision is None:
-            # Taken when the first tool (or retrieval) starts, as for a query's retrieval: a
-            # run that will not be scored keeps no outputs.
-            root.decision = root.binding.monitor.decide(
-                span_context=root.span_context, route=root.binding.route
-            )
-        if root.decision is not Decision.SAMPLED:
+        # Taken when the first tool (or retrieval) starts, as for a query's retrieval: a run
+        # that will not be scored keeps no outputs.
+        if self._tracker.decide(root) is not Decision.SAMPLED:
             return
         if len(root.tool_slots) >= MAX_NODES_PER_ROOT:
-            root.tools_dropped += 1
+            root.dropped += 1
+            self._tracker.count_locked("documents_dropped")
             return
         root.tool_steps[span_id] = len(root.tool_slots)
         root.tool_slots.append(None)
@@ -635,6 +647,7 @@ class Capture:
             # What the model was told about the failure is not evidence for the answer.
             with self._lock:
                 root.tool_errors += 1
+                self._tracker.count_locked("tool_errors")
             return
         if name == HANDOFF_TOOL and root.handoffs:
             return
@@ -650,6 +663,7 @@ class Capture:
             if not readable:
                 with self._lock:
                     root.unreadable += 1
+                    self._tracker.count_locked("tool_outputs_unreadable")
                 return
             value = ToolOutput(data, name)
         with self._lock:
@@ -713,31 +727,11 @@ class Capture:
             if root.turns is None:
                 root.turns = _earlier_turns(event.messages)
 
-    def _evict_locked(self) -> list[_Root]:
-        evicted: list[_Root] = []
-        now = time.monotonic()
-        while self._roots:
-            oldest = next(iter(self._roots.values()))
-            stale = oldest.exited and now - oldest.exited_at > self._pending_timeout_s
-            if not stale and len(self._roots) < self._max_open_roots:
-                break
-            self._forget_locked(oldest)
-            if not oldest.finished:
-                oldest.finished = True
-                evicted.append(oldest)
-        return evicted
-
-    def _forget_locked(self, root: _Root) -> None:
-        self._roots.pop(root.id, None)
-        spans = self._spans
-        for span_id in root.span_ids:
-            spans.pop(span_id, None)
-
     def exit(self, id_: str, instance: Any, result: Any) -> None:
         root = self._spans.get(id_)
         if root is None:
             return
-        if id_ == root.id:
+        if id_ == root.key:
             self._root_exit(root, result)
             return
         if root.tool_steps and id_ in root.tool_steps:
@@ -764,11 +758,11 @@ class Capture:
         if root is None:
             return
         error_type = type(err).__name__ if err is not None else "dropped"
-        if id_ == root.id:
+        if id_ == root.key:
             with self._lock:
                 root.error = error_type
                 root.exited = True
-                root.exited_at = time.monotonic()
+                root.expire_in(self._pending_timeout_s)
             self._maybe_finish(root)
         elif _kind(instance) == _CHAT_STREAM and _method(id_) in _WRITER_METHODS:
             with self._lock:
@@ -785,16 +779,17 @@ class Capture:
             streamed = self._read_result(root, result)
         except BaseException as exc:
             streamed = False
-            root.error = "internal"
+            root.error = semconv.ERROR_INTERNAL
             self.internal_error("span exit", exc)
         with self._lock:
             root.exited = True
-            root.exited_at = time.monotonic()
+            # A chat stream's writer may still hold the query: given up after this long.
+            root.expire_in(self._pending_timeout_s)
             if streamed:
                 # Nothing below the root can start any more; the wrapped stream alone holds the
                 # query from here, so a stream nobody consumes leaves nothing behind.
                 root.pending += 1
-                self._forget_locked(root)
+                self._tracker.forget_locked(root)
         self._maybe_finish(root)
 
     def _read_result(self, root: _Root, result: Any) -> bool:
@@ -864,70 +859,70 @@ class Capture:
 
     def _maybe_finish(self, root: _Root) -> None:
         with self._lock:
-            if root.finished or not root.exited or root.pending > 0:
+            # ``reported``: given up (evicted) or forgotten (dispatcher shut down) meanwhile.
+            if root.finished or root.reported or not root.exited or root.pending > 0:
                 return
             root.finished = True
-            self._forget_locked(root)
+            self._tracker.forget_locked(root)
         try:
             self._finish(root)
         except BaseException as exc:
             # A bug of ours while building the record (or a node whose text raised): the
-            # query still gets its one count.
+            # query still gets its one terminal call, unless it was made.
             self.internal_error("finish", exc)
-            if root.binding in self._bindings:
-                root.binding.monitor.record_failure("internal", route=root.binding.route)
-
-    def _give_up(self, root: _Root, error_type: str) -> None:
-        self.evicted += 1
-        if root.binding in self._bindings:
-            root.binding.monitor.record_failure(error_type, route=root.binding.route)
+            self._tracker.fail_internal(root)
 
     def _finish(self, root: _Root) -> None:
-        binding = root.binding
-        if binding not in self._bindings:
+        if not root.binding.active:
             return  # uninstrumented meanwhile
-        monitor = binding.monitor
+        tracker = self._tracker
         if not root.retrieving and not root.source_nodes and not root.tool_called:
             # Nothing was retrieved (a plain chat turn): there is nothing to ground the answer
             # in, and scoring it would report a retrieval failure that did not happen. Ignored,
             # as the LangChain integration ignores runs that never ran a retriever.
-            self.no_retrieval += 1
+            tracker.ignore(root)
             return
         if root.error is not None:
-            monitor.record_failure(root.error, route=binding.route)
+            tracker.fail(root, root.error)
             return
         if root.answer is None:
-            monitor.record_failure("no_answer", route=binding.route)
+            tracker.count("no_answer")
+            tracker.fail(root, semconv.ERROR_NO_ANSWER)
             return
-        if root.decision is not None and root.decision is not Decision.SAMPLED:
-            self.not_sampled += 1
-            monitor.record_decision(root.decision, route=binding.route)
+        if not root.sampled:
+            tracker.decline(root)
             return
-        attributes: dict[str, Any] = {"llama_index.engine": root.engine}
+        attributes: dict[str, Any] = {semconv.LLAMA_INDEX_ENGINE: root.engine}
         if root.agent:
-            contexts = self._agent_contexts(root, attributes)
+            contexts = self._agent_contexts(root)
         else:
             if len(root.retrieved) > MAX_NODES_PER_ROOT:
                 del root.retrieved[MAX_NODES_PER_ROOT:]
-            contexts = [_passage(n) for n in _select_nodes(root)[:MAX_NODES_PER_ROOT]]
+            selected = _select_nodes(root)
+            if len(selected) > MAX_NODES_PER_ROOT:
+                root.dropped += len(selected) - MAX_NODES_PER_ROOT
+                del selected[MAX_NODES_PER_ROOT:]
+            elif not root.source_nodes:
+                root.dropped += root.overflow  # the retrieved nodes are the passages
+            if root.dropped:
+                tracker.count("documents_dropped", root.dropped)
+            contexts = [_passage(n) for n in selected]
         if root.turns:
             # Last in the list, so that the passage cap cuts them first.
             contexts.extend(t for t in map(_turn_passage, root.turns) if t is not None)
         if root.stream is not None:
-            attributes["llama_index.stream"] = root.stream
-        if root.conversation_id is not None:
-            attributes[semconv.GEN_AI_CONVERSATION_ID] = root.conversation_id
-        monitor.record(
+            attributes[semconv.LLAMA_INDEX_STREAM] = root.stream
+        # The tracker adds contexts.dropped, the tool counts and the conversation's id.
+        tracker.record(
+            root,
             question=root.condensed if root.chat and root.condensed else root.question,
             contexts=contexts,
             answer=root.answer,
-            span_context=root.span_context,
-            route=binding.route,
             attributes=attributes,
-            decision=root.decision,
+            tools=root.agent,
         )
 
-    def _agent_contexts(self, root: _Root, attributes: dict[str, Any]) -> list[Any]:
+    def _agent_contexts(self, root: _Root) -> list[Any]:
         """An agent run's passages: each tool call's output in call order (a retrieving tool's
         documents, each once), with the counts of what was left out."""
         contexts: list[Any] = []
@@ -951,13 +946,8 @@ class Capture:
                 passage["kind"] = "retrieved"
                 passage["tool"] = name
                 contexts.append(passage)
-        attributes[semconv.GROUNDWATCH_CONTEXTS_TOOLS] = tools
-        if root.tool_errors:
-            attributes[semconv.GROUNDWATCH_TOOL_ERRORS] = root.tool_errors
-        if root.unreadable:
-            attributes[semconv.GROUNDWATCH_CONTEXTS_UNREADABLE] = root.unreadable
-        if root.tools_dropped:
-            attributes[semconv.GROUNDWATCH_CONTEXTS_DROPPED] = root.tools_dropped
+        root.tool_outputs = tools
+        self._tracker.count("tool_outputs", tools)
         return contexts
 
     # --- events -----------------------------------------------------------------------------
@@ -968,24 +958,26 @@ class Capture:
         root = self._spans.get(span_id) if span_id is not None else None
         if root is None:
             return  # a retriever used on its own, or a query not tracked
-        with self._lock:
-            root.retrieving = True
+        tracker = self._tracker
+        with tracker.lock:
             if root.chat and root.condensed is None:
                 # A chat turn retrieves with the standalone question its engine condensed from
                 # the conversation: that is the question the passages and the answer are for.
                 root.condensed = _query_text(event.str_or_query_bundle)
-            if root.decision is None:
-                binding = root.binding
-                root.decision = binding.monitor.decide(
-                    span_context=root.span_context, route=binding.route
-                )
-            if not end or root.decision is not Decision.SAMPLED or root.agent:
+            decision = tracker.decide(root)  # asks the sampler at the first retrieval only
+            if not end or decision is not Decision.SAMPLED or root.agent:
                 # An agent's passages are its tools' outputs (a retrieving tool's documents
                 # among them), not every retrieval inside them.
                 return
+            nodes = event.nodes
             room = MAX_NODES_PER_ROOT - len(root.retrieved)
-            if room > 0:
-                root.retrieved.extend(event.nodes[:room])
+            if room >= len(nodes):
+                root.retrieved.extend(nodes)
+            else:
+                # Counted as dropped only if the retrieved nodes become the passages.
+                room = max(room, 0)
+                root.retrieved.extend(nodes[:room])
+                root.overflow += len(nodes) - room
 
 
 def _sync_stream(capture: Capture, root: _Root, inner: Iterator[str]) -> Generator[str, None, None]:

@@ -1,29 +1,74 @@
-"""groundwatch: online hallucination monitoring for RAG pipelines, on OpenTelemetry."""
+"""groundwatch: online hallucination monitoring for RAG pipelines, on OpenTelemetry.
 
+Applications import this package at start-up (and so does every worker process), so importing
+it loads nothing but this file: each public name below is imported on first use (PEP 562), and
+only the part it lives in comes with it; the alerts, the judges, the scoring tables and asyncio
+load when something needs them. ``benchmarks/import_cost.py`` measures the cost.
+"""
+
+from __future__ import annotations
+
+import importlib
 import logging
-
-from ._config import ConfigWarning
-from .alerts import Alert, AlertingHook, DropDetector
-from .judging.evaluate import aevaluate, evaluate
-from .judging.judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge, SemanticJudge
-from .judging.scoring import LabelPolicy
-from .queue import RedisQueue
-from .runtime.dataset import DatasetSink
-from .runtime.monitor import Monitor
-from .runtime.sampling import (
-    Decision,
-    RateLimitSampler,
-    RatioSampler,
-    RouteSampler,
-    Sampler,
-    TokenBudgetSampler,
-)
-from .telemetry.worker_export import otlp_worker_providers
-from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
+from typing import TYPE_CHECKING, Any
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    from ._config import ConfigWarning
+    from ._version import __version__
+    from .alerts import Alert, AlertingHook, DropDetector
+    from .judging.evaluate import aevaluate, evaluate
+    from .judging.judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge, SemanticJudge
+    from .judging.scoring import LabelPolicy
+    from .queue import RedisQueue
+    from .runtime.dataset import DatasetSink
+    from .runtime.monitor import Monitor
+    from .runtime.sampling import (
+        Decision,
+        RateLimitSampler,
+        RatioSampler,
+        RouteSampler,
+        Sampler,
+        TokenBudgetSampler,
+    )
+    from .telemetry.worker_export import otlp_worker_providers
+    from .types import Claim, Evaluation, Evidence, Judgement, Passage, RagRecord, Usage
+
+# Where each public name lives (the module, relative to this package). The imports above are the
+# same list for type checkers; tests/core/test_lazy_imports.py holds the two together.
+_WHERE = {
+    "ConfigWarning": "._config",
+    "__version__": "._version",
+    "Alert": ".alerts",
+    "AlertingHook": ".alerts",
+    "DropDetector": ".alerts",
+    "aevaluate": ".judging.evaluate",
+    "evaluate": ".judging.evaluate",
+    "CascadeJudge": ".judging.judges",
+    "Judge": ".judging.judges",
+    "LocalJudge": ".judging.judges",
+    "OpenAIJudge": ".judging.judges",
+    "SemanticJudge": ".judging.judges",
+    "LabelPolicy": ".judging.scoring",
+    "RedisQueue": ".queue",
+    "DatasetSink": ".runtime.dataset",
+    "Monitor": ".runtime.monitor",
+    "Decision": ".runtime.sampling",
+    "RateLimitSampler": ".runtime.sampling",
+    "RatioSampler": ".runtime.sampling",
+    "RouteSampler": ".runtime.sampling",
+    "Sampler": ".runtime.sampling",
+    "TokenBudgetSampler": ".runtime.sampling",
+    "otlp_worker_providers": ".telemetry.worker_export",
+    "Claim": ".types",
+    "Evaluation": ".types",
+    "Evidence": ".types",
+    "Judgement": ".types",
+    "Passage": ".types",
+    "RagRecord": ".types",
+    "Usage": ".types",
+}
 
 __all__ = [
     "Alert",
@@ -57,3 +102,18 @@ __all__ = [
     "evaluate",
     "otlp_worker_providers",
 ]
+
+
+if not TYPE_CHECKING:  # a module __getattr__ seen by mypy would type every unknown name Any
+
+    def __getattr__(name: str) -> Any:
+        where = _WHERE.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(where, __name__), name)
+        globals()[name] = value  # the next lookup is a plain module attribute
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

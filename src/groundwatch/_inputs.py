@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import _config
-from .types import PASSAGE_KINDS, Passage
+from ._passage import PASSAGE_KINDS, Passage
 
 # Caps keep one pathological input from costing unbounded time or memory on the worker; the
 # environment may raise them (read in _config, once, at import: they size every record).

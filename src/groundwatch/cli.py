@@ -14,7 +14,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from . import __version__, _errors
+from . import _errors
+from ._version import __version__
 
 # (subcommand, module): each module defines add_parser(subparsers) and run(args) -> int.
 _SUBCOMMANDS: tuple[tuple[str, str], ...] = (

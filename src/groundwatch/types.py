@@ -9,18 +9,20 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+# Passage lives below this module, and the reading of a caller's contexts into passages
+# (_inputs) between the two: a record converts its contexts with it (RagRecord.passages).
+from ._inputs import to_passage
+from ._passage import PASSAGE_KINDS as PASSAGE_KINDS
+from ._passage import Passage as Passage
+from ._passage import PassageKind as PassageKind
 
 Verdict = Literal["supported", "inferred", "unsupported", "contradicted"]
 """How one claim stands against the retrieved context (see DESIGN.md)."""
 
 Label = Literal["grounded", "hallucinated", "insufficient_context", "no_claims", "error"]
 """The verdict on a whole answer."""
-
-PassageKind = Literal["retrieved", "tool", "conversation"]
-"""Where a passage came from: a retriever's document, a tool's output, or an earlier turn of the
-conversation (only with an integration's ``conversation_context=True``)."""
-PASSAGE_KINDS: tuple[PassageKind, ...] = ("retrieved", "tool", "conversation")
 
 VERDICTS: tuple[Verdict, ...] = ("supported", "inferred", "unsupported", "contradicted")
 LABELS: tuple[Label, ...] = (
@@ -30,24 +32,6 @@ LABELS: tuple[Label, ...] = (
     "no_claims",
     "error",
 )
-
-
-class Passage(BaseModel):
-    """One passage of context: the text the answer was supposed to rely on.
-
-    ``kind`` says where it came from (``retrieved``, ``tool``, ``conversation``) and ``tool``
-    names the tool whose output it is (or that retrieved it): reports and telemetry name the
-    passage after them ("tool lookup_policy") instead of by number (:func:`passage_names`).
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    text: str
-    id: str | None = None
-    score: float | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    kind: PassageKind = "retrieved"
-    tool: str | None = None
 
 
 def passage_names(passages: Sequence[Passage]) -> list[str]:
@@ -258,8 +242,6 @@ class RagRecord:
     @property
     def passages(self) -> list[Passage]:
         """``contexts`` as passages (converted on the fly before the worker has prepared them)."""
-        from ._inputs import to_passage  # here: _inputs imports this module
-
         return [to_passage(item, i) for i, item in enumerate(self.contexts)]
 
     def to_dict(self) -> dict[str, Any]:

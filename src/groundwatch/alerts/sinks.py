@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-import urllib.parse
-import urllib.request
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import _guard
+from .._version import __version__
 from ..telemetry import semconv as sc
 from .detector import Alert, DropDetector
 
@@ -65,8 +64,6 @@ class OTelAlertEmitter:
     ) -> None:
         from opentelemetry import metrics
         from opentelemetry._logs import get_logger
-
-        from .. import __version__
 
         self._otel_logger = get_logger(
             "groundwatch.alerts", __version__, logger_provider=logger_provider
@@ -147,6 +144,11 @@ class WebhookAlert:
         self.failures = 0
 
     def __call__(self, alert: Alert) -> None:
+        # Here, not at the top: urllib.request brings http.client and email (~10 ms), which
+        # an application that sends no webhook should not pay for at start-up.
+        import urllib.parse
+        import urllib.request
+
         try:
             body = (
                 dict(self._payload(alert))

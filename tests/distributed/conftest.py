@@ -1,14 +1,13 @@
 """Distributed scoring tests: a real ``redis-server`` per test, started on a free loopback
-port with persistence off and stopped by its PID; worker processes run the real
-``groundwatch worker`` command (``worker_main.py``) with the OpenTelemetry SDK's exporters."""
+port with persistence off and stopped by its PID (benchmarks/_redis.py, which the benchmarks
+share); worker processes run the real ``groundwatch worker`` command (``worker_main.py``) with
+the OpenTelemetry SDK's exporters."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,71 +17,16 @@ from typing import Any
 
 import pytest
 
+# The tests import these from here; the benchmarks share them.
+from benchmarks._redis import REDIS_SERVER, RedisServer  # noqa: F401
+from benchmarks._redis import free_port as _free_port  # noqa: F401
 from groundwatch.testing import capgw  # noqa: F401
 
 from ..extras import require_system_tool
 from ..runtime.conftest import _raise_internal_errors  # noqa: F401
 
-REDIS_SERVER = shutil.which("redis-server")
 HARNESS = Path(__file__).with_name("worker_main.py")
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class RedisServer:
-    """One ``redis-server`` process; :meth:`stop` and :meth:`start` again keep the port (an
-    outage and a restart: persistence is off, so the restarted server is empty)."""
-
-    def __init__(self, binary: str, workdir: Path) -> None:
-        self.binary = binary
-        self.workdir = workdir
-        self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port", str(self.port),
-                "--bind", "127.0.0.1",
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", str(self.workdir),
-                "--logfile", str(self.workdir / "redis.log"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if self.client().ping():
-                    return
-            except Exception:
-                time.sleep(0.05)
-        raise RuntimeError(f"redis-server did not start on port {self.port}")
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-    def client(self) -> Any:
-        import redis
-
-        return redis.Redis.from_url(self.url, socket_timeout=5)
 
 
 @pytest.fixture

@@ -41,11 +41,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
 from benchmarks._discard import DiscardLogs, DiscardSpans  # noqa: E402
+from benchmarks._redis import REDIS_SERVER, RedisServer, free_port  # noqa: E402
 from benchmarks.overhead_langchain import build_chain  # noqa: E402
 from groundwatch.telemetry import semconv as sc  # noqa: E402
-from tests.distributed.conftest import HARNESS, REDIS_SERVER, RedisServer, _free_port  # noqa: E402
 from tests.llm_judge.fake_openai import FakeOpenAIServer  # noqa: E402
 
+HARNESS = ROOT / "tests" / "distributed" / "worker_main.py"
+"""Runs ``groundwatch worker`` with the OpenTelemetry SDK's exporters writing spans to files."""
 STREAM = "groundwatch:records"
 ANSWER = "Refunds are accepted within 30 days of purchase with a receipt."
 PASSAGES = [
@@ -178,7 +180,7 @@ def request_path(url: str, calls: int, rounds: int) -> tuple[dict[str, float], f
 class Worker:
     def __init__(self, out: Path, url: str, args: Sequence[str]) -> None:
         self.out = out
-        self.port = _free_port()
+        self.port = free_port()
         self.log = open(out.with_suffix(".log"), "wb")  # noqa: SIM115
         argv = ["--redis", url, "--group", "bench", "--health-port", str(self.port), *args]
         self.proc = subprocess.Popen(

@@ -1,6 +1,6 @@
 """Fine-tune all-MiniLM-L6-v2 as a three-way entailment cross-encoder (CPU, seeded).
 
-Input format and tokenizer come from ``groundwatch.judging.judges._nli_model`` (the same code
+Input format and tokenizer come from ``training/nli_model.py`` (the same code
 runs at inference). Data: ``training/nli_data.py`` output (SNLI subset + synthetic grounding
 pairs). Prints progress (pairs/s, loss) and saves a checkpoint every ``--save-minutes`` and at
 the end; stops early at ``--max-minutes`` (the learning-rate schedule is sized to the planned
@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "training"))
 
 import tokenizers  # noqa: E402
 import torch  # noqa: E402
+from nli_model import LABELS, build_tokenizer, encode_pairs  # noqa: E402
 from nli_train_data import (  # noqa: E402
     HEADS,
     LONG_DOCUMENT,
@@ -38,8 +39,6 @@ from nli_train_data import (  # noqa: E402
     parse_mix,
     sample,
 )
-
-from groundwatch.judging.judges._nli_model import LABELS, build_tokenizer, encode_pairs  # noqa: E402
 
 TRAIN_MAX_LENGTH = 160
 

@@ -15,18 +15,18 @@ import sys
 from pathlib import Path
 
 import pytest
-
-import groundwatch as gw
-from groundwatch import _guard
-from groundwatch.judging.judges._calibration import LogisticModel
-from groundwatch.judging.judges._nli_model import (
+from nli_judge import NLI_FEATURES, NLIJudge, load_combiner
+from nli_model import (
     MAX_HYPOTHESIS_PIECES,
     MAX_LENGTH,
     NLIEncoder,
     build_tokenizer,
     encode_pairs,
 )
-from groundwatch.judging.judges.nli import NLI_FEATURES, NLIJudge, load_combiner
+
+import groundwatch as gw
+from groundwatch import _guard
+from groundwatch.judging.judges._calibration import LogisticModel
 from groundwatch.testing import GroundwatchTelemetry, capgw  # noqa: F401
 
 from ..extras import require_nli_runtime

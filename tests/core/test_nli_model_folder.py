@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nli_judge import NLIJudge
+from nli_model import LABELS, NLIEncoder, label_columns
 
 import groundwatch as gw
 from groundwatch import _guard
-from groundwatch.judging.judges._nli_model import LABELS, NLIEncoder, label_columns
-from groundwatch.judging.judges.nli import NLIJudge
 
 from ..extras import require_nli_runtime
 
@@ -148,8 +148,7 @@ def _folder(
 def _expected(model: TinyCrossEncoder, tok: Any, premise: str, hypothesis: str) -> Any:
     if tok is None:  # the bundled MiniLM vocabulary and the training format
         import tokenizers
-
-        from groundwatch.judging.judges._nli_model import build_tokenizer, encode_pairs
+        from nli_model import build_tokenizer, encode_pairs
 
         mini, cls, sep = build_tokenizer(tokenizers)
         ((ids, types),) = encode_pairs(mini, cls, sep, [(premise, hypothesis)])

@@ -33,11 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import groundwatch
-
 from .. import _config, _errors
 from .._errors import UsageError
-from ..judging import scoring
+from ..judging import registry, scoring
 from ..judging.evaluate import judge_name
 from ..judging.judges import Judge
 from ..runtime.asyncjudge import AsyncRunner
@@ -142,7 +140,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("file", type=Path, metavar="FILE", help="a .jsonl or .csv file")
     p.add_argument("--format", choices=("jsonl", "csv"), help="override the format detection")
     judge = p.add_argument_group("judge")
-    add_judge_options(judge)
+    registry.add_judge_options(judge)
     judge.add_argument(
         "--concurrency",
         type=positive_int,
@@ -258,104 +256,6 @@ def add_parser(subparsers: Any) -> None:
         help="progress on stderr: a bar on a terminal, a line every 30 s otherwise (auto)",
     )
     p.set_defaults(run=run)
-
-
-# --- judge --------------------------------------------------------------------------------------
-
-
-def add_judge_options(group: Any) -> None:
-    """``--judge``, ``--model``, ``--base-url`` and ``--api-key-env`` on a parser or argument
-    group: the options every command that scores (check, worker, serve) takes, read back by
-    :func:`judge_from_args`."""
-    group.add_argument(
-        "--judge",
-        choices=("local", "semantic", "openai", "cascade"),
-        default="local",
-        help="local (embedded, no network; default), semantic (local plus a small embedding "
-        "model for reworded claims; needs groundwatch[semantic]), openai (an OpenAI-compatible "
-        "LLM), or cascade (local first, the LLM where the local judge is unsure)",
-    )
-    group.add_argument("--model", help="the LLM judge's model name")
-    group.add_argument(
-        "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
-    )
-    group.add_argument(
-        "--api-key-env",
-        default="OPENAI_API_KEY",
-        metavar="VAR",
-        help="environment variable holding the API key (default: OPENAI_API_KEY)",
-    )
-
-
-def judge_from_args(args: argparse.Namespace) -> Judge:
-    """The judge the options of :func:`add_judge_options` ask for (see :func:`build_judge`)."""
-    return build_judge(
-        args.judge, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env
-    )
-
-
-def build_judge(kind: str, *, model: str | None, base_url: str | None, api_key_env: str) -> Judge:
-    """The judge asked for on the command line.
-
-    Raises:
-        UsageError: the judge is not available in this installation or cannot be built.
-    """
-    if kind == "local":
-        return groundwatch.LocalJudge()
-    if kind == "semantic":
-        try:
-            return groundwatch.SemanticJudge()
-        except ImportError as exc:
-            raise UsageError(f"--judge semantic: {exc}") from exc
-    openai_cls = getattr(groundwatch, "OpenAIJudge", None)
-    if openai_cls is None:
-        raise UsageError(
-            f"--judge {kind} needs groundwatch.OpenAIJudge, which this installation does not "
-            "provide; use --judge local"
-        )
-    if not model:
-        raise UsageError(f"--judge {kind} needs --model (the LLM judge's model name)")
-    kwargs: dict[str, Any] = {"model": model}
-    if base_url:
-        kwargs["base_url"] = base_url
-    api_key = os.environ.get(api_key_env)
-    if api_key:
-        kwargs["api_key"] = api_key
-    elif not base_url:
-        # A local server (vLLM, Ollama) may need no key; the hosted API always does.
-        raise UsageError(f"--judge {kind}: the environment variable {api_key_env} is not set")
-    try:
-        llm: Judge = openai_cls(**kwargs)
-        if kind == "openai":
-            return llm
-        cascade_cls = getattr(groundwatch, "CascadeJudge", None)
-        if cascade_cls is None:
-            raise UsageError(
-                "--judge cascade needs groundwatch.CascadeJudge, which this installation does "
-                "not provide; use --judge local or --judge openai"
-            )
-        cascade: Judge = cascade_cls(first=groundwatch.LocalJudge(), then=llm)
-        return cascade
-    except UsageError:
-        raise
-    except Exception as exc:
-        # The message never carries the key: it was passed as an argument, not formatted.
-        raise UsageError(f"--judge {kind}: cannot build the judge: {type(exc).__name__}") from exc
-
-
-async def close_judge(judge: Any) -> None:
-    """Release the judge's clients and threads (a cascade's inner judges too); best effort."""
-    for part in (judge, getattr(judge, "first", None), getattr(judge, "then", None)):
-        for name in ("aclose", "close"):
-            method = getattr(part, name, None)
-            if callable(method):
-                try:
-                    result = method()
-                    if asyncio.iscoroutine(result):
-                        await result
-                except Exception:  # closing is best effort at the end of a run
-                    pass
-                break
 
 
 # --- progress -----------------------------------------------------------------------------------
@@ -705,7 +605,7 @@ def run(args: argparse.Namespace) -> int:
             command, UsageError("--max-regressions needs --baseline PREVIOUS.json"), err
         )
     try:
-        judge = judge_from_args(args)
+        judge = registry.judge_from_args(args)
     except UsageError as exc:
         return _errors.report(command, exc, err)
     try:
@@ -750,7 +650,7 @@ def run(args: argparse.Namespace) -> int:
         # UsageError: exit 2; an output that fails while written (a full disk), or a bug: 1.
         return _errors.report(command, exc, err)
     finally:
-        asyncio.run(close_judge(judge))
+        asyncio.run(registry.close(judge))
     print(summary.render(thresholds, code))
     for bad in summary.invalid_rows:
         print(f"{command}: invalid input: {bad}", file=err)

@@ -24,7 +24,8 @@ from urllib.parse import urlsplit, urlunsplit
 from .. import _config
 from .._commands import Console, add_console_options, run_command, stop_event, telemetry_destination
 from .._errors import CommandError, UsageError, install_hint
-from ..check.cli import add_judge_options, close_judge, judge_from_args, positive_int
+from ..check.cli import positive_int
+from ..judging import registry
 from .consumer import StreamWorker
 from .redis import DEFAULT_STREAM
 
@@ -52,7 +53,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--group", required=True, help="the consumer group")
     p.add_argument("--stream", default=DEFAULT_STREAM, help=f"default {DEFAULT_STREAM}")
     p.add_argument("--consumer", help="this consumer's name in the group (default host-pid)")
-    add_judge_options(p)
+    registry.add_judge_options(p)
     p.add_argument(
         "--concurrency",
         type=positive_int,
@@ -211,13 +212,13 @@ async def _serve_health(worker: StreamWorker, host: str, port: int) -> asyncio.S
 async def _main(args: argparse.Namespace) -> int:
     name = "groundwatch worker"
     _check_url(args.redis)
-    judge = judge_from_args(args)
+    judge = registry.judge_from_args(args)
     try:
         # --concurrency is the LLM judge's own limit too (a cascade's second judge), which it
         # reads on first use: otherwise its default would decide.
-        for part in (judge, getattr(judge, "then", None)):
+        for part in registry.parts(judge):
             if isinstance(getattr(part, "concurrency", None), int):
-                part.concurrency = args.concurrency  # type: ignore[union-attr]
+                part.concurrency = args.concurrency
         console = Console(name, args)
         worker = StreamWorker(
             args.redis,
@@ -268,7 +269,7 @@ async def _main(args: argparse.Namespace) -> int:
                 server.close()
         console.say(f"stopped ({counts()})")
     finally:
-        await close_judge(judge)
+        await registry.close(judge)
     return 0
 
 

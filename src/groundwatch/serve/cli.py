@@ -21,7 +21,8 @@ from typing import Any
 from .. import _config
 from .._commands import Console, add_console_options, run_command, stop_event, telemetry_destination
 from .._errors import CommandError, UsageError, install_hint
-from ..check.cli import add_judge_options, close_judge, judge_from_args, positive_int
+from ..check.cli import positive_int
+from ..judging import registry
 from . import INSTALL_HINT
 
 _logger = logging.getLogger("groundwatch")
@@ -191,7 +192,7 @@ def add_parser(subparsers: Any) -> None:
         help="sample rate of one route instead of --sample-rate (repeatable)",
     )
     g = p.add_argument_group("scoring")
-    add_judge_options(g)
+    registry.add_judge_options(g)
     g.add_argument(
         "--executor",
         choices=_config.EXECUTORS,
@@ -290,7 +291,7 @@ async def _main(args: argparse.Namespace) -> int:
     from ._http import ListenError, Receiver
 
     name = "groundwatch serve"
-    judge = judge_from_args(args)
+    judge = registry.judge_from_args(args)
     console = Console(name, args)
     service = build_service(args, judge)
     poll_s = min(0.5, args.quiet_period_ms / 4000)
@@ -304,7 +305,7 @@ async def _main(args: argparse.Namespace) -> int:
         await receiver.start()
     except ListenError as exc:
         await asyncio.to_thread(service.monitor.shutdown, 0)
-        await close_judge(judge)
+        await registry.close(judge)
         option = "--grpc-port" if exc.transport == "grpc" else "--port"
         if not exc.in_use:
             option = "--host"
@@ -335,7 +336,7 @@ async def _main(args: argparse.Namespace) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             await progress
         ok = await receiver.stop(args.shutdown_timeout_ms)
-        await close_judge(judge)
+        await registry.close(judge)
     spans, traces = service.assembler.counts.snapshot()
     _logger.warning("groundwatch serve: stopped (spans %s, traces %s)", spans, traces)
     return 0 if ok else 1

@@ -6,6 +6,8 @@ hypothesis [SEP]``, segment ids 0 then 1, the uncased WordPiece vocabulary of
 all-MiniLM-L6-v2 (bundled as ``_minilm_vocab.txt.gz``), the hypothesis cut to
 ``MAX_HYPOTHESIS_PIECES`` and the premise to what is left of ``max_length``.
 
+It lives in ``training/`` beside :mod:`nli_judge` (out of the wheel until a model ships).
+
 The project's models are fine-tuned from all-MiniLM-L6-v2 (``training/README.md``), exported to
 ONNX and quantised to int8. No weights are shipped with the package: ``NLIEncoder`` reads a
 model the caller names, either
@@ -32,9 +34,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..._errors import install_hint
-from ..._weakhooks import reinit_after_fork
-from ._minilm import build_tokenizer
+from groundwatch._errors import install_hint
+from groundwatch._weakhooks import reinit_after_fork
+from groundwatch.judging.judges._minilm import build_tokenizer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -146,7 +148,7 @@ def premise_pieces(tokenizer: Any, texts: Sequence[str]) -> list[int]:
     return [len(e.ids) for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
 
-def _require() -> tuple[Any, Any, Any]:
+def require() -> tuple[Any, Any, Any]:
     try:
         import numpy
         import onnxruntime
@@ -176,7 +178,7 @@ class NLIEncoder:
         self._lock = threading.Lock()
 
     def _setup(self) -> None:
-        np, ort, tokenizers = _require()
+        np, ort, tokenizers = require()
         self._np = np
         self.onnx_file, config, tokenizer_file = _find_files(self.model_path)
         id2label = None

@@ -1,8 +1,13 @@
 """The local judge with an entailment cross-encoder deciding what the rules leave open.
 
 Experimental and not shipped (see ``training/README.md`` for why: it did not beat
-``SemanticJudge`` by the margin the project requires). The module stays, tested, so that the
-measurements in ``benchmarks/nli.py`` are reproducible and a better model can drop in.
+``SemanticJudge`` by the margin the project requires), so it lives here in ``training/``, out
+of the wheel, until a model ships; it stays, tested (``tests/core/test_nli_*.py``), so that the
+measurements in ``benchmarks/nli.py`` are reproducible and a better model can drop in. Import
+it with ``training/`` on ``sys.path`` (``from nli_judge import NLIJudge``), as the training
+scripts and ``benchmarks/nli.py`` do. It is built on internal parts of groundwatch (the local
+judge's measurements and calibration in ``groundwatch.judging.judges``, ``_guard``), which
+move with it if it ships.
 
 How a claim is judged:
 
@@ -36,12 +41,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..._guard import internal_error
-from ...types import Claim, Evidence, Judgement, Passage
-from ._calibration import FEATURES, LogisticModel, feature_vector
-from ._features import ClaimFeatures
-from ._nli_model import MAX_HYPOTHESIS_PIECES, MAX_LENGTH, NLIEncoder, _require
-from .local import LocalJudge, rule_of
+from nli_model import MAX_HYPOTHESIS_PIECES, MAX_LENGTH, NLIEncoder, require
+
+from groundwatch._guard import internal_error
+from groundwatch.judging.judges._calibration import FEATURES, LogisticModel, feature_vector
+from groundwatch.judging.judges._features import ClaimFeatures
+from groundwatch.judging.judges.local import LocalJudge, rule_of
+from groundwatch.types import Claim, Evidence, Judgement, Passage
 
 NLI_FEATURES: tuple[str, ...] = (*FEATURES, "entailment", "contradiction")
 """Inputs of the combiner: the lexical measurements and two of the model's probabilities."""
@@ -73,7 +79,7 @@ class NLIJudge:
     Needs numpy, onnxruntime and tokenizers (the ``semantic`` extra has them) and a model: a
     file produced by ``training/export_nli.py``, or any sequence-classification cross-encoder
     folder with an ONNX graph, its ``config.json`` and ``tokenizer.json`` (``NLIJudge(model=
-    "DIR")``; ``_nli_model`` says which files and class names it reads).
+    "DIR")``; ``nli_model`` says which files and class names it reads).
 
     Args:
         model: the ONNX model file or the cross-encoder folder.
@@ -112,7 +118,7 @@ class NLIJudge:
             raise ValueError(
                 f"contradiction_threshold must be within [0, 1], got {contradiction_threshold!r}"
             )
-        _require()  # a missing extra is a configuration error: say so at construction
+        require()  # a missing extra is a configuration error: say so at construction
         self.model_path = Path(model)
         self.combiner = combiner.expect(NLI_FEATURES) if combiner is not None else None
         self.local = local if local is not None else LocalJudge()

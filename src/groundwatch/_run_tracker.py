@@ -25,8 +25,10 @@ entries, one lock, and the monitor is only asked (``decide``) or handed referenc
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -188,6 +190,9 @@ class RunTracker(Generic[K, R]):
         """Every live id (top-level and nested) -> its run. Read it without the lock on the hot
         path (``tracker.links.get(key)``); change it only through the tracker."""
         self._counts: dict[str, int] = dict.fromkeys((*COUNTERS, *counters), 0)
+        # Every tracker starts afresh in a forked child (one hook for all of them: handlers
+        # may be built per request, and a fork hook cannot be removed).
+        _trackers.add(self)
 
     # -- the map ----------------------------------------------------------------------------------
 
@@ -281,8 +286,8 @@ class RunTracker(Generic[K, R]):
                 run.reported = True
 
     def after_fork(self) -> None:
-        """Start afresh in a forked child: the parent's runs do not continue there, and another
-        thread may have held the lock at the fork (register with ``reinit_after_fork``)."""
+        """Start afresh in a forked child (called there for every tracker): the parent's runs
+        do not continue in the child, and another thread may have held the lock at the fork."""
         self.lock = threading.RLock() if self._reentrant else threading.Lock()
         self._runs.clear()
         self.links.clear()
@@ -449,3 +454,15 @@ class RunTracker(Generic[K, R]):
         with self.lock:
             self._counts["internal_errors"] += 1
         internal_error(self.component + where, exc, reraise=reraise)
+
+
+_trackers: weakref.WeakSet[RunTracker[Any, Any]] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for tracker in list(_trackers):
+        tracker.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

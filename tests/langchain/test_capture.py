@@ -393,6 +393,44 @@ def test_async_callbacks_run_inline_on_the_event_loop(monitor: RecordingMonitor)
 # -- bounded state -------------------------------------------------------------------------------
 
 
+def test_a_monitor_that_raises_still_ends_each_run_with_one_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Exactly one terminal call per run, even when handing the record over fails: the run is
+    reported as an ``internal`` failure (as the LlamaIndex integration does)."""
+    monkeypatch.delenv("GROUNDWATCH_RAISE_INTERNAL_ERRORS")  # production behaviour
+
+    class BrokenMonitor(RecordingMonitor):
+        def record(self, **kwargs: Any) -> None:  # type: ignore[override]
+            raise RuntimeError("bug in the runtime")
+
+    monitor = BrokenMonitor()
+    handler = GroundwatchCallbackHandler(monitor, route="r")
+    for _ in range(2):
+        assert build("lcel").chain.invoke("q?", {"callbacks": [handler]}) == ANSWER
+    assert monitor.failures == [("internal", "r")] * 2
+    assert handler.counts["failures"] == 2 and handler.counts["records"] == 0
+
+
+def test_a_forked_child_starts_with_no_runs_and_a_free_lock(monitor: RecordingMonitor) -> None:
+    """A handler shared by a pre-forking server: the child must not inherit the parent's runs
+    nor a lock another thread held at the fork (as the LlamaIndex integration does)."""
+    import os
+    import uuid
+
+    handler = GroundwatchCallbackHandler(monitor)
+    handler.on_chain_start({}, {"question": "q"}, run_id=uuid.uuid4())
+    assert handler.active_runs == 1
+    with handler._tracker.lock:  # held by this thread while forking
+        pid = os.fork()
+        if pid == 0:  # child: must not deadlock, must not see the parent's run
+            ok = handler.active_runs == 0 and handler._tracker.lock.acquire(timeout=1)
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert handler.active_runs == 1
+
+
 def test_documents_are_capped_and_the_cut_is_marked(monitor: RecordingMonitor) -> None:
     retriever = vector_store().as_retriever(search_kwargs={"k": 5})
     chain = (

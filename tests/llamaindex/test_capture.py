@@ -92,6 +92,28 @@ async def test_query_engine_records_question_nodes_and_answer(
     assert_clean()
 
 
+def test_nodes_past_the_cap_are_dropped_and_the_cut_is_marked(
+    index: VectorStoreIndex,
+    llm: ContextAnswerLLM,
+    monitor: RecordingMonitor,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As in the LangChain integration: passages past the cap are counted in
+    ``groundwatch.contexts.dropped`` and ``documents_dropped``, not left out silently."""
+    from groundwatch_llamaindex import _handler
+
+    monkeypatch.setattr(_handler, "MAX_NODES_PER_ROOT", 2)
+    engine = index.as_query_engine(llm=llm, similarity_top_k=5)
+    response = engine.query(QUESTIONS["eiffel"])
+    assert len(response.source_nodes) == 5
+    [record] = monitor.records
+    assert record["passages"] == passages(response.source_nodes[:2])
+    assert record["attributes"]["groundwatch.contexts.dropped"] == 3
+    capture = groundwatch_llamaindex._instrument._capture
+    assert capture is not None and capture.counts["documents_dropped"] == 3
+    assert capture.counts["records"] == 1
+
+
 async def test_stream_is_recorded_only_once_consumed(
     index: VectorStoreIndex, llm: ContextAnswerLLM, monitor: RecordingMonitor
 ) -> None:

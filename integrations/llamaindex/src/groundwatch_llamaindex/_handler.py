@@ -72,7 +72,6 @@ from groundwatch.integration import (
     bad_input,
     guarded,
     readable_tool_output,
-    reinit_after_fork,
     suppressed,
 )
 from groundwatch.telemetry import semconv
@@ -457,9 +456,8 @@ class Capture:
         self._pending_timeout_s = pending_timeout_s
         # A chat engine whose memory names no conversation is one: an id per engine object.
         self._engine_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-        # The parent's queries do not continue in a forked child, and another thread may have
-        # held the lock at the moment of the fork: start afresh.
-        reinit_after_fork(self._tracker.after_fork)
+        # (The tracker starts afresh in a forked child: the parent's queries do not continue
+        # there, and another thread may have held the lock at the moment of the fork.)
 
     @property
     def _lock(self) -> Any:
@@ -899,11 +897,11 @@ class Capture:
             if len(root.retrieved) > MAX_NODES_PER_ROOT:
                 del root.retrieved[MAX_NODES_PER_ROOT:]
             selected = _select_nodes(root)
+            # Retrieved nodes past the cap, and chosen ones past it: not recorded.
+            root.dropped += root.overflow
             if len(selected) > MAX_NODES_PER_ROOT:
                 root.dropped += len(selected) - MAX_NODES_PER_ROOT
                 del selected[MAX_NODES_PER_ROOT:]
-            elif not root.source_nodes:
-                root.dropped += root.overflow  # the retrieved nodes are the passages
             if root.dropped:
                 tracker.count("documents_dropped", root.dropped)
             contexts = [_passage(n) for n in selected]
@@ -974,7 +972,6 @@ class Capture:
             if room >= len(nodes):
                 root.retrieved.extend(nodes)
             else:
-                # Counted as dropped only if the retrieved nodes become the passages.
                 room = max(room, 0)
                 root.retrieved.extend(nodes[:room])
                 root.overflow += len(nodes) - room

@@ -337,7 +337,7 @@ def worker_memory(url: str, workdir: Path, backlog: int) -> list[float]:
     """One LocalJudge worker draining a backlog of ``backlog`` entries: its RSS (MB) at the
     start, every quarter of the way, and at the end."""
     from groundwatch.queue import wire
-    from groundwatch.runtime.runner import prepare_record
+    from groundwatch.runtime.pipeline import prepare_record
 
     client = redis_client(url)
     client.flushall()

@@ -65,7 +65,7 @@ from _stats import percentile  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
-from groundwatch.runtime import process, results, worker  # noqa: E402
+from groundwatch.runtime import pipeline, process, results  # noqa: E402
 from groundwatch.telemetry import _emitter  # noqa: E402
 
 PASSAGES = [
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         _emitter.Telemetry.emit = emit_nothing  # type: ignore[method-assign]
 
     if not args.no_steps:
-        timed(worker, "prepare_record", "prepare_record")
+        timed(pipeline, "prepare_record", "prepare_record")
         timed(results.Results, "finish", "Results.finish")
         timed(_emitter.Telemetry, "_span_attributes", "  span attributes")
         timed(_emitter.Telemetry, "_emit_events", "  two log events")

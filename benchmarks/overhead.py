@@ -143,9 +143,10 @@ def busy_monitor(rate: float, executor: str, backlog: int, queue_room: int = 100
         monitor.record(question=QUESTION, contexts=PASSAGES, answer=ANSWER, always_score=True)
     if executor == "process":
         # Wait until the worker process has started, so its start-up is not in the figures.
-        while not monitor._worker.runner.pids() and time.monotonic() < start + 30:  # type: ignore[union-attr]
+        runner = monitor._worker.destination.runner  # type: ignore[attr-defined]
+        while not runner.pids() and time.monotonic() < start + 30:
             time.sleep(0.01)
-        PROCESS_FACTS.append((time.monotonic() - start, rss_mb(monitor._worker.runner.pids()[0])))  # type: ignore[union-attr]
+        PROCESS_FACTS.append((time.monotonic() - start, rss_mb(runner.pids()[0])))
     time.sleep(0.3)
     return monitor
 

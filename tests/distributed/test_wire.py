@@ -8,7 +8,7 @@ import pytest
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
 from groundwatch.queue import wire
-from groundwatch.runtime.runner import prepare_record
+from groundwatch.runtime.pipeline import prepare_record
 from groundwatch.types import Passage, RagRecord
 
 

@@ -130,7 +130,7 @@ def test_a_hanging_call_in_a_batch_times_out_alone(
         (GOOD, "grounded", None),
     ]
     assert len(sends) >= 3  # what followed the stuck call went to a fresh process
-    runner: Any = monitor._worker.runner
+    runner: Any = monitor._worker.destination.runner
     assert runner.started == 2 and len(runner.pids()) == 1
 
 
@@ -145,7 +145,7 @@ def test_a_raising_call_in_a_batch_fails_alone_and_keeps_the_process(
     assert got == [("grounded", None), ("error", "internal"), ("grounded", None)]
     assert (capgw.evaluations()[2].error or "").startswith("RuntimeError")
     assert sum(sends[1:]) == 3
-    runner: Any = monitor._worker.runner
+    runner: Any = monitor._worker.destination.runner
     assert runner.started == 1
     # Background work: the worker process yields the CPU to the host's requests.
     [pid] = runner.pids()

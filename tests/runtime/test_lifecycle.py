@@ -313,7 +313,7 @@ def test_process_executor_scores_in_another_process_and_survives_its_death(
     [(_, first)] = capgw.results()
     assert first.label == "grounded"
     assert first.model is not None and first.model != f"pid-{os.getpid()}"
-    runner: Any = monitor._worker.runner  # type: ignore[union-attr]
+    runner: Any = monitor._worker.destination.runner  # type: ignore[union-attr]
     [child_pid] = runner.pids()
     assert first.model == f"pid-{child_pid}"
     os.kill(child_pid, 9)
@@ -347,7 +347,7 @@ def test_process_executor_timeout_kills_the_stuck_process(capgw: GroundwatchTele
     monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
     [evaluation] = capgw.evaluations()
     assert (evaluation.label, evaluation.error_type) == ("error", "timeout")
-    runner: Any = monitor._worker.runner  # type: ignore[union-attr]
+    runner: Any = monitor._worker.destination.runner  # type: ignore[union-attr]
     assert runner.started == 1 and runner.pids() == []
 
 

@@ -35,13 +35,14 @@ from typing import IO, Any
 
 from .. import _config, _errors
 from .._errors import UsageError
+from .._wire import as_evaluation
 from ..judging import registry, scoring
-from ..judging.evaluate import judge_name
 from ..judging.judges import Judge
+from ..judging.judges._base import judge_name
 from ..runtime.asyncjudge import AsyncRunner
-from ..runtime.monitor import runner_for
-from ..runtime.process import LazyEvaluation, ProcessRunner
-from ..runtime.runner import Prepared, Result, Runner
+from ..runtime.pipeline import Prepared, Scored
+from ..runtime.runner import Runner
+from ..runtime.runners import runner_for
 from ..types import Evaluation
 from .baseline import BaselineDiff
 from .input import Caps, InputFileError, InvalidRow, Row, count_rows, read_rows
@@ -344,21 +345,18 @@ def process_count(concurrency: int, rows: int | None) -> int:
 
 
 def check_runner(judge: Judge, concurrency: int, processes: int) -> Runner:
-    """Where the judge runs, as the Monitor's ``auto`` executor chooses (:func:`runner_for`):
-    an async judge on this loop with ``concurrency`` calls in flight; a sync judge in
-    ``processes`` worker processes, or on a thread of this process when ``processes`` is 1 (or
-    the judge cannot be pickled, or no worker process can start). Unlike a Monitor's, these
-    worker processes keep this process's priority: the judging is the work here, not
-    background work beside an app's requests."""
-    if processes > 1 and not inspect.iscoroutinefunction(getattr(judge, "judge", None)):
-        return ProcessRunner(judge, processes, fallback=True, nice=False)
-    return runner_for(judge, "thread", 1, concurrency)
+    """Where the judge runs, chosen as for a Monitor (:func:`runner_for`) with the ``auto``
+    executor: an async judge on this loop with ``concurrency`` calls in flight; a sync judge
+    in ``processes`` worker processes, or on a thread of this process when ``processes`` is 1
+    (or the judge cannot be pickled, or no worker process can start); a cascade's stages each
+    so. Unlike a Monitor's, these worker processes keep this process's priority: the judging
+    is the work here, not background work beside an app's requests."""
+    executor = _config.EXECUTOR_AUTO if processes > 1 else "thread"
+    return runner_for(judge, executor, processes, concurrency, nice=False)
 
 
-def _as_evaluation(result: Result) -> tuple[Evaluation, float]:
-    value, start_ns, end_ns = result
-    ev = value.full() if isinstance(value, LazyEvaluation) else value
-    return ev, max(0, end_ns - start_ns) / 1e9
+def _as_evaluation(result: Scored) -> tuple[Evaluation, float]:
+    return as_evaluation(result.evaluation), max(0, result.end_ns - result.start_ns) / 1e9
 
 
 class _Batch:
@@ -368,7 +366,7 @@ class _Batch:
 
     def __init__(self) -> None:
         self.items: list[Prepared] = []
-        self.task: asyncio.Task[list[Result]] | None = None
+        self.task: asyncio.Task[list[Scored]] | None = None
 
 
 async def check_rows(
@@ -416,7 +414,7 @@ async def _check_rows(
     filling: _Batch | None = None
     done = 0
 
-    async def judged(items: list[Prepared]) -> list[Result]:
+    async def judged(items: list[Prepared]) -> list[Scored]:
         async with sem:
             return await runner.run(items, policy, JUDGE_TIMEOUT_S)
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import logging
 import threading
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .._error_types import ERROR_INTERNAL
@@ -14,9 +11,7 @@ from .._inputs import prepare
 from ..types import VERDICTS, Claim, Evaluation, Evidence, Judgement, Passage, Usage
 from . import scoring
 from .judges import Judge, LocalJudge
-from .judges._base import call_judge, judgement_from_error
-
-_logger = logging.getLogger(__name__)
+from .judges._base import as_judgement, judge_async, judge_name, judge_sync
 
 _default_judge: Judge | None = None
 _default_judge_lock = threading.Lock()
@@ -31,62 +26,24 @@ def default_judge() -> Judge:
         return _default_judge
 
 
-def judge_name(judge: Any) -> str:
-    return str(getattr(judge, "name", None) or type(judge).__name__)
-
-
-def _run_coroutine_blocking(awaitable: Awaitable[Judgement]) -> Judgement:
-    """Run an awaitable to completion from synchronous code, even inside a running loop."""
-
-    async def _await() -> Judgement:
-        return await awaitable
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_await())
-    # A loop is running on this thread (Jupyter, an async web handler): asyncio.run would
-    # refuse, so run the judge's coroutine on a private loop in a helper thread.
-    result: list[Judgement] = []
-    error: list[BaseException] = []
-
-    def _target() -> None:
-        try:
-            result.append(asyncio.run(_await()))
-        except BaseException as exc:
-            error.append(exc)
-
-    thread = threading.Thread(target=_target, name="groundwatch-evaluate", daemon=True)
-    thread.start()
-    thread.join()
-    if error:
-        raise error[0]
-    return result[0]
-
-
 def score_judgement(
-    judgement: Any,
+    judgement: Judgement,
     answer: str,
     passages: Sequence[Passage],
     judge_name: str,
     policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
     truncated: bool = False,
 ) -> Evaluation:
-    """Score what a judge returned for one prepared answer (anything but a ``Judgement`` is an
-    ``invalid_judgement`` error, a ``Judgement`` built past validation with fields of the wrong
-    shape an ``internal`` one). Shared by :func:`evaluate` and the runtime's runners."""
-    if not isinstance(judgement, Judgement):
+    """Score a judge's judgement of one prepared answer (a ``Judgement`` built past validation
+    with fields of the wrong shape is an ``internal`` error). The scoring step of
+    :func:`evaluate`, :func:`aevaluate` and every runner of the online runtime."""
+    judgement = as_judgement(judgement)  # a caller's own flow may hand anything
+    problem = malformed(judgement)
+    if problem is not None:
         judgement = Judgement(
-            error=f"judge returned {type(judgement).__name__}, not a Judgement",
-            error_type="invalid_judgement",
+            error=f"judge returned a malformed Judgement: {problem}"[:500],
+            error_type=ERROR_INTERNAL,
         )
-    else:
-        problem = malformed(judgement)
-        if problem is not None:
-            judgement = Judgement(
-                error=f"judge returned a malformed Judgement: {problem}"[:500],
-                error_type=ERROR_INTERNAL,
-            )
     return scoring.score(
         judgement, answer, passages, judge_name=judge_name, policy=policy, truncated=truncated
     )
@@ -180,13 +137,7 @@ def evaluate(
     """
     answer, passages, question, truncated = prepare(answer, contexts, question)
     judge = judge if judge is not None else default_judge()
-    try:
-        judgement: Any = judge.judge(answer, passages, question)
-        if inspect.isawaitable(judgement):
-            judgement = _run_coroutine_blocking(judgement)
-    except Exception as exc:
-        _logger.debug("judge %s failed", judge_name(judge), exc_info=True)
-        judgement = judgement_from_error(exc)
+    judgement = judge_sync(judge, answer, passages, question)
     return score_judgement(judgement, answer, passages, judge_name(judge), policy, truncated)
 
 
@@ -198,13 +149,9 @@ async def aevaluate(
     *,
     policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
 ) -> Evaluation:
-    """Like :func:`evaluate`, for async code: async judges are awaited, sync judges run in a
-    thread so the event loop is not blocked."""
+    """Like :func:`evaluate`, for async code: async judges are awaited, sync judges run on a
+    daemon thread so the event loop is not blocked."""
     answer, passages, question, truncated = prepare(answer, contexts, question)
     judge = judge if judge is not None else default_judge()
-    try:
-        judgement: Any = await call_judge(judge, answer, passages, question)
-    except Exception as exc:
-        _logger.debug("judge %s failed", judge_name(judge), exc_info=True)
-        judgement = judgement_from_error(exc)
+    judgement = await judge_async(judge, answer, passages, question)
     return score_judgement(judgement, answer, passages, judge_name(judge), policy, truncated)

@@ -43,12 +43,12 @@ from opentelemetry.trace import TracerProvider
 from .. import _guard
 from ..judging import scoring
 from ..judging.judges import Judge
-from ..runtime.monitor import runner_for
+from ..runtime.pipeline import evaluate_records
 from ..runtime.runner import Runner
-from ..runtime.worker import evaluate_records
+from ..runtime.runners import runner_for
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
-from ..types import Evaluation, RagRecord
+from ..types import RagRecord
 from . import wire
 from .redis import DEFAULT_STREAM, MAX_BACKOFF_S, connect, transport_errors
 
@@ -412,18 +412,14 @@ class StreamWorker:
             records = [r for _, r, _ in batch]
             results = await evaluate_records(self.runner, records, self.policy, self.timeout_s)
             metric_batch = self._telemetry.batch()
-            for (_, record, rate), (evaluation, start_ns, end_ns) in zip(
-                batch, results, strict=True
-            ):
-                if self.capture_content and not isinstance(evaluation, Evaluation):
-                    evaluation = evaluation.full()
+            for (_, record, rate), result in zip(batch, results, strict=True):
                 try:
                     self._telemetry.emit(
                         record,
-                        evaluation,
+                        result.evaluation,
                         sampling_rate=rate,
-                        start_ns=start_ns,
-                        end_ns=end_ns,
+                        start_ns=result.start_ns,
+                        end_ns=result.end_ns,
                         batch=metric_batch,
                     )
                 except Exception as exc:

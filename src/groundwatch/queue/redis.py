@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _guard
 from .._errors import install_hint
-from ..runtime.runner import InvalidRecord, prepare_record
+from ..runtime.pipeline import InvalidRecord, prepare_record
 from ..runtime.sampling import record_sampling_rate
 from ..telemetry import Stats
 from ..telemetry import semconv as sc
@@ -38,6 +38,8 @@ from . import wire
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+
+    from ..runtime.runner import Pacer
 
 __all__ = ["DEFAULT_STREAM", "RedisQueue"]
 
@@ -119,7 +121,7 @@ class RedisQueue:
         self.url = url
         self.stream = stream
         self.max_backlog = max_backlog
-        self.batch_size = batch_size
+        self._batch_size = batch_size
         self.timeout_s = timeout_millis / 1000
         self.send_timeout_s = send_timeout_millis / 1000
         self.concurrency = 1
@@ -154,6 +156,22 @@ class RedisQueue:
         self._rate = sampling_rate
 
     # --- on the monitor's worker loop ----------------------------------------------------------
+
+    def batch_size(self) -> int:
+        """Records per pipelined ``XADD`` batch."""
+        return self._batch_size
+
+    async def handle(self, records: list[RagRecord], pacer: Pacer) -> None:
+        """The monitor's worker hands a batch over (:class:`~groundwatch.runtime.worker.
+        Destination`): it is sent, or counted where it is lost."""
+        await self.send(records)
+
+    def flush(self, timeout_s: float) -> bool:
+        """Nothing is held past :meth:`handle`: a batch is sent or counted there."""
+        return True
+
+    def close(self) -> None:
+        """The connection is closed on the worker's loop (:meth:`aclose`)."""
 
     async def send(self, records: list[RagRecord]) -> None:
         """Encode and send ``records``; counts what cannot be sent. Raises only

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..telemetry._emitter import _user_attributes
-from ..types import Passage, PassageKind, RagRecord
+from .._wire import PassageFields, RecordFields, TraceFields
+from ..telemetry import user_attributes
+from ..types import PassageKind, RagRecord
 
 VERSION = 1
 FIELD = "record"
@@ -77,68 +77,68 @@ class WireRecord(BaseModel):
     enqueued_ns: int = Field(ge=0)
     """``time.time_ns()`` when the producer encoded the record (the end-to-end delay)."""
 
+    def to_fields(self) -> RecordFields:
+        """The record's typed fields, as every boundary carries them."""
+        trace = None
+        if self.trace is not None:
+            trace = TraceFields(
+                int(self.trace.trace_id, 16),
+                int(self.trace.span_id, 16),
+                self.trace.flags,
+                is_remote=True,  # the caller's span lives in another process
+                state=self.trace.state,
+            )
+        return RecordFields(
+            self.record_id,
+            self.question,
+            self.answer,
+            tuple(
+                PassageFields(p.text, p.id, p.score, p.metadata, p.kind, p.tool)
+                for p in self.passages
+            ),
+            self.route,
+            dict(self.attributes),
+            self.sampling_rate,
+            self.always_score,
+            self.truncated,
+            trace,
+            self.enqueued_ns,
+        )
+
     def to_record(self) -> RagRecord:
         """The record as the in-process path has it after preparing (passages as
         :class:`Passage`, the caller's span context rebuilt)."""
-        span_context = None
-        trace_id = span_id = 0
-        if self.trace is not None:
-            trace_id, span_id = int(self.trace.trace_id, 16), int(self.trace.span_id, 16)
-            span_context = SpanContext(
-                trace_id,
-                span_id,
-                is_remote=True,
-                trace_flags=TraceFlags(self.trace.flags),
-                trace_state=TraceState.from_header([self.trace.state]),
-            )
-        return RagRecord(
-            self.question,
-            [
-                Passage(
-                    text=p.text,
-                    id=p.id,
-                    score=p.score,
-                    metadata=p.metadata,
-                    kind=p.kind,
-                    tool=p.tool,
-                )
-                for p in self.passages
-            ],
-            self.answer,
-            self.route,
-            self.attributes,
-            self.record_id,
-            trace_id,
-            span_id,
-            self.always_score,
-            span_context,
-            self.truncated,
-        )
+        return self.to_fields().to_record()
 
 
 def encode(record: RagRecord, sampling_rate: float | None, enqueued_ns: int) -> bytes:
     """A prepared record (``contexts`` are capped :class:`Passage` objects) as wire JSON.
 
-    Metadata values JSON cannot hold are sent as their ``str()``.
-
     Raises:
         TypeError, ValueError: the record cannot be encoded (a metadata key that is not a
             string, number or bool); the producer counts it ``invalid_input``.
     """
-    ctx = record.span_context
-    trace: dict[str, Any] | None = None
-    if ctx is not None and ctx.is_valid:
-        trace = {
-            "trace_id": f"{ctx.trace_id:032x}",
-            "span_id": f"{ctx.span_id:016x}",
-            "flags": int(ctx.trace_flags),
-            "state": ctx.trace_state.to_header(),
-        }
+    fields = RecordFields.of(
+        record,
+        record.contexts,
+        attributes=dict(user_attributes(record)),
+        sampling_rate=sampling_rate,
+        enqueued_ns=enqueued_ns,
+    )
+    return encode_fields(fields)
+
+
+def encode_fields(fields: RecordFields) -> bytes:
+    """A record's fields as wire JSON (every key documented in docs/distributed.md).
+
+    Metadata values JSON cannot hold are sent as their ``str()``.
+    """
+    trace = fields.trace
     doc = {
         "version": VERSION,
-        "record_id": record.record_id,
-        "question": record.question,
-        "answer": record.answer,
+        "record_id": fields.record_id,
+        "question": fields.question,
+        "answer": fields.answer,
         "passages": [
             {
                 "text": p.text,
@@ -148,15 +148,22 @@ def encode(record: RagRecord, sampling_rate: float | None, enqueued_ns: int) -> 
                 "kind": p.kind,
                 "tool": p.tool,
             }
-            for p in record.contexts
+            for p in fields.passages
         ],
-        "route": record.route,
-        "attributes": dict(_user_attributes(record)),
-        "sampling_rate": sampling_rate,
-        "always_score": record.always_score,
-        "truncated": record.truncated,
-        "trace": trace,
-        "enqueued_ns": enqueued_ns,
+        "route": fields.route,
+        "attributes": fields.attributes,
+        "sampling_rate": fields.sampling_rate,
+        "always_score": fields.always_score,
+        "truncated": fields.truncated,
+        "trace": None
+        if trace is None
+        else {
+            "trace_id": f"{trace.trace_id:032x}",
+            "span_id": f"{trace.span_id:016x}",
+            "flags": trace.flags,
+            "state": trace.state,
+        },
+        "enqueued_ns": fields.enqueued_ns,
     }
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str).encode()
 

@@ -14,11 +14,11 @@ import sys
 import time
 from typing import IO, Any
 
-from ..judging.evaluate import judge_name
+from .._wire import EvaluationFields, RecordFields
+from ..judging.judges._base import judge_name
 from ..telemetry.worker_export import ChildExport
-from ..types import Passage
-from .process import NO_NICE_ENV, compact, read_message, write_message
-from .runner import Prepared, evaluate_prepared
+from .pipeline import Prepared, evaluate_prepared
+from .process import NO_NICE_ENV, JudgedRecord, read_message, write_message
 
 
 def _error(exc: BaseException) -> tuple[str, tuple[str, str]]:
@@ -104,30 +104,25 @@ def _evaluate_batch(judge: Any, exporter: ChildExport | None, payload: Any, out:
     name = judge_name(judge)
     for item in items:
         try:
-            answer, contexts, question, span_fields = pickle.loads(item)
-            passages = [
-                Passage.model_construct(
-                    text=text, id=pid, score=score, metadata=metadata, kind=kind, tool=tool
-                )
-                for text, pid, score, metadata, kind, tool in contexts
-            ]
-            # Prepared by the host already (checked and capped); the host marks truncation.
-            prepared = Prepared(answer, passages, question, False)
+            fields: RecordFields = pickle.loads(item)
+            # Prepared by the host already (checked and capped).
+            prepared = Prepared(
+                fields.answer, fields.to_passages(), fields.question, fields.truncated
+            )
             start = time.perf_counter_ns()
             evaluation = evaluate_prepared(judge, prepared, policy, name)
             # The wall-clock end too: the host may read the reply a little later.
             elapsed = time.perf_counter_ns() - start
             end_ns = time.time_ns()
             exported = False
-            if exporter is not None and span_fields is not None:
+            if exporter is not None and fields.record_id:
                 try:
-                    exporter.emit(
-                        span_fields, answer, question, evaluation, end_ns - elapsed, end_ns
-                    )
+                    exporter.emit(fields, evaluation, end_ns - elapsed, end_ns)
                     exported = True
                 except Exception as exc:  # the host exports this one instead
                     print(f"groundwatch worker process: export failed: {exc!r}", file=sys.stderr)
-            reply: Any = ("ok", (compact(evaluation), elapsed, end_ns, exported))
+            judged = JudgedRecord(EvaluationFields.of(evaluation), elapsed, end_ns, exported)
+            reply: Any = ("ok", judged)
         except BaseException as exc:
             reply = _error(exc)
         try:

@@ -25,9 +25,9 @@ from typing import Any
 
 from .. import _guard
 from ..judging import scoring
-from ..judging.evaluate import judge_name
-from ..judging.judges._base import judgement_from_error
-from .runner import Prepared, Result, scored, timeout_evaluation
+from ..judging.judges._base import judge_async, judge_name
+from ..types import Judgement
+from .pipeline import Prepared, Scored, scored, timeout_evaluation
 from .thread import ThreadRunner
 
 _logger = logging.getLogger(__name__)
@@ -99,18 +99,23 @@ class AsyncRunner:
 
     async def run(
         self, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
-    ) -> list[Result]:
+    ) -> list[Scored]:
         if self.off_loop is not None:
             return await self.off_loop.run(items, policy, timeout_s)
         return [await self._one(item, policy, timeout_s) for item in items]
 
-    async def _one(self, item: Prepared, policy: scoring.LabelPolicy, timeout_s: float) -> Result:
+    async def _one(self, item: Prepared, policy: scoring.LabelPolicy, timeout_s: float) -> Scored:
         watch = StepWatch()
         start_ns = time.time_ns()
         timed_out = False
-        judgement: Any = None
+        judgement: Judgement | None = None
         try:
-            judgement = await asyncio.wait_for(self._call(item, watch), timeout_s)
+            judgement = await asyncio.wait_for(
+                judge_async(
+                    self.inner, item.answer, item.passages, item.question, drive=watch.drive
+                ),
+                timeout_s,
+            )
         except (asyncio.TimeoutError, TimeoutError):
             timed_out = True
         end_ns = time.time_ns()
@@ -119,19 +124,9 @@ class AsyncRunner:
             self._blocked(watch.longest_s)
         # A blocked loop cannot fire the deadline's timer: the call that blocked it returns
         # late instead, and still counts as a timeout.
-        if timed_out or (blocked and end_ns - start_ns > timeout_s * 1e9):
-            return timeout_evaluation(timeout_s, item, self.name), start_ns, end_ns
-        return scored(judgement, item, self.name, policy), start_ns, end_ns
-
-    async def _call(self, item: Prepared, watch: StepWatch) -> Any:
-        try:
-            return await watch.drive(self.inner.judge(item.answer, item.passages, item.question))
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
-            # Caught here, inside the task: asyncio re-raises SystemExit and KeyboardInterrupt
-            # out of the event loop, which would end the worker.
-            return judgement_from_error(exc)
+        if timed_out or judgement is None or (blocked and end_ns - start_ns > timeout_s * 1e9):
+            return Scored(timeout_evaluation(timeout_s, item, self.name), start_ns, end_ns)
+        return Scored(scored(judgement, item, self.name, policy), start_ns, end_ns)
 
     def _blocked(self, seconds: float) -> None:
         if self.off_loop is not None:

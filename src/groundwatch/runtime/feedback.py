@@ -28,9 +28,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 
 from .. import _guard
 from .._weakhooks import reinit_after_fork
-from ..telemetry import Stats, Telemetry
+from ..telemetry import ReportedError, Stats, Telemetry
 from ..telemetry import semconv as sc
-from ..telemetry._emitter import FEEDBACK_JUDGE_UNKNOWN, _Reported
 from ._background import BackgroundQueue
 
 DEFAULT_MEMORY = 10_000
@@ -46,7 +45,7 @@ before it sleeps until :meth:`FeedbackEvents.submit` wakes it (a wake-up is a sy
 the caller's thread: under steady feedback, nobody pays for one)."""
 POLL_S = 0.2
 
-JUDGE_UNKNOWN = FEEDBACK_JUDGE_UNKNOWN
+JUDGE_UNKNOWN = sc.FEEDBACK_JUDGE_UNKNOWN
 """The judge label of feedback on a trace the monitor never scored or has forgotten."""
 
 HUMAN_LABELS: Mapping[str, str] = {
@@ -201,7 +200,7 @@ class FeedbackEvents:
             # A person's words may quote the answer or name a customer: content rules apply
             # (redact, secrets scrubbed, capped), and none of it without content capture.
             # A redact hook that raised is counted as its error; the comment is left out.
-            with contextlib.suppress(_Reported):
+            with contextlib.suppress(ReportedError):
                 attrs[sc.GEN_AI_EVALUATION_EXPLANATION] = telemetry._content(item.comment)
         telemetry.event_logger.emit(
             LogRecord(

@@ -9,7 +9,6 @@ context, asks the sampler, appends to a bounded queue and returns, in microsecon
 from __future__ import annotations
 
 import atexit
-import inspect
 import logging
 import random
 import threading
@@ -27,17 +26,17 @@ from .. import _config, _guard
 from .._inputs import MAX_PASSAGES
 from .._weakhooks import reinit_after_fork, weak_callback
 from ..judging import scoring
-from ..judging.evaluate import default_judge, judge_name
+from ..judging.evaluate import default_judge
 from ..judging.judges import CascadeJudge, Judge
+from ..judging.judges._base import is_async_judge, judge_name
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
 from ..telemetry.worker_export import WorkerExport, WorkerProviders, otlp_worker_providers
 from ..types import RagRecord
-from .asyncjudge import AsyncRunner
 from .feedback import DEFAULT_MEMORY, Feedback
-from .process import ProcessRunner
+from .pipeline import LocalScoring
 from .results import ResultCallback, Results
-from .runner import Runner
+from .runners import runner_for
 from .sampling import (
     Decision,
     RateLimitSampler,
@@ -46,8 +45,7 @@ from .sampling import (
     inner_samplers,
     record_sampling_rate,
 )
-from .thread import ThreadRunner
-from .worker import RecordSink, Worker
+from .worker import Destination, RecordQueue, Worker
 
 if TYPE_CHECKING:
     from typing_extensions import Never
@@ -61,29 +59,6 @@ _logger = logging.getLogger(__name__)
 _getrandbits = random.getrandbits
 _get_current_span = trace.get_current_span
 _SAMPLED = Decision.SAMPLED
-
-
-def runner_for(
-    judge: Judge,
-    executor: str,
-    processes: int,
-    max_concurrency: int,
-    export: WorkerExport | None = None,
-) -> Runner:
-    """Where ``judge`` runs: an async judge on the worker's loop (``max_concurrency`` calls at
-    once, or the judge's own ``concurrency``); a sync judge on a thread, or in worker
-    processes (``process``; ``auto`` falls back to a thread when that cannot work), which
-    export their evaluations' spans themselves when ``export`` is given."""
-    if inspect.iscoroutinefunction(getattr(judge, "judge", None)):
-        concurrency = getattr(judge, "concurrency", None)
-        if not isinstance(concurrency, int) or concurrency < 1:
-            concurrency = max_concurrency
-        return AsyncRunner(judge, concurrency=concurrency)
-    if executor == "thread":
-        return ThreadRunner(judge)
-    return ProcessRunner(
-        judge, processes, fallback=executor == _config.EXECUTOR_AUTO, export=export
-    )
 
 
 def default_sampler(config: _config.RuntimeConfig) -> Sampler:
@@ -228,7 +203,7 @@ class Monitor:
         content_max_chars: int | None = None,
         shutdown_on_exit: bool = True,
         processes: int = 1,
-        queue: RecordSink | None = None,
+        queue: RecordQueue | None = None,
         export_from_worker: bool | WorkerProviders | None = None,
         feedback_memory: int = DEFAULT_MEMORY,
     ) -> None:
@@ -280,8 +255,12 @@ class Monitor:
         self._results = Results(
             self.sampler, self._telemetry, callbacks, verdicts=self._feedback.memory
         )
-        self._worker: Worker = Worker(
-            runner=runner_for(
+        destination: Destination
+        if queue is not None:  # remote workers judge: no runner here
+            queue.attach(self.stats, self._sampling_rate)
+            destination = queue
+        else:
+            runner = runner_for(
                 self.judge,
                 self.executor,
                 processes,
@@ -289,16 +268,16 @@ class Monitor:
                 self._worker_export(
                     config.export_from_worker if export_from_worker is None else export_from_worker
                 ),
-            ),
-            results=self._results,
+            )
+            timeout_millis = evaluation_timeout_millis or config.evaluation_timeout_millis
+            destination = LocalScoring(
+                runner, self._results, self.stats, policy=policy, timeout_s=timeout_millis / 1000
+            )
+        self._worker: Worker = Worker(
+            destination=destination,
             stats=self.stats,
             max_queue_size=max_queue_size or config.max_queue_size,
-            timeout_s=(evaluation_timeout_millis or config.evaluation_timeout_millis) / 1000,
-            policy=policy,
-            sink=queue,
         )
-        if queue is not None:
-            queue.attach(self.stats, self._sampling_rate)
         self._atexit: Callable[[], None] | None = None
         if shutdown_on_exit:
             self._atexit = weak_callback(self._shutdown_at_exit)
@@ -309,9 +288,7 @@ class Monitor:
         if wanted is False:
             return None
         providers = otlp_worker_providers if wanted is True else wanted
-        if self.executor == "thread" or inspect.iscoroutinefunction(
-            getattr(self.judge, "judge", None)
-        ):
+        if self.executor == "thread" or is_async_judge(self.judge):
             _logger.warning(
                 "export_from_worker needs a sync judge in a worker process (executor "
                 "'process' or 'auto'); %s runs in this process (executor %r), which exports "
@@ -648,7 +625,7 @@ class Monitor:
                 if not sink.flush(max(0.0, deadline - time.monotonic())):
                     return False
             # The worker processes' own exporters (export_from_worker) hold the spans now.
-            return self._worker.runner.flush(max(0.0, deadline - time.monotonic()))
+            return self._worker.destination.flush(max(0.0, deadline - time.monotonic()))
         except Exception as exc:
             _guard.internal_error("force_flush", exc)
             return False
@@ -675,7 +652,7 @@ class Monitor:
                 self._atexit = None
             deadline = time.monotonic() + timeout_millis / 1000
             ok = self._worker.shutdown(timeout_millis / 1000)
-            self._worker.runner.close()
+            self._worker.destination.close()
             ok = self._feedback.close(max(0.0, deadline - time.monotonic())) and ok
             for sink in self._bound:
                 try:

@@ -13,15 +13,15 @@ groundwatch.runtime._child`` imports only groundwatch and the judge's own module
 Protocol over the child's stdin/stdout: 8-byte big-endian length, then a pickle of
 ``(op, payload)``; replies are ``("ok", value)`` or ``("error", (type name, message))``. The
 judge is pickled once (``init``; ``ping`` starts a process ahead of its first batch). The
-worker sends ``evaluate_batch``: a list of
-records, each pickled on its own as plain ``(answer, [(text, id, score, metadata)], question)``
-(one record that cannot be pickled fails alone), and the child answers with one reply per
-record as each is done, ``(compact evaluation fields, judge ns, wall-clock end ns)``: the host's
-CPU per record is what its request threads compete with, so it pays one message, one thread
-hop, a few wake-ups of its pipe thread and no pydantic validation per batch rather than per
-record (see :class:`LazyEvaluation` and :data:`REPLY_GATHER_S`). The child
-writes its replies to a private copy of fd 1 and points fd 1 at stderr, so a judge that prints
-cannot corrupt the protocol. It exits when its stdin closes (the host exited or shut down).
+worker sends ``evaluate_batch``: a list of records, each a
+:class:`~groundwatch._wire.RecordFields` pickled on its own (one record that cannot be pickled
+fails alone), and the child answers with one :class:`JudgedRecord` per record as each is done,
+its evaluation as :class:`~groundwatch._wire.EvaluationFields`: the host's CPU per record is
+what its request threads compete with, so it pays one message, one thread hop, a few wake-ups
+of its pipe thread and no pydantic validation per batch rather than per record (see
+:data:`REPLY_GATHER_S`). Both types carry their version. The child writes its replies to a
+private copy of fd 1 and points fd 1 at stderr, so a judge that prints cannot corrupt the
+protocol. It exits when its stdin closes (the host exited or shut down).
 """
 
 from __future__ import annotations
@@ -39,20 +39,16 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import IO, Any
+from dataclasses import dataclass
+from typing import IO, Any, Literal, NamedTuple
 
+from .._threads import DaemonThreads
+from .._wire import EvaluationFields, PassageFields, RecordFields
 from ..judging import scoring
-from ..judging.evaluate import judge_name
+from ..judging.judges._base import judge_name
 from ..telemetry.worker_export import WorkerExport
-from ..types import VERDICTS, Evaluation, Usage, Verdict
-from .runner import (
-    DaemonThreads,
-    JudgeSpeed,
-    Prepared,
-    Result,
-    error_evaluation,
-    timeout_evaluation,
-)
+from .pipeline import Prepared, Scored, error_evaluation, timeout_evaluation
+from .runner import JudgeSpeed
 from .thread import ThreadRunner
 
 _logger = logging.getLogger(__name__)
@@ -94,111 +90,30 @@ START_RETRY_S = 30.0
 another interpreter per record."""
 
 
-class LazyEvaluation:
-    """An evaluation computed in the worker process, received as plain fields.
+@dataclass(slots=True)
+class JudgedRecord:
+    """The worker process's reply for one record."""
 
-    Telemetry needs only the scalar fields and the verdict counts; the claims (dozens of
-    pydantic objects, the costliest part to unpickle) arrive as one pickled blob and become a
-    real :class:`Evaluation` only when something asks for it (``on_result`` callbacks,
-    observers, content capture). Attribute names match :class:`Evaluation`'s.
-    """
+    evaluation: EvaluationFields
+    judge_ns: int
+    """Time in the judge and the scoring (the process's own clock)."""
+    end_ns: int
+    """Wall-clock end (the host may read the reply a little later)."""
+    exported: bool
+    """The worker process exported the span and the events itself."""
 
-    __slots__ = (
-        "_claims",
-        "_full",
-        "error",
-        "error_type",
-        "evidence_rejected",
-        "explanation",
-        "exported",
-        "faithfulness",
-        "groundedness",
-        "judge",
-        "label",
-        "model",
-        "truncated",
-        "usage",
-        "verdict_counts",
-    )
-
-    def __init__(self, fields: tuple[Any, ...], truncated: bool, exported: bool = False) -> None:
-        self.exported = exported
-        """The worker process exported the span and the events already (the host records the
-        metric points only)."""
-        (
-            self.label,
-            self.faithfulness,
-            self.groundedness,
-            self.judge,
-            self.model,
-            usage,
-            self.explanation,
-            self.error,
-            self.error_type,
-            self.evidence_rejected,
-            child_truncated,
-            counts,
-            self._claims,
-        ) = fields
-        self.truncated: bool = bool(child_truncated or truncated)
-        self.usage: Usage | None = (
-            None
-            if usage is None
-            else Usage.model_construct(
-                input_tokens=usage[0], output_tokens=usage[1], calls=usage[2]
-            )
-        )
-        self.verdict_counts: dict[Verdict, int] = dict(zip(VERDICTS, counts, strict=True))
-        self._full: Evaluation | None = None
-
-    def full(self) -> Evaluation:
-        """The pydantic :class:`Evaluation` (built once; data from our own child is trusted)."""
-        if self._full is None:
-            claims = pickle.loads(self._claims) if self._claims else []
-            self._full = Evaluation.model_construct(
-                label=self.label,
-                faithfulness=self.faithfulness,
-                groundedness=self.groundedness,
-                claims=claims,
-                judge=self.judge,
-                model=self.model,
-                usage=self.usage,
-                explanation=self.explanation,
-                error=self.error,
-                error_type=self.error_type,
-                evidence_rejected=self.evidence_rejected,
-                truncated=self.truncated,
-            )
-        return self._full
+    def __reduce__(self) -> tuple[Any, ...]:
+        return JudgedRecord, (self.evaluation, self.judge_ns, self.end_ns, self.exported)
 
 
-def compact(evaluation: Evaluation) -> tuple[Any, ...]:
-    """The wire form of an evaluation (built in the child; see :class:`LazyEvaluation`)."""
-    usage = evaluation.usage
-    counts = evaluation.verdict_counts
-    return (
-        evaluation.label,
-        evaluation.faithfulness,
-        evaluation.groundedness,
-        evaluation.judge,
-        evaluation.model,
-        None if usage is None else (usage.input_tokens, usage.output_tokens, usage.calls),
-        evaluation.explanation,
-        evaluation.error,
-        evaluation.error_type,
-        evaluation.evidence_rejected,
-        evaluation.truncated,
-        tuple(counts[v] for v in VERDICTS),
-        pickle.dumps(evaluation.claims, protocol=pickle.HIGHEST_PROTOCOL)
-        if evaluation.claims
-        else b"",
-    )
+class _Outcome(NamedTuple):
+    """One batch item as the pipe thread hands it to the awaiting task."""
 
-
-Outcome = tuple[str, Any, int, int]
-"""Per batch item: ``(kind, value, start_ns, end_ns)`` with kind ``"ok"`` (value: compact
-fields and whether the worker process exported the span), ``"timeout"`` or ``"fail"`` (value:
-a :class:`WorkerProcessError`)."""
+    kind: Literal["ok", "timeout", "fail"]
+    reply: JudgedRecord | None
+    failure: WorkerProcessError | None
+    start_ns: int
+    end_ns: int
 
 
 class _BatchCall:
@@ -552,17 +467,17 @@ class ProcessRunner:
 
     def _batch_blocking(
         self, blobs: list[bytes | Exception], policy: Any, timeout_s: float, call: _BatchCall
-    ) -> list[Outcome]:
+    ) -> list[_Outcome]:
         """Runs on a pipe thread: send the batch, read one reply per item, each within
         ``timeout_s`` of the previous one. A stuck or lost process is killed; the item it was
         on fails, the rest go to a fresh process."""
         now = time.time_ns
-        outcomes: list[Outcome | None] = [None] * len(blobs)
+        outcomes: list[_Outcome | None] = [None] * len(blobs)
         pending: list[int] = []
         for i, blob in enumerate(blobs):
             if isinstance(blob, Exception):
                 failure = WorkerProcessError(type(blob).__qualname__, str(blob)[:500])
-                outcomes[i] = ("fail", failure, now(), now())
+                outcomes[i] = _Outcome("fail", None, failure, now(), now())
             else:
                 pending.append(i)
         while pending and not call.cancelled:
@@ -570,7 +485,7 @@ class ProcessRunner:
                 child = self._take()
             except WorkerProcessError as exc:
                 for i in pending:
-                    outcomes[i] = ("fail", exc, now(), now())
+                    outcomes[i] = _Outcome("fail", None, exc, now(), now())
                 break
             call.child = child
             if call.cancelled:
@@ -580,7 +495,7 @@ class ProcessRunner:
                 child.send(("evaluate_batch", ([blobs[i] for i in pending], policy)))
             except WorkerProcessError as exc:
                 self._discard(child)
-                outcomes[pending[0]] = ("fail", exc, sent, now())
+                outcomes[pending[0]] = _Outcome("fail", None, exc, sent, now())
                 pending = pending[1:]
                 continue
             rest, pending = pending, []
@@ -597,37 +512,40 @@ class ProcessRunner:
                     waited = min(REPLY_GATHER_S, timeout_s / 2, per_reply_s * expected)
                     time.sleep(waited)
                 try:
-                    fields, judge_ns, end_ns, exported = child.reply(timeout_s - waited)
+                    reply: JudgedRecord = child.reply(timeout_s - waited)
                 except TimeoutError:
                     self._discard(child)
-                    outcomes[i] = ("timeout", None, last, now())
+                    outcomes[i] = _Outcome("timeout", None, None, last, now())
                     pending = rest[k + 1 :]
                     break
                 except WorkerProcessError as exc:
                     if exc.error_type == LOST or child.proc.poll() is not None:
                         self._discard(child)
-                        outcomes[i] = ("fail", exc, last, now())
+                        outcomes[i] = _Outcome("fail", None, exc, last, now())
                         pending = rest[k + 1 :]
                         break
-                    outcomes[i] = ("fail", exc, last, now())  # raised in the child; it lives
+                    # Raised in the child; it lives.
+                    outcomes[i] = _Outcome("fail", None, exc, last, now())
                     last = now()
                     continue
                 last = now()
                 # The child's clock for the end (it may have been read a little later); the
                 # same machine's wall clock, so never after this side's "now".
-                end_ns = min(end_ns, last)
-                outcomes[i] = ("ok", (fields, exported), end_ns - judge_ns, end_ns)
+                end_ns = min(reply.end_ns, last)
+                outcomes[i] = _Outcome("ok", reply, None, end_ns - reply.judge_ns, end_ns)
             else:
                 self._give_back(child)
         end = now()
         return [
-            o if o is not None else ("fail", WorkerProcessError(LOST, "cancelled"), end, end)
+            o
+            if o is not None
+            else _Outcome("fail", None, WorkerProcessError(LOST, "cancelled"), end, end)
             for o in outcomes
         ]
 
     async def run(
         self, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
-    ) -> list[Result]:
+    ) -> list[Scored]:
         """Evaluate several prepared records with one message to the worker process and one
         thread hop, instead of one of each per record (the host's CPU per record is what
         the request path competes with). Each evaluation keeps its own ``timeout_s``."""
@@ -637,27 +555,24 @@ class ProcessRunner:
             now = time.time_ns()
             message = self._pickle_error or "the judge cannot be pickled"
             return [
-                (error_evaluation("judge_not_picklable", message, item, self.name), now, now)
+                Scored(error_evaluation("judge_not_picklable", message, item, self.name), now, now)
                 for item in items
             ]
         blobs: list[bytes | Exception] = []
         export = self.export
         for item in items:
             try:
-                contexts = [
-                    (p.text, p.id, p.score, p.metadata, p.kind, p.tool) for p in item.passages
-                ]
-                span_fields = (
-                    export.span_fields(item.record)
-                    if export is not None and item.record is not None
-                    else None
-                )
-                blobs.append(
-                    pickle.dumps(
-                        (item.answer, contexts, item.question, span_fields),
-                        protocol=pickle.HIGHEST_PROTOCOL,
+                if export is not None and item.record is not None:
+                    request = export.record_fields(item.record, item.passages)
+                else:
+                    request = RecordFields(
+                        item.record.record_id if item.record is not None else "",
+                        item.question,
+                        item.answer,
+                        tuple(PassageFields.of(p) for p in item.passages),
+                        truncated=item.truncated,
                     )
-                )
+                blobs.append(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
             except Exception as exc:  # unpicklable metadata: this record fails, not the batch
                 blobs.append(exc)
         call = _BatchCall()
@@ -670,25 +585,26 @@ class ProcessRunner:
             if call.child is not None:
                 self._discard(call.child)
             raise
-        results: list[Result] = []
-        for item, (kind, value, start_ns, end_ns) in zip(items, outcomes, strict=True):
-            if kind == "ok":
-                fields, exported = value
-                results.append((LazyEvaluation(fields, item.truncated, exported), start_ns, end_ns))
+        results: list[Scored] = []
+        for item, outcome in zip(items, outcomes, strict=True):
+            start_ns, end_ns, failure = outcome.start_ns, outcome.end_ns, outcome.failure
+            if outcome.reply is not None:
+                reply = outcome.reply
+                results.append(Scored(reply.evaluation, start_ns, end_ns, reply.exported))
                 self.speed.observe(end_ns - start_ns)
                 continue
-            if kind == "timeout":
+            if failure is None:  # "timeout"
                 evaluation = timeout_evaluation(timeout_s, item, self.name)
-            elif self.allow_fallback and self.started == 0 and value.error_type == START_FAILED:
+            elif self.allow_fallback and self.started == 0 and failure.error_type == START_FAILED:
                 # Not one process ever started (no usable Python executable, the judge's
                 # module not importable out there): scoring on a thread beats no scoring.
-                self._fall_back(f"no worker process could start ({value})")
+                self._fall_back(f"no worker process could start ({failure})")
                 assert self.fallback is not None
                 results.extend(await self.fallback.run([item], policy, timeout_s))
                 continue
             else:
-                evaluation = error_evaluation(value.error_type, str(value), item, self.name)
-            results.append((evaluation, start_ns, end_ns))
+                evaluation = error_evaluation(failure.error_type, str(failure), item, self.name)
+            results.append(Scored(evaluation, start_ns, end_ns))
         return results
 
     # --- lifecycle -------------------------------------------------------------------------

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from .. import _guard
+from .._wire import EvaluationView, as_evaluation
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
 from .feedback import VerdictMemory
+from .pipeline import Scored
 from .runner import NO_PACING, Pacer
 from .sampling import Sampler, inner_samplers, record_sampling_rate
 
 ResultCallback = Callable[[RagRecord, Evaluation], None]
 """``on_result(record, evaluation)``: runs on the worker thread for every scored record."""
-
-Finished = tuple[RagRecord, Any, int, int]
-"""``(record, evaluation, start_ns, end_ns)``; the evaluation may be the process runner's
-``LazyEvaluation``."""
 
 
 class Results:
@@ -51,24 +48,24 @@ class Results:
         # A new list, not an append: the worker may be iterating the old one.
         self.callbacks = [*self.callbacks, callback]
 
-    def finish(self, finished: list[Finished], pacer: Pacer = NO_PACING) -> None:
-        # A LazyEvaluation from the worker process becomes the pydantic Evaluation (with its
-        # claims) only for code that reads it.
+    def finish(
+        self, records: Sequence[RagRecord], results: Sequence[Scored], pacer: Pacer = NO_PACING
+    ) -> None:
+        """Finish each record with its result (same order)."""
+        # An evaluation from the worker process (EvaluationFields) becomes the pydantic
+        # Evaluation (with its claims) only for code that reads it.
         telemetry = self.telemetry
         verdicts = self.verdicts
         need_full = bool(self.observers or self.callbacks or telemetry.capture_content)
         batch = telemetry.batch()
         pacer.start()
-        for record, evaluation, start_ns, end_ns in finished:
+        for record, (view, start_ns, end_ns, exported) in zip(records, results, strict=True):
             pacer.maybe()
-            # The worker process exported the span and the events itself.
-            exported = bool(getattr(evaluation, "exported", False))
-            if need_full and not isinstance(evaluation, Evaluation):
-                evaluation = evaluation.full()
+            evaluation: EvaluationView = as_evaluation(view) if need_full else view
             rate: float | None = None
             try:
                 for observe in self.observers:
-                    observe(record, evaluation)
+                    observe(record, as_evaluation(evaluation))
                 rate = record_sampling_rate(self.sampler, record)
             except BaseException as exc:  # user code: even SystemExit must not end the worker
                 _guard.user_error("sampler", exc)
@@ -97,7 +94,7 @@ class Results:
                     _guard.internal_error("feedback", exc, reraise=False)
             for callback in self.callbacks:
                 try:
-                    callback(record, evaluation)
+                    callback(record, as_evaluation(evaluation))
                 except BaseException as exc:  # user code: even SystemExit must not end the worker
                     _guard.user_error("on_result", exc)
         try:

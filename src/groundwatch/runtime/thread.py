@@ -11,17 +11,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..judging import scoring
-from ..judging.evaluate import judge_name
+from ..judging.judges._base import judge_name
 from ..telemetry import semconv as sc
-from .runner import (
-    MAX_STUCK_JUDGE_THREADS,
-    JudgeSpeed,
+from .pipeline import (
     Prepared,
-    Result,
+    Scored,
     error_evaluation,
     evaluate_prepared,
     timeout_evaluation,
 )
+from .runner import MAX_STUCK_JUDGE_THREADS, JudgeSpeed
 
 
 class ThreadRunner:
@@ -56,8 +55,8 @@ class ThreadRunner:
 
     async def run(
         self, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
-    ) -> list[Result]:
-        results: list[Result | None] = [None] * len(items)
+    ) -> list[Scored]:
+        results: list[Scored | None] = [None] * len(items)
         todo = list(range(len(items)))
         loop = asyncio.get_running_loop()
         while todo:
@@ -66,7 +65,7 @@ class ThreadRunner:
                 for i in todo:
                     now = time.time_ns()
                     failed = error_evaluation("judge_unresponsive", message, items[i], self.name)
-                    results[i] = (failed, now, now)
+                    results[i] = Scored(failed, now, now)
                 break
             todo = await self._one_thread(loop, items, todo, results, policy, timeout_s)
         return [r for r in results if r is not None]
@@ -76,14 +75,14 @@ class ThreadRunner:
         loop: asyncio.AbstractEventLoop,
         items: Sequence[Prepared],
         todo: list[int],
-        results: list[Result | None],
+        results: list[Scored | None],
         policy: scoring.LabelPolicy,
         timeout_s: float,
     ) -> list[int]:
         """One thread over ``todo``; returns what is left to do after a timeout."""
         future: asyncio.Future[None] = loop.create_future()
         ctx = contextvars.copy_context()
-        done: dict[int, Result] = {}
+        done: dict[int, Scored] = {}
         state: dict[str, Any] = {"now": (todo[0], time.monotonic()), "abandoned": False}
 
         def deliver() -> None:
@@ -101,7 +100,7 @@ class ThreadRunner:
                     if state["abandoned"]:
                         return
                     end = time.time_ns()
-                    done[i] = (evaluation, start, end)
+                    done[i] = Scored(evaluation, start, end)
                     self.speed.observe(end - start)
             finally:
                 with self._lock:
@@ -133,7 +132,7 @@ class ThreadRunner:
             elif i == stuck:
                 now = time.time_ns()
                 failed = timeout_evaluation(timeout_s, items[i], self.name)
-                results[i] = (failed, now - int(timeout_s * 1e9), now)
+                results[i] = Scored(failed, now - int(timeout_s * 1e9), now)
             elif stuck is not None:
                 left.append(i)
             else:
@@ -141,11 +140,8 @@ class ThreadRunner:
                 # of evaluate_prepared): the record fails alone, it is not lost.
                 now = time.time_ns()
                 message = "the judge thread ended before this record was scored"
-                results[i] = (
-                    error_evaluation(sc.ERROR_INTERNAL, message, items[i], self.name),
-                    now,
-                    now,
-                )
+                failed = error_evaluation(sc.ERROR_INTERNAL, message, items[i], self.name)
+                results[i] = Scored(failed, now, now)
         return left
 
     def flush(self, timeout_s: float) -> bool:

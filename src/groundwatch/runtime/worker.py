@@ -6,16 +6,15 @@ worker is asleep (no record for ``STAY_AWAKE_S``), wakes it with one ``call_soon
 Nothing else: no lock held, no I/O beyond that wake-up, no scoring.
 
 Worker thread (``groundwatch-worker``), one path for every record: the loop takes a batch off
-the queue (:meth:`Worker._take_batch`, as many as the runner asks for, waiting up to
-``BATCH_DELAY_S`` for more), prepares each record once (:func:`~.runner.prepare_record`; one
-that cannot be read fails alone with ``invalid_input``), hands the batch to its
-:class:`~.runner.Runner` with OpenTelemetry instrumentation suppressed, and passes the results
-to :meth:`Results.finish <.results.Results.finish>` (telemetry, then the ``on_result``
-callbacks). Preparing and finishing are paced (:class:`~.runner.Pacer`): short slices of work
-with rests between, so a batch does not hold the host's GIL through a request; the rests stop
-while a flush waits or the queue fills. Up to
-``runner.concurrency`` batches are in flight; what waits stays in the bounded queue, so overload
-shows up as ``queue_full`` on the request path, not as unbounded memory.
+the queue (:meth:`Worker._take_batch`, as many as its :class:`Destination` asks for, waiting
+up to ``BATCH_DELAY_S`` for more) and hands it to the destination: the scoring pipeline
+(:class:`~.pipeline.LocalScoring`: prepare, judge on the chosen runner, score, then
+:meth:`Results.finish <.results.Results.finish>`: telemetry, then the ``on_result``
+callbacks), or a queue that remote workers score from. Preparing and finishing are paced
+(:class:`~.runner.Pacer`): short slices of work with rests between, so a batch does not hold
+the host's GIL through a request; the rests stop while a flush waits or the queue fills. Up to
+``destination.concurrency`` batches are in flight; what waits stays in the bounded queue, so
+overload shows up as ``queue_full`` on the request path, not as unbounded memory.
 
 Accounting: every record handed to :meth:`submit` ends in exactly one of
 ``groundwatch.evaluations`` (label != error: evaluated; label == error: failed) or
@@ -33,29 +32,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from opentelemetry import context as otel_context
-
 from .. import _guard
-from .._suppression import suppressed_context
 from .._weakhooks import reinit_after_fork
-from ..judging import scoring
 from ..telemetry import Stats
 from ..telemetry import semconv as sc
 from ..types import RagRecord
-from .results import Results
-from .runner import (
-    NO_PACING,
-    InvalidRecord,
-    Pacer,
-    Prepared,
-    Result,
-    Runner,
-    error_evaluation,
-    prepare_record,
-)
+from .runner import Pacer
 
 BATCH_DELAY_S = 0.2
-"""How long the worker lets records gather before sending a batch smaller than the runner
+"""How long the worker lets records gather before sending a batch smaller than its destination
 asks for (OpenTelemetry's BatchSpanProcessor has the same schedule delay); a flush or shutdown
 cuts it short. Async judges ask for batches of one, which never wait."""
 
@@ -69,25 +54,29 @@ request pays for a wake-up (OpenTelemetry's batch processor, too, exports on its
 than per span). An idle worker sleeps: no timer runs."""
 
 
-class RecordSink(Protocol):
-    """Where sampled records go instead of a judge: a queue that remote workers score from
-    (:class:`groundwatch.RedisQueue`). The worker hands it batches and counts nothing of them:
-    the sink counts what it cannot deliver."""
+class Destination(Protocol):
+    """Where the worker hands each batch it takes off its queue: the scoring pipeline
+    (:class:`~.pipeline.LocalScoring`, a judge in this process or its worker processes), or a
+    queue that remote workers score from (:class:`groundwatch.RedisQueue`). The worker itself
+    only queues, batches, paces, flushes and shuts down; it asks its destination nothing else.
+    """
 
     concurrency: int
-    batch_size: int
+    """Batches the worker may have in flight at once."""
     full: bool
     """Read by :meth:`Worker.submit`: ``True`` turns records away as ``queue_full``."""
     down: bool
-    """The last delivery failed: records the worker drops at shutdown are counted
+    """The destination is unreachable: records the worker drops at shutdown are counted
     ``transport`` (the destination was the reason), not ``shutdown``."""
 
-    async def send(self, records: list[RagRecord]) -> None:
-        """Deliver the batch; raises only ``asyncio.CancelledError``, after counting."""
+    def batch_size(self) -> int:
+        """Records for the next batch."""
         ...
 
-    def attach(self, stats: Stats, sampling_rate: Callable[[RagRecord], float | None]) -> None:
-        """Called once by the owning monitor: where to count, and each record's rate."""
+    async def handle(self, records: list[RagRecord], pacer: Pacer) -> None:
+        """Score (and emit) or deliver the batch, counting every record: scored, or dropped
+        with its reason. Raises only ``asyncio.CancelledError`` (shutdown), after counting
+        what it had not finished."""
         ...
 
     def close_soon(self) -> None:
@@ -95,33 +84,41 @@ class RecordSink(Protocol):
         so that shutdown's deadline is not spent waiting for it."""
         ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Release what lives on the worker's loop (called there, as the loop ends)."""
+        ...
 
-    def at_fork_reinit(self) -> None: ...
+    def flush(self, timeout_s: float) -> bool:
+        """Export what the destination exported itself and still holds (worker processes'
+        spans with ``export_from_worker``); ``True`` when there is nothing of the kind."""
+        ...
+
+    def close(self) -> None:
+        """Release the rest (worker processes) once the worker stopped."""
+        ...
+
+    def at_fork_reinit(self) -> None:
+        """In a forked child: forget the parent's threads, processes and connections."""
+        ...
+
+
+class RecordQueue(Destination, Protocol):
+    """A destination that remote workers score from (``Monitor(queue=...)``, e.g.
+    :class:`groundwatch.RedisQueue`): records go there instead of to a judge."""
+
+    def attach(self, stats: Stats, sampling_rate: Callable[[RagRecord], float | None]) -> None:
+        """Called once by the owning monitor: where to count, and each record's rate."""
+        ...
 
 
 class Worker:
     """Queue + thread + loop; see the module docstring."""
 
-    def __init__(
-        self,
-        *,
-        runner: Runner,
-        results: Results,
-        stats: Stats,
-        max_queue_size: int,
-        timeout_s: float,
-        policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
-        sink: RecordSink | None = None,
-    ) -> None:
-        self.runner = runner
-        self.sink = sink
-        self.concurrency = sink.concurrency if sink is not None else runner.concurrency
-        self.results = results
+    def __init__(self, *, destination: Destination, stats: Stats, max_queue_size: int) -> None:
+        self.destination = destination
+        self.concurrency = destination.concurrency
         self.stats = stats
         self.max_queue_size = max_queue_size
-        self.timeout_s = timeout_s
-        self.policy = policy
         self.pacer = Pacer(self._behind)
         self._init_state()
         reinit_after_fork(self._at_fork_reinit)
@@ -152,7 +149,7 @@ class Worker:
         queue = self.queue
         # Checked without a lock: concurrent callers may overshoot the bound by one record each,
         # which keeps memory bounded and costs no lock on the request path.
-        if len(queue) >= self.max_queue_size or (self.sink is not None and self.sink.full):
+        if len(queue) >= self.max_queue_size or self.destination.full:
             return False
         queue.append(record)
         if self._stopped:
@@ -206,8 +203,7 @@ class Worker:
                     task.cancel()
                 loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
                 loop.run_until_complete(loop.shutdown_asyncgens())
-                if self.sink is not None:
-                    loop.run_until_complete(self.sink.aclose())
+                loop.run_until_complete(self.destination.aclose())
                 # A task cancelled before its first step never ran _run_batch's handlers.
                 self.stats.count_dropped(self._lost_as(), len(self._inflight))
                 self._inflight.clear()
@@ -265,7 +261,7 @@ class Worker:
                     semaphore.release()
                     break
                 last_record = loop.time()
-                size = self.sink.batch_size if self.sink is not None else self.runner.batch_size()
+                size = self.destination.batch_size()
                 # Records found by a look on the timer had BATCH_DELAY_S to gather already.
                 records = await self._take_batch(size, wait=not gathered)
                 gathered = False
@@ -315,35 +311,18 @@ class Worker:
     async def _run_batch(
         self, records: list[RagRecord], seqs: range, semaphore: asyncio.Semaphore
     ) -> None:
-        finished = False
         try:
-            if self.sink is not None:
-                finished = True  # the sink counts what it cannot deliver
-                await self.sink.send(records)
-                return
-            results = await self._evaluate(records)
-            finished = True
-            # Synchronous from here: a cancellation (shutdown) cannot split the accounting.
-            self.results.finish(
-                [(r, ev, start, end) for r, (ev, start, end) in zip(records, results, strict=True)],
-                self.pacer,
-            )
+            # The destination counts every record, shutdown's cancellation included.
+            await self.destination.handle(records, self.pacer)
         except asyncio.CancelledError:
-            if not finished:
-                self.stats.count_dropped(sc.ERROR_SHUTDOWN, len(records))
             raise
-        except BaseException as exc:
-            if not finished:
-                self.stats.count_dropped(sc.ERROR_INTERNAL, len(records))
+        except BaseException as exc:  # a broken contract: log it, keep the worker
             _guard.internal_error("worker", exc, reraise=False)
         finally:
             for seq in seqs:
                 self._inflight.pop(seq, None)
             semaphore.release()
             self._check_flush()
-
-    async def _evaluate(self, records: list[RagRecord]) -> list[Result]:
-        return await evaluate_records(self.runner, records, self.policy, self.timeout_s, self.pacer)
 
     # --- flush / shutdown ----------------------------------------------------------------------
 
@@ -412,9 +391,9 @@ class Worker:
         self.stats.count_dropped(self._lost_as(), n)
 
     def _lost_as(self) -> str:
-        """Why queued records are dropped at shutdown: the sink's lost destination, if it is
-        down, else the deadline."""
-        return sc.ERROR_TRANSPORT if self.sink is not None and self.sink.down else sc.ERROR_SHUTDOWN
+        """Why queued records are dropped at shutdown: the lost destination, if it is down,
+        else the deadline."""
+        return sc.ERROR_TRANSPORT if self.destination.down else sc.ERROR_SHUTDOWN
 
     def _stop_on_loop(self) -> None:
         self._stopping = True
@@ -433,9 +412,9 @@ class Worker:
             self._stopped = True
         if already:
             return True
-        if self.sink is not None and self._loop is not None:
+        if self._loop is not None:
             with contextlib.suppress(RuntimeError):  # loop closed
-                self._loop.call_soon_threadsafe(self.sink.close_soon)
+                self._loop.call_soon_threadsafe(self.destination.close_soon)
         flushed = self.flush(timeout_s)
         loop, thread = self._loop, self._thread
         joined = True
@@ -464,46 +443,4 @@ class Worker:
         self._stopped = stopped
         self.stats.reinit_after_fork()
         self.stats.count_dropped(sc.ERROR_FORK, inherited)
-        self.runner.at_fork_reinit()
-        if self.sink is not None:
-            self.sink.at_fork_reinit()
-
-
-async def evaluate_records(
-    runner: Runner,
-    records: list[RagRecord],
-    policy: scoring.LabelPolicy,
-    timeout_s: float,
-    pacer: Pacer = NO_PACING,
-) -> list[Result]:
-    """Prepare each record once and run the batch on ``runner``; one result per record, in
-    order (the monitor's worker and ``groundwatch worker`` both score through here; the
-    monitor's worker paces the preparing with ``pacer``)."""
-    results: list[Result | None] = [None] * len(records)
-    items: list[Prepared] = []
-    where: list[int] = []
-    pacer.start()
-    for i, record in enumerate(records):
-        pacer.maybe()
-        try:
-            items.append(prepare_record(record))
-        except InvalidRecord as exc:
-            now = time.time_ns()
-            empty = Prepared("", [], None, False)
-            failed = error_evaluation(sc.ERROR_INVALID_INPUT, str(exc), empty, runner.name)
-            results[i] = (failed, now, now)
-            continue
-        where.append(i)
-    if items:
-        # The judge's own HTTP / LLM calls must not create spans in the user's traces nor
-        # re-enter our callbacks: instrumentations check this key. The caller's task context
-        # is its own, so attach/detach here cannot leak into the host.
-        token = otel_context.attach(suppressed_context())
-        try:
-            await runner.start()
-            done = await runner.run(items, policy, timeout_s)
-        finally:
-            otel_context.detach(token)
-        for i, result in zip(where, done, strict=True):
-            results[i] = result
-    return [r for r in results if r is not None]
+        self.destination.at_fork_reinit()

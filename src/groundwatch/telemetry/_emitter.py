@@ -22,6 +22,7 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, TracerProvider
 
 from .. import _guard, _version
+from .._wire import EvaluationView, as_evaluation
 from ..types import Evaluation, RagRecord
 from . import semconv as sc
 
@@ -141,8 +142,7 @@ def _counts(counts: Mapping[str, int], empty: str) -> str:
 
 
 _VERDICT_LABELS = ("grounded", "hallucinated", "insufficient_context", "no_claims", "error")
-FEEDBACK_JUDGE_UNKNOWN = "unknown"
-"""``groundwatch.label`` of feedback on a trace the monitor has no verdict for."""
+FEEDBACK_JUDGE_UNKNOWN = sc.FEEDBACK_JUDGE_UNKNOWN
 
 
 class _Instruments:
@@ -331,24 +331,26 @@ def _primitive(value: Any) -> Any:
     return None
 
 
-class _Reported(Exception):
+class ReportedError(Exception):
     """A failure already counted and logged where it happened (a ``redact`` that raised)."""
 
 
-def _collect(attrs: dict[str, Any], where: str, family: Iterator[tuple[str, Any]]) -> None:
+def collect_attributes(
+    attrs: dict[str, Any], where: str, family: Iterator[tuple[str, Any]]
+) -> None:
     """Put the pairs ``family`` yields into ``attrs`` up to its first exception, which is
     counted and logged (``groundwatch.errors{groundwatch.component="telemetry <where>"}``),
     never raised."""
     try:
         for key, value in family:
             attrs[key] = value
-    except _Reported:
+    except ReportedError:
         pass
     except Exception as exc:
         _guard.internal_error(f"telemetry {where}", exc, reraise=False)
 
 
-def _user_attributes(record: RagRecord) -> Iterator[tuple[str, Any]]:
+def user_attributes(record: RagRecord) -> Iterator[tuple[str, Any]]:
     for key, value in (record.attributes or {}).items():
         prim = _primitive(value)
         if isinstance(key, str) and prim is not None:
@@ -356,7 +358,7 @@ def _user_attributes(record: RagRecord) -> Iterator[tuple[str, Any]]:
 
 
 def _score_attributes(
-    evaluation: Evaluation | Any, counts: Mapping[Any, int]
+    evaluation: EvaluationView, counts: Mapping[Any, int]
 ) -> Iterator[tuple[str, Any]]:
     yield sc.GROUNDWATCH_LABEL, evaluation.label
     if evaluation.faithfulness is not None:
@@ -371,7 +373,7 @@ def _score_attributes(
 
 
 def _record_attributes(
-    record: RagRecord, evaluation: Evaluation | Any, sampling_rate: float | None
+    record: RagRecord, evaluation: EvaluationView, sampling_rate: float | None
 ) -> Iterator[tuple[str, Any]]:
     yield sc.GROUNDWATCH_RECORD_ID, record.record_id
     yield sc.GROUNDWATCH_JUDGE, evaluation.judge
@@ -416,24 +418,28 @@ class Telemetry:
 
     # --- span attributes: small generators, each guarded --------------------------------------
     #
-    # One family of attributes per generator. ``_collect`` stops a generator at its first
+    # One family of attributes per generator. ``collect_attributes`` stops a generator at its first
     # exception, logs and counts it, and keeps what it yielded so far: one bad field costs its
     # family, never the span, its events or its metrics (OpenInference's extractors do the same).
 
     def _span_attributes(
         self,
         record: RagRecord,
-        evaluation: Evaluation | Any,
+        evaluation: EvaluationView,
         sampling_rate: float | None,
         counts: Mapping[Any, int],
     ) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
         if record.attributes:
-            _collect(attrs, "user attributes", _user_attributes(record))
-        _collect(attrs, "score attributes", _score_attributes(evaluation, counts))
-        _collect(attrs, "record attributes", _record_attributes(record, evaluation, sampling_rate))
+            collect_attributes(attrs, "user attributes", user_attributes(record))
+        collect_attributes(attrs, "score attributes", _score_attributes(evaluation, counts))
+        collect_attributes(
+            attrs, "record attributes", _record_attributes(record, evaluation, sampling_rate)
+        )
         if self.capture_content:
-            _collect(attrs, "content attributes", self._content_attributes(record, evaluation))
+            # With content capture on, the worker asks for the whole evaluation first.
+            full = as_evaluation(evaluation)
+            collect_attributes(attrs, "content attributes", self._content_attributes(record, full))
         return attrs
 
     def _content(self, text: str) -> str:
@@ -442,7 +448,7 @@ class Telemetry:
                 text = self.redact(text)
             except Exception as exc:
                 _guard.user_error("redact", exc)
-                raise _Reported from exc
+                raise ReportedError from exc
         return cap_content(scrub_secrets(text), self.content_max_chars)
 
     def _content_attributes(
@@ -480,7 +486,7 @@ class Telemetry:
             return Context(), [Link(sc_)]
         return Context(), []
 
-    def _explanation(self, evaluation: Evaluation | Any) -> str:
+    def _explanation(self, evaluation: EvaluationView) -> str:
         if evaluation.label == "error" and not self.capture_content:
             # A judge's error message may quote the content or an endpoint's reply.
             return f"judge failed: {evaluation.error_type or 'error'}"
@@ -493,7 +499,7 @@ class Telemetry:
     def emit(
         self,
         record: RagRecord,
-        evaluation: Evaluation | Any,
+        evaluation: EvaluationView,
         *,
         sampling_rate: float | None,
         start_ns: int,
@@ -503,9 +509,9 @@ class Telemetry:
     ) -> None:
         """Emit the span, the two events and the metric points of one finished evaluation.
 
-        ``evaluation`` is an :class:`Evaluation` or anything with the same scalar fields and
-        a ``verdict_counts`` mapping (the worker process's ``LazyEvaluation``; ``claims`` is
-        read only with content capture on). Counter increments go to ``batch`` when given.
+        ``evaluation`` is an :class:`Evaluation` or the worker process's
+        :class:`~groundwatch._wire.EvaluationFields` (its claims are read only with content
+        capture on). Counter increments go to ``batch`` when given.
         ``spans=False``: the metric points only (the worker process exported the span and the
         events itself: :mod:`groundwatch.telemetry.worker_export`).
         """
@@ -526,7 +532,7 @@ class Telemetry:
     def emit_span(
         self,
         record: RagRecord,
-        evaluation: Evaluation | Any,
+        evaluation: EvaluationView,
         sampling_rate: float | None,
         start_ns: int,
         end_ns: int,
@@ -561,7 +567,7 @@ class Telemetry:
 
     def _emit_events(
         self,
-        evaluation: Evaluation | Any,
+        evaluation: EvaluationView,
         ctx: Context,
         *,
         timestamp: int,
@@ -598,7 +604,7 @@ class Telemetry:
     def _record_metrics(
         self,
         record: RagRecord,
-        evaluation: Evaluation | Any,
+        evaluation: EvaluationView,
         seconds: float,
         counts: Mapping[Any, int],
         batch: MetricBatch,

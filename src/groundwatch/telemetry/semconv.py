@@ -93,6 +93,8 @@ METRIC_FEEDBACK: Final = "groundwatch.feedback"
 verdict remembered for the trace), the person's (``groundwatch.feedback.label``) and
 ``groundwatch.route``; ``error.type=invalid_input`` alone for a call that could not be read."""
 GROUNDWATCH_FEEDBACK_LABEL: Final = "groundwatch.feedback.label"
+FEEDBACK_JUDGE_UNKNOWN: Final = "unknown"
+"""``groundwatch.label`` of feedback on a trace the monitor has no verdict for."""
 GROUNDWATCH_FEEDBACK_SOURCE: Final = "groundwatch.feedback.source"
 """Who gave the feedback (``human`` by default, or another system's name)."""
 METRIC_ALERTS: Final = "groundwatch.alerts"

@@ -28,17 +28,18 @@ from __future__ import annotations
 import importlib
 import logging
 import pickle
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import NoOpMeterProvider
-from opentelemetry.trace import SpanContext, TraceFlags, TracerProvider
+from opentelemetry.trace import TracerProvider
 
 from .. import _config
-from ..types import Evaluation, RagRecord
-from ._emitter import Redactor, Stats, Telemetry, _collect, _user_attributes
+from .._wire import RecordFields
+from ..types import Evaluation, Passage, RagRecord
+from ._emitter import Redactor, Stats, Telemetry, collect_attributes, user_attributes
 
 if TYPE_CHECKING:  # the SDK is an extra: imported where it is used
     from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
@@ -50,13 +51,6 @@ WorkerProviders = Callable[[Mapping[str, Any]], tuple[TracerProvider, LoggerProv
 """Builds, in a worker process, the tracer and logger providers it exports through, from the
 host's resource attributes (empty when the host's tracer provider has no SDK resource). Must be
 picklable by reference: a function defined at the top level of an importable module."""
-
-SpanFields = tuple[
-    str, str | None, dict[str, Any], float | None, tuple[int, int, int, bool] | None, bool
-]
-"""What the worker process needs of a record besides its inputs, to build the same span the
-host would: ``(record_id, route, user attributes, sampling rate, (trace id, span id, trace
-flags, is remote) of the caller's span or None, truncated)``."""
 
 
 def otlp_worker_providers(
@@ -149,24 +143,14 @@ class WorkerExport:
             )
             return None
 
-    def span_fields(self, record: RagRecord) -> SpanFields:
-        """What the worker process puts on the span besides the evaluation itself."""
-        parent = record.span_context
-        ids = (
-            (parent.trace_id, parent.span_id, int(parent.trace_flags), parent.is_remote)
-            if parent is not None and parent.is_valid
-            else None
-        )
+    def record_fields(self, record: RagRecord, passages: Sequence[Passage]) -> RecordFields:
+        """The prepared record as the worker process needs it to judge it and to build the
+        span the host would (its user attributes, sampling rate and parent)."""
         attributes: dict[str, Any] = {}
         if record.attributes:  # guarded as on the host's own span: a bad one is counted
-            _collect(attributes, "user attributes", _user_attributes(record))
-        return (
-            record.record_id,
-            record.route,
-            attributes,
-            self.sampling_rate(record),
-            ids,
-            record.truncated,
+            collect_attributes(attributes, "user attributes", user_attributes(record))
+        return RecordFields.of(
+            record, passages, attributes=attributes, sampling_rate=self.sampling_rate(record)
         )
 
 
@@ -189,33 +173,12 @@ class ChildExport:
         )
 
     def emit(
-        self,
-        fields: SpanFields,
-        answer: str,
-        question: str | None,
-        evaluation: Evaluation,
-        start_ns: int,
-        end_ns: int,
+        self, fields: RecordFields, evaluation: Evaluation, start_ns: int, end_ns: int
     ) -> None:
-        record_id, route, attributes, rate, ids, truncated = fields
-        parent = (
-            None
-            if ids is None
-            else SpanContext(ids[0], ids[1], is_remote=ids[3], trace_flags=TraceFlags(ids[2]))
-        )
-        record = RagRecord(
-            question=question,
-            answer=answer,
-            route=route,
-            attributes=attributes,
-            record_id=record_id,
-            span_context=parent,
-            truncated=truncated,
-        )
-        if truncated and not evaluation.truncated:
-            evaluation = evaluation.model_copy(update={"truncated": True})
+        """Export the span and the events of one evaluation, as the host would have."""
+        record = fields.to_record()
         self.telemetry.emit_span(
-            record, evaluation, rate, start_ns, end_ns, evaluation.verdict_counts
+            record, evaluation, fields.sampling_rate, start_ns, end_ns, evaluation.verdict_counts
         )
 
     def flush(self, timeout_millis: int) -> bool:

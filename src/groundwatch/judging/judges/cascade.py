@@ -20,15 +20,15 @@ cascade exports them as the ``groundwatch.judge.escalations`` counter with
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 from collections.abc import Collection, Sequence
+from typing import TypeVar
 
-from ...types import Judgement, Passage, Usage, Verdict
-from ._base import Judge, call_judge, judgement_from_error
+from ...types import Evaluation, Judgement, Passage, Usage, Verdict
+from ._base import Judge, judge_async
 
-_logger = logging.getLogger(__name__)
+_Outcome = TypeVar("_Outcome", Judgement, Evaluation)
 
 DEFAULT_MIN_CONFIDENCE = 0.65
 """Claims the first judge is less sure of than this are sent to the second judge.
@@ -92,8 +92,9 @@ class CascadeJudge:
         with self._lock:
             return self.escalated / self.total if self.total else None
 
-    def should_escalate(self, judgement: Judgement) -> bool:
-        """The escalation rule applied to ``first``'s judgement (see the module docstring)."""
+    def should_escalate(self, judgement: Judgement | Evaluation) -> bool:
+        """The escalation rule applied to ``first``'s judgement, or to its evaluation (where
+        ``first`` ran in a runner of its own: see :mod:`groundwatch.runtime.cascade`)."""
         if judgement.error is not None:
             return True
         for claim in judgement.claims:
@@ -106,7 +107,8 @@ class CascadeJudge:
                 return True
         return False
 
-    def _count(self, escalated: bool) -> None:
+    def count(self, escalated: bool) -> None:
+        """Count one answer decided (``escalated``: sent to ``then``)."""
         with self._lock:
             self.total += 1
             self.escalated += escalated
@@ -115,32 +117,25 @@ class CascadeJudge:
         self, answer: str, contexts: Sequence[Passage], question: str | None = None
     ) -> Judgement:
         """``first``'s judgement, or ``then``'s when the escalation rule says so; never raises."""
-        first = await _checked(self.first, "first", answer, contexts, question)
+        first = await judge_async(self.first, answer, contexts, question)
         if not self.should_escalate(first):
-            self._count(False)
+            self.count(False)
             return first
-        self._count(True)
-        second = await _checked(self.then, "second", answer, contexts, question)
+        self.count(True)
+        second = await judge_async(self.then, answer, contexts, question)
+        return self.combine(first, second)
+
+    def combine(self, first: _Outcome, second: _Outcome) -> _Outcome:
+        """The cascade's judgement (or evaluation, where the stages ran on runners of their own)
+        once ``then`` judged an escalated answer: ``then``'s, or ``first``'s when ``then``
+        failed and ``fallback_to_first`` is set; usage summed."""
+        usage = sum_usage(first.usage, second.usage)
         if second.error is not None and self.fallback_to_first and first.error is None:
-            return first.model_copy(update={"usage": _sum(first.usage, second.usage)})
-        return second.model_copy(update={"usage": _sum(first.usage, second.usage)})
+            return first.model_copy(update={"usage": usage})
+        return second.model_copy(update={"usage": usage})
 
 
-async def _checked(
-    judge: Judge, role: str, answer: str, contexts: Sequence[Passage], question: str | None
-) -> Judgement:
-    """One judge's judgement; a raising judge or one returning something else is an error."""
-    try:
-        judgement = await call_judge(judge, answer, contexts, question)
-        if not isinstance(judgement, Judgement):
-            raise TypeError(f"{role} judge returned {type(judgement).__name__}")
-        return judgement
-    except Exception as exc:
-        _logger.debug("cascade %s judge failed", role, exc_info=True)
-        return judgement_from_error(exc)
-
-
-def _sum(a: Usage | None, b: Usage | None) -> Usage | None:
+def sum_usage(a: Usage | None, b: Usage | None) -> Usage | None:
     if a is None:
         return b
     if b is None:

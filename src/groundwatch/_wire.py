@@ -1,0 +1,399 @@
+"""The typed forms a record and an evaluation take where they leave this interpreter.
+
+Three boundaries carry them: the pipe to a worker process (``executor="process"``), the
+worker process's own exporting (``export_from_worker``), and the Redis queue (JSON, validated
+by :mod:`groundwatch.queue.wire`). Each carries the same two types:
+
+- :class:`RecordFields`: one record as a judge and its span need it (prepared inputs, the
+  record's id, route, attributes, sampling rate, the caller's trace);
+- :class:`EvaluationFields`: one evaluation as telemetry needs it (the scalar fields and the
+  verdict counts), with its claims as one pickled blob that becomes a real
+  :class:`~groundwatch.Evaluation` only when something asks (:meth:`EvaluationFields.full`).
+
+Anything that reads an evaluation on the emit path takes an :class:`EvaluationView`, which both
+:class:`~groundwatch.Evaluation` and :class:`EvaluationFields` are.
+
+Why slotted dataclasses with a ``__reduce__`` of their own, and not pydantic models or
+``msgspec``: on the host, the pipe's replies are unpickled on the worker thread, in the
+interpreter whose GIL the app's requests want. A reduce to the class and its field values
+unpickles in one constructor call (the cost of the plain tuples these types replace, within
+noise in ``benchmarks/host_cpu.py``); pydantic validation of trusted data from our own child
+is the cost the runtime avoids, and ``msgspec`` would be a new core dependency for the same
+result. The version travels in every pickled value, so a worker process started from another
+groundwatch (a stale install on ``PYTHONPATH``) fails loudly instead of misreading fields.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from opentelemetry.trace import SpanContext, TraceFlags, TraceState
+
+from .types import VERDICTS, Evaluation, Label, Passage, PassageKind, RagRecord, Usage, Verdict
+
+__all__ = [
+    "WIRE_VERSION",
+    "EvaluationFields",
+    "EvaluationView",
+    "PassageFields",
+    "RecordFields",
+    "TraceFields",
+    "WireVersionError",
+    "as_evaluation",
+]
+
+WIRE_VERSION = 2
+"""The version of :class:`RecordFields` and :class:`EvaluationFields` between two processes
+(the Redis queue's JSON has its own: :data:`groundwatch.queue.wire.VERSION`)."""
+
+
+class WireVersionError(ValueError):
+    """A value pickled by another version of these types."""
+
+
+def _check_version(version: int) -> None:
+    if version != WIRE_VERSION:
+        raise WireVersionError(
+            f"wire version {version} received, {WIRE_VERSION} expected: the worker process "
+            "runs another groundwatch"
+        )
+
+
+class EvaluationView(Protocol):
+    """What the emit path reads of an evaluation: an :class:`~groundwatch.Evaluation`, or the
+    :class:`EvaluationFields` a worker process sent back."""
+
+    @property
+    def label(self) -> Label: ...
+    @property
+    def faithfulness(self) -> float | None: ...
+    @property
+    def groundedness(self) -> float | None: ...
+    @property
+    def judge(self) -> str: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def usage(self) -> Usage | None: ...
+    @property
+    def explanation(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def error_type(self) -> str | None: ...
+    @property
+    def evidence_rejected(self) -> int: ...
+    @property
+    def truncated(self) -> bool: ...
+    @property
+    def verdict_counts(self) -> Mapping[Verdict, int]: ...
+
+
+def as_evaluation(view: EvaluationView) -> Evaluation:
+    """The :class:`~groundwatch.Evaluation` behind a view (built once for
+    :class:`EvaluationFields`)."""
+    if isinstance(view, Evaluation):
+        return view
+    if isinstance(view, EvaluationFields):
+        return view.full()
+    raise TypeError(f"not an evaluation: {type(view).__name__}")
+
+
+@dataclass(slots=True, frozen=True)
+class PassageFields:
+    """One prepared passage (:class:`~groundwatch.Passage`'s fields)."""
+
+    text: str
+    id: str | None = None
+    score: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    kind: PassageKind = "retrieved"
+    tool: str | None = None
+
+    @classmethod
+    def of(cls, passage: Passage) -> PassageFields:
+        return cls(passage.text, passage.id, passage.score, passage.metadata, passage.kind,
+                   passage.tool)  # fmt: skip
+
+    def to_passage(self) -> Passage:
+        """The passage (prepared already: built without validating again)."""
+        return Passage.model_construct(
+            text=self.text,
+            id=self.id,
+            score=self.score,
+            metadata=self.metadata,
+            kind=self.kind,
+            tool=self.tool,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return PassageFields, (
+            self.text, self.id, self.score, self.metadata, self.kind, self.tool
+        )  # fmt: skip
+
+
+@dataclass(slots=True, frozen=True)
+class TraceFields:
+    """The caller's span context: the evaluation span's parent wherever the span is built."""
+
+    trace_id: int
+    span_id: int
+    flags: int
+    is_remote: bool = False
+    state: str = ""
+    """W3C ``tracestate`` header form (``k1=v1,k2=v2``)."""
+
+    @classmethod
+    def of(cls, context: Any) -> TraceFields | None:
+        """The fields of a valid :class:`~opentelemetry.trace.SpanContext`, else ``None``."""
+        if not isinstance(context, SpanContext) or not context.is_valid:
+            return None
+        return cls(
+            context.trace_id,
+            context.span_id,
+            int(context.trace_flags),
+            context.is_remote,
+            context.trace_state.to_header(),
+        )
+
+    def span_context(self, *, remote: bool | None = None) -> SpanContext:
+        return SpanContext(
+            self.trace_id,
+            self.span_id,
+            is_remote=self.is_remote if remote is None else remote,
+            trace_flags=TraceFlags(self.flags),
+            trace_state=TraceState.from_header([self.state]) if self.state else None,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return TraceFields, (self.trace_id, self.span_id, self.flags, self.is_remote, self.state)
+
+
+@dataclass(slots=True)
+class RecordFields:
+    """One record where it leaves this interpreter: its prepared inputs, and what its span
+    needs besides the evaluation (for a worker process that exports, and for the Redis queue's
+    workers).
+
+    Adding a field: declare it here (with a default, so older senders' values still read within
+    a version), fill it in :meth:`of`, read it in :meth:`to_record`; the Redis queue's JSON
+    names it in :mod:`groundwatch.queue.wire` and docs/distributed.md.
+    """
+
+    record_id: str
+    question: str | None
+    answer: str
+    passages: tuple[PassageFields, ...]
+    route: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    """User span attributes, primitive values only (checked where they were collected)."""
+    sampling_rate: float | None = None
+    always_score: bool = False
+    truncated: bool = False
+    trace: TraceFields | None = None
+    enqueued_ns: int = 0
+    """``time.time_ns()`` when the record was sent (the Redis queue's end-to-end delay)."""
+
+    @classmethod
+    def of(
+        cls,
+        record: RagRecord,
+        passages: Sequence[Passage],
+        *,
+        attributes: Mapping[str, Any] | None = None,
+        sampling_rate: float | None = None,
+        enqueued_ns: int = 0,
+    ) -> RecordFields:
+        """A prepared record's fields (``passages`` as prepared)."""
+        return cls(
+            record.record_id,
+            record.question,
+            record.answer,
+            tuple(PassageFields.of(p) for p in passages),
+            record.route,
+            dict(attributes) if attributes else {},
+            sampling_rate,
+            record.always_score,
+            record.truncated,
+            TraceFields.of(record.span_context),
+            enqueued_ns,
+        )
+
+    def to_passages(self) -> list[Passage]:
+        return [p.to_passage() for p in self.passages]
+
+    def to_record(self, *, remote_parent: bool | None = None) -> RagRecord:
+        """The record as the in-process path has it after preparing (``contexts`` as
+        :class:`~groundwatch.Passage` objects, the caller's span context rebuilt;
+        ``remote_parent`` overrides the context's ``is_remote``)."""
+        trace = self.trace
+        return RagRecord(
+            question=self.question,
+            contexts=self.to_passages(),
+            answer=self.answer,
+            route=self.route,
+            attributes=self.attributes,
+            record_id=self.record_id,
+            trace_id=trace.trace_id if trace is not None else 0,
+            span_id=trace.span_id if trace is not None else 0,
+            always_score=self.always_score,
+            span_context=trace.span_context(remote=remote_parent) if trace is not None else None,
+            truncated=self.truncated,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _record_fields, (
+            WIRE_VERSION,
+            self.record_id,
+            self.question,
+            self.answer,
+            self.passages,
+            self.route,
+            self.attributes,
+            self.sampling_rate,
+            self.always_score,
+            self.truncated,
+            self.trace,
+            self.enqueued_ns,
+        )
+
+
+def _record_fields(version: int, *fields: Any) -> RecordFields:
+    _check_version(version)
+    return RecordFields(*fields)
+
+
+@dataclass(slots=True, eq=False)
+class EvaluationFields:
+    """An evaluation computed in another process, as telemetry reads it.
+
+    Telemetry needs only the scalar fields and the verdict counts; the claims (dozens of
+    pydantic objects, the costliest part to unpickle) travel as one pickled blob and become a
+    real :class:`~groundwatch.Evaluation` only when something asks (``on_result`` callbacks,
+    observers, content capture). Field names are :class:`~groundwatch.Evaluation`'s.
+
+    Adding a field to :class:`~groundwatch.Evaluation` that telemetry reads: declare it here and
+    in :class:`EvaluationView`, and copy it in :meth:`of` and :meth:`full`.
+    """
+
+    label: Label
+    faithfulness: float | None
+    groundedness: float | None
+    judge: str
+    model: str | None
+    usage: Usage | None
+    explanation: str
+    error: str | None
+    error_type: str | None
+    evidence_rejected: int
+    truncated: bool
+    verdict_counts: dict[Verdict, int]
+    claims_blob: bytes = b""
+    _full: Evaluation | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, evaluation: Evaluation) -> EvaluationFields:
+        claims = evaluation.claims
+        return cls(
+            evaluation.label,
+            evaluation.faithfulness,
+            evaluation.groundedness,
+            evaluation.judge,
+            evaluation.model,
+            evaluation.usage,
+            evaluation.explanation,
+            evaluation.error,
+            evaluation.error_type,
+            evaluation.evidence_rejected,
+            evaluation.truncated,
+            evaluation.verdict_counts,
+            pickle.dumps(claims, protocol=pickle.HIGHEST_PROTOCOL) if claims else b"",
+            evaluation,
+        )
+
+    def mark_truncated(self) -> None:
+        """The host cut this record's inputs before sending them."""
+        if not self.truncated:
+            self.truncated = True
+            if self._full is not None:
+                self._full = self._full.model_copy(update={"truncated": True})
+
+    def full(self) -> Evaluation:
+        """The pydantic :class:`~groundwatch.Evaluation` (built once; data from our own worker
+        process is trusted, so it is not validated again)."""
+        if self._full is None:
+            claims = pickle.loads(self.claims_blob) if self.claims_blob else []
+            self._full = Evaluation.model_construct(
+                label=self.label,
+                faithfulness=self.faithfulness,
+                groundedness=self.groundedness,
+                claims=claims,
+                judge=self.judge,
+                model=self.model,
+                usage=self.usage,
+                explanation=self.explanation,
+                error=self.error,
+                error_type=self.error_type,
+                evidence_rejected=self.evidence_rejected,
+                truncated=self.truncated,
+            )
+        return self._full
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        usage = self.usage
+        counts = self.verdict_counts
+        return _evaluation_fields, (
+            WIRE_VERSION,
+            self.label,
+            self.faithfulness,
+            self.groundedness,
+            self.judge,
+            self.model,
+            None if usage is None else (usage.input_tokens, usage.output_tokens, usage.calls),
+            self.explanation,
+            self.error,
+            self.error_type,
+            self.evidence_rejected,
+            self.truncated,
+            tuple(counts[v] for v in VERDICTS),
+            self.claims_blob,
+        )
+
+
+def _evaluation_fields(
+    version: int,
+    label: Label,
+    faithfulness: float | None,
+    groundedness: float | None,
+    judge: str,
+    model: str | None,
+    usage: tuple[int, int, int] | None,
+    explanation: str,
+    error: str | None,
+    error_type: str | None,
+    evidence_rejected: int,
+    truncated: bool,
+    counts: tuple[int, ...],
+    claims_blob: bytes,
+) -> EvaluationFields:
+    _check_version(version)
+    return EvaluationFields(
+        label,
+        faithfulness,
+        groundedness,
+        judge,
+        model,
+        None
+        if usage is None
+        else Usage.model_construct(input_tokens=usage[0], output_tokens=usage[1], calls=usage[2]),
+        explanation,
+        error,
+        error_type,
+        evidence_rejected,
+        truncated,
+        dict(zip(VERDICTS, counts, strict=True)),
+        claims_blob,
+    )

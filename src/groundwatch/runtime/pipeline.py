@@ -1,0 +1,252 @@
+"""Score one record: the one home of prepare → call the judge → score.
+
+Every place that scores records goes through here: the monitor's worker, ``groundwatch
+worker`` (the Redis consumer), ``groundwatch check`` and ``groundwatch serve`` (which run a
+monitor). Each hands records to :func:`evaluate_records` with the :class:`~.runner.Runner` that
+:func:`~.runners.runner_for` chose, so they judge with the same adapter
+(:func:`~groundwatch.judging.judges._base.judge_sync` / ``judge_async``), the same deadlines and
+the same error evaluations. ``groundwatch.evaluate`` and ``aevaluate`` are this pipeline for one
+answer without a runner: prepare, the same adapter, the same scoring.
+
+The steps:
+
+1. :func:`prepare_record`: validate and cap the caller's inputs once (a record that cannot be
+   read fails alone, ``invalid_input``);
+2. the runner judges each prepared record under the evaluation deadline: on a thread, in a
+   worker process, or on the event loop (:func:`~.runners.runner_for` decides where; a
+   cascade's stages each where their kind runs);
+3. :func:`scored`: the judgement becomes an :class:`~groundwatch.Evaluation` (or, from a worker
+   process, the :class:`~groundwatch._wire.EvaluationFields` telemetry reads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from opentelemetry import context as otel_context
+
+from .. import _guard
+from .._inputs import prepare
+from .._suppression import suppressed_context
+from .._wire import EvaluationView
+from ..judging import scoring
+from ..judging.evaluate import score_judgement
+from ..judging.judges._base import judge_name, judge_sync
+from ..telemetry import semconv as sc
+from ..types import Evaluation, Judgement, Passage, RagRecord
+
+if TYPE_CHECKING:
+    from ..telemetry import Stats
+    from .results import Results
+    from .runner import Pacer, Runner
+
+
+@dataclass(slots=True)
+class Prepared:
+    """One record's inputs, validated and capped once (:func:`groundwatch._inputs.prepare`)."""
+
+    answer: str
+    passages: Sequence[Passage]
+    question: str | None
+    truncated: bool
+    record: RagRecord | None = None
+    """The record it came from (the process runner sends its span's fields when the worker
+    process exports: :mod:`groundwatch.telemetry.worker_export`)."""
+
+
+class Scored(NamedTuple):
+    """One record's result from a runner."""
+
+    evaluation: EvaluationView
+    start_ns: int
+    end_ns: int
+    exported: bool = False
+    """The worker process exported the span and the events already (the host records the
+    metric points only)."""
+
+
+class InvalidRecord(Exception):
+    """The caller's record cannot be read: the worker fails it with ``invalid_input``."""
+
+
+def prepare_record(record: RagRecord) -> Prepared:
+    """Prepare one record (once: the runners and the worker process take it as it is) and
+    keep the prepared inputs on the record, which is what ``on_result`` callbacks see.
+
+    Raises:
+        InvalidRecord: anything raised while reading the caller's objects (a wrong type, a
+            document property or a mapping's ``.get`` that raises).
+    """
+    try:
+        answer, passages, question, truncated = prepare(
+            record.answer, record.contexts, record.question
+        )
+    except Exception as exc:
+        record.contexts = []
+        raise InvalidRecord(f"{type(exc).__name__}: {exc}"[:500]) from exc
+    record.answer, record.contexts, record.question = answer, passages, question
+    record.truncated = truncated
+    return Prepared(answer, passages, question, truncated, record)
+
+
+def scored(
+    judgement: Judgement,
+    item: Prepared,
+    judge: str,
+    policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
+) -> Evaluation:
+    """Score a judge's result for one prepared record. Never raises: whatever goes wrong while
+    scoring (a bug of ours) fails this record as ``internal``, not its batch."""
+    try:
+        return score_judgement(
+            judgement, item.answer, item.passages, judge, policy, truncated=item.truncated
+        )
+    except Exception as exc:
+        _guard.internal_error("scoring", exc, reraise=False)
+        failed = Judgement(
+            error=f"scoring failed: {type(exc).__name__}", error_type=sc.ERROR_INTERNAL
+        )
+        return score_judgement(failed, item.answer, item.passages, judge, truncated=item.truncated)
+
+
+def error_evaluation(error_type: str, message: str, item: Prepared, judge: str) -> Evaluation:
+    """A failed evaluation of one prepared record."""
+    return scored(Judgement(error=message[:500], error_type=error_type), item, judge)
+
+
+def timeout_evaluation(timeout_s: float, item: Prepared, judge: str) -> Evaluation:
+    """The evaluation of a record its judge did not finish within the deadline."""
+    return error_evaluation(
+        sc.ERROR_TIMEOUT, f"no result within {timeout_s * 1000:.0f} ms", item, judge
+    )
+
+
+def evaluate_prepared(
+    judge: Any, item: Prepared, policy: scoring.LabelPolicy, name: str
+) -> Evaluation:
+    """Judge and score one prepared record with a sync judge, on the calling thread (a
+    runner's thread, or the worker process). Never raises."""
+    return scored(judge_sync(judge, item.answer, item.passages, item.question), item, name, policy)
+
+
+async def evaluate_records(
+    runner: Runner,
+    records: list[RagRecord],
+    policy: scoring.LabelPolicy,
+    timeout_s: float,
+    pacer: Pacer | None = None,
+) -> list[Scored]:
+    """Prepare each record once and run the batch on ``runner``; one result per record, in
+    order (the monitor's worker and ``groundwatch worker`` both score through here; the
+    monitor's worker paces the preparing with ``pacer``)."""
+    results: list[Scored | None] = [None] * len(records)
+    items: list[Prepared] = []
+    where: list[int] = []
+    if pacer is not None:
+        pacer.start()
+    for i, record in enumerate(records):
+        if pacer is not None:
+            pacer.maybe()
+        try:
+            items.append(prepare_record(record))
+        except InvalidRecord as exc:
+            now = time.time_ns()
+            empty = Prepared("", [], None, False)
+            failed = error_evaluation(sc.ERROR_INVALID_INPUT, str(exc), empty, runner.name)
+            results[i] = Scored(failed, now, now)
+            continue
+        where.append(i)
+    if items:
+        # The judge's own HTTP / LLM calls must not create spans in the user's traces nor
+        # re-enter our callbacks: instrumentations check this key. The caller's task context
+        # is its own, so attach/detach here cannot leak into the host.
+        token = otel_context.attach(suppressed_context())
+        try:
+            await runner.start()
+            done = await runner.run(items, policy, timeout_s)
+        finally:
+            otel_context.detach(token)
+        for i, result in zip(where, done, strict=True):
+            results[i] = result
+    return [r for r in results if r is not None]
+
+
+class LocalScoring:
+    """The worker's :class:`~.worker.Destination` when this process scores: each batch goes
+    through :func:`evaluate_records` on ``runner`` and its results to ``results`` (telemetry,
+    callbacks). Every record is counted: evaluated or failed in ``groundwatch.evaluations``,
+    or dropped (``shutdown``: cancelled before it was scored; ``internal``: a bug of ours)."""
+
+    full = False
+    down = False
+
+    def __init__(
+        self,
+        runner: Runner,
+        results: Results,
+        stats: Stats,
+        *,
+        policy: scoring.LabelPolicy,
+        timeout_s: float,
+    ) -> None:
+        self.runner = runner
+        self.results = results
+        self.stats = stats
+        self.policy = policy
+        self.timeout_s = timeout_s
+        self.concurrency = runner.concurrency
+
+    def batch_size(self) -> int:
+        return self.runner.batch_size()
+
+    async def handle(self, records: list[RagRecord], pacer: Pacer) -> None:
+        finished = False
+        try:
+            results = await evaluate_records(
+                self.runner, records, self.policy, self.timeout_s, pacer
+            )
+            finished = True
+            # Synchronous from here: a cancellation (shutdown) cannot split the accounting.
+            self.results.finish(records, results, pacer)
+        except asyncio.CancelledError:
+            if not finished:
+                self.stats.count_dropped(sc.ERROR_SHUTDOWN, len(records))
+            raise
+        except BaseException as exc:
+            if not finished:
+                self.stats.count_dropped(sc.ERROR_INTERNAL, len(records))
+            _guard.internal_error("worker", exc, reraise=False)
+
+    def close_soon(self) -> None:
+        """Nothing to give up early: the runner's deadlines bound shutdown."""
+
+    async def aclose(self) -> None:
+        """Nothing lives on the worker's loop."""
+
+    def flush(self, timeout_s: float) -> bool:
+        return self.runner.flush(timeout_s)
+
+    def close(self) -> None:
+        self.runner.close()
+
+    def at_fork_reinit(self) -> None:
+        self.runner.at_fork_reinit()
+
+
+__all__ = [
+    "InvalidRecord",
+    "LocalScoring",
+    "Prepared",
+    "Scored",
+    "error_evaluation",
+    "evaluate_prepared",
+    "evaluate_records",
+    "judge_name",
+    "prepare_record",
+    "scored",
+    "timeout_evaluation",
+]

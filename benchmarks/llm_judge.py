@@ -50,8 +50,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from accuracy import default_data_dir  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
-from groundwatch.judging.judges._text import estimate_tokens  # noqa: E402
 from groundwatch.judging.judges.cascade import DEFAULT_MIN_CONFIDENCE  # noqa: E402
+from groundwatch.judging.lexical import estimate_tokens  # noqa: E402
 from tests.llm_judge.fake_openai import (  # noqa: E402
     FakeOpenAIServer,
     Recorded,

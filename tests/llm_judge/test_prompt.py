@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groundwatch.judging.judges._prompt import build_prompt, new_nonce, trim_passages
-from groundwatch.judging.judges._text import estimate_tokens
+from groundwatch.judging.lexical import estimate_tokens
 from groundwatch.judging.scoring import locate_quote
 from groundwatch.types import Passage
 

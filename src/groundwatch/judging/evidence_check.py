@@ -22,19 +22,18 @@ import re
 from collections.abc import Sequence
 
 from ..types import Evidence, Passage, Verdict
-from .lexical import context_units, units
+from .lexical import CJK, CJK_CHAR, context_units, units
 from .numbers import Quantity, QuantityIndex, extract_quantities
 from .structured import statements
 
 _CHECKED: frozenset[str] = frozenset({"supported", "inferred"})
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 # A Latin-script word of two letters or more with Chinese on at least one side.
 _LATIN_IN_CJK = re.compile(
-    r"(?:(?<=[\u3400-\u9fff\uf900-\ufaff])\s?([A-Za-z][A-Za-z0-9\-]+))"
-    r"|(?:([A-Za-z][A-Za-z0-9\-]+)\s?(?=[\u3400-\u9fff\uf900-\ufaff]))"
+    rf"(?:(?<=[{CJK}])\s?([A-Za-z][A-Za-z0-9\-]+))"
+    rf"|(?:([A-Za-z][A-Za-z0-9\-]+)\s?(?=[{CJK}]))"
 )
 # Parts of a transliterated name: CJK runs joined by a middle dot (·, ・, •, ‧).
-_DOTTED_NAME = re.compile(r"[\u3400-\u9fff]+(?:[·・•‧][\u3400-\u9fff]+)+")
+_DOTTED_NAME = re.compile(f"[{CJK}]+(?:[·・•‧][{CJK}]+)+")
 _NAME_DOTS = re.compile(r"[·・•‧]")
 
 
@@ -44,10 +43,10 @@ def _names(text: str) -> set[str]:
     for name in units(text)[2]:
         # A Latin word run into Chinese text comes back with the Chinese attached
         # ("A/H两地" gives "h两地"): keep the Latin part.
-        latin = _CJK.split(name, 1)[0]
+        latin = CJK_CHAR.split(name, 1)[0]
         if len(latin) >= 2:
             found.add(latin)
-    if _CJK.search(text):
+    if CJK_CHAR.search(text):
         for m in _LATIN_IN_CJK.finditer(text):
             word = (m.group(1) or m.group(2) or "").lower()
             if len(word) >= 2:
@@ -64,7 +63,7 @@ def _names(text: str) -> set[str]:
 
 
 def _has_name(name: str, stems: set[str], text: str) -> bool:
-    if _CJK.search(name):
+    if CJK_CHAR.search(name):
         return name in text
     # A stem is the start of a word: "eiffel" in "Eiffel's", "design" in "designed".
     # Not \b: Chinese characters are word characters, and "STX" in "韩国STX集团" is a word.
@@ -129,7 +128,7 @@ def _name_as_written(text: str, name: str) -> str:
         return name
     # Extend a stem to the whole word it came from ("design" -> "designed").
     end = m.end()
-    while end < len(text) and text[end].isalpha() and not _CJK.match(text[end]):
+    while end < len(text) and text[end].isalpha() and not CJK_CHAR.match(text[end]):
         end += 1
     return text[m.start() : end]
 

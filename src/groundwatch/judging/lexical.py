@@ -5,18 +5,28 @@ CJK runs (no dictionary needed). Consecutive units also form *pairs*, which capt
 and phrasing ("capital of France" vs "France's capital" share units, not pairs); for Chinese,
 pairs are character bigrams, close to words. Numbers (digits, number words, scale words such as
 "million" or 万) are left to :mod:`groundwatch.judging.numbers`, which compares them as quantities.
+
+The one tokenizer of the judges: the local judge's units, and the LLM judge's plain content
+tokens (:func:`content_tokens`: unstemmed words, numbers and characters, for its prompt
+trimming and reply checks), with one stopword list (:data:`STOPWORDS`, :data:`FUNCTION_CHARS`
+for Chinese) and one definition of a CJK character (:data:`CJK`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+"""The CJK ideographs (extension A, the unified block, the compatibility block), as the body of a
+regular-expression character class: ``f"[{CJK}]"``. Every judge and check that asks "is this
+Chinese" uses this one range."""
+CJK_CHAR = re.compile(f"[{CJK}]")
 
 # Word-like tokens: CJK characters one by one, runs of other letters, and citation markers
 # (matched so they can be skipped, never as evidence).
 _TOKEN = re.compile(
     r"(?P<cite>\[\d+(?:\s*[,\-–]\s*\d+)*\]|\d+(?:[.,]\d+)*\s?(?:万亿|百万|千万|亿|万|千)?)"
-    r"|(?P<cjk>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)"
+    rf"|(?P<cjk>[{CJK}]+)"
     r"|(?P<word>[^\W\d_]+(?:['’][^\W\d_]+)?)"
 )
 
@@ -150,7 +160,8 @@ def units(text: str) -> tuple[list[str], bool, list[str]]:
 
 
 _FAST_TOKEN = re.compile(
-    r"\[\d+(?:\s*[,\-–]\s*\d+)*\]|\d+(?:[.,]\d+)*\s?(?:万亿|百万|千万|亿|万|千)?|([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)|([^\W\d_]+(?:['’][^\W\d_]+)?)"
+    r"\[\d+(?:\s*[,\-–]\s*\d+)*\]|\d+(?:[.,]\d+)*\s?(?:万亿|百万|千万|亿|万|千)?"
+    rf"|([{CJK}]+)|([^\W\d_]+(?:['’][^\W\d_]+)?)"
 )
 # Raw word -> its unit ("" for a stop word, _NEG for a negation); bounded, shared by threads
 # (dict reads and writes are atomic under the GIL, and a lost write only costs a recomputation).
@@ -197,21 +208,43 @@ def pairs(seq: list[str]) -> set[str]:
     return {seq[i] + " " + seq[i + 1] for i in range(len(seq) - 1)}
 
 
-def gappy_pairs(seq: list[str]) -> set[str]:
-    """Adjacent pairs and pairs with one unit between them: the context side of pair matching,
-    so that "330 metres tall" (claim) matches "330 metres (1,083 ft) tall" (evidence)."""
-    out = {seq[i] + " " + seq[i + 1] for i in range(len(seq) - 1)}
-    out.update(seq[i] + " " + seq[i + 2] for i in range(len(seq) - 2))
-    return out
-
-
 def content_words(text: str) -> set[str]:
     """The set of content units of ``text`` (used by the overlap baseline and the question)."""
     return set(units(text)[0])
 
 
-def join_sets(sets: Iterable[set[str] | frozenset[str]]) -> set[str]:
-    out: set[str] = set()
-    for s in sets:
-        out |= s
-    return out
+# --- the LLM judge's word sets -------------------------------------------------------------------
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# CJK ideographs and the other scripts a BPE vocabulary spends about a token per character on
+# (kana, hangul).
+_WIDE_CHAR = re.compile(f"[{CJK}\u3040-\u30ff\uac00-\ud7af]")
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers written in digits in ``text``, normalised ("1,083" -> "1083"; "2.1" keeps
+    its decimal point)."""
+    return {m.group(0).replace(",", "") for m in _NUMBER.finditer(text)}
+
+
+def content_tokens(text: str) -> set[str]:
+    """The content units of ``text`` (:func:`context_units`) and its numbers: what the LLM
+    judge compares between a claim, its quote and the passages."""
+    return set(context_units(text)[0]) | numbers(text)
+
+
+def overlap(part: set[str], whole: set[str]) -> float:
+    """Share of ``part`` found in ``whole`` (1.0 when ``part`` is empty)."""
+    if not part:
+        return 1.0
+    return len(part & whole) / len(part)
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count without a tokenizer: CJK characters ~1 token each, other text ~4 chars.
+
+    Good to about +-30% for English and Chinese on current BPE vocabularies, which is all a
+    budget needs.
+    """
+    wide = len(_WIDE_CHAR.findall(text))
+    return wide + (len(text) - wide + 3) // 4

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from .._error_types import documented_error_type
 from ..types import Claim, Evaluation, Evidence, Judgement, Label, Passage, passage_names
 from .evidence_check import enforce_evidence_content
+from .lexical import CJK_CHAR
 from .structured import tool_records
 
 DEFAULT_MIN_FAITHFULNESS = 1.0
@@ -209,7 +210,6 @@ def _unit_or_none(value: float | None) -> float | None:
 
 # --- context substance ------------------------------------------------------------------------
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _TOC_LINE = re.compile(r"(\.{3,}|…{2,}|\s{2,})\s*\d+\s*$|^\s*(chapter|section|part|第)\b", re.I)
 _NUMBERED_HEADING = re.compile(r"^\s*(\d+(\.\d+)*|[ivxlc]+\.|[A-Z]\.)\s+\S")
@@ -220,7 +220,7 @@ def _is_prose_line(line: str) -> bool:
     line = line.strip()
     if not line or _TOC_LINE.search(line):
         return False
-    cjk = len(_CJK.findall(line))
+    cjk = len(CJK_CHAR.findall(line))
     words = len(_WORD.findall(line)) - (1 if cjk else 0)
     if cjk >= 12 or words >= 12:
         return True

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from .._errors import install_hint
-from .lexical import FUNCTION_CHARS
+from .lexical import CJK, FUNCTION_CHARS
 
 _logger = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ INSTALL_HINT = install_hint("zh")
 # Tags of the words that name or denote things: person, place, organisation, other proper
 # nouns, plain nouns, abbreviations. Verbs and function words paraphrase freely; these do not.
 _NOUN_TAGS = frozenset({"nr", "nrt", "nrfg", "ns", "nt", "nz", "n", "j", "nw"})
-_CJK_WORD = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}$")
+_CJK_WORD = re.compile(f"^[{CJK}]{{2,}}$")
 
 
 @lru_cache(maxsize=1)

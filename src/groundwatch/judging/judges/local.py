@@ -37,7 +37,7 @@ from .. import zh
 from ..claims import ClaimSpan, sentence_spans, split_claims
 from ..contrast import cause_effect_reversed, direction_reversed
 from ..evidence_check import missing_from, names_absent
-from ..lexical import context_units, pairs, units
+from ..lexical import CJK_CHAR, context_units, pairs, units
 from ..numbers import Quantity, QuantityIndex, extract_quantities
 from ..scoring import counted
 from ..structured import (
@@ -435,7 +435,7 @@ class LocalJudge:
         f = ClaimFeatures(
             n_units=len(found),
             negated=negated,
-            cjk=_HAS_CJK.search(claim.span.text) is not None,
+            cjk=CJK_CHAR.search(claim.span.text) is not None,
             question_share=sum(u in q_units for u in unique) / len(unique) if unique else 0.0,
         )
         weights = {
@@ -664,7 +664,6 @@ _CLAUSE = re.compile(
     r"|(?:但是|但|而且|并且|而|却|同时|所以|因此)"
 )
 _PLACEHOLDER = "zq"
-_HAS_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def _unit_set(text: str) -> set[str]:

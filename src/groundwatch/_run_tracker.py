@@ -218,15 +218,6 @@ class RunTracker(Generic[K, R]):
             evicted.append(oldest)
         return evicted
 
-    def evict_expired(self) -> None:
-        """Give up the runs over their age now (``start`` does it on its own)."""
-        with self.lock:
-            evicted = self._evict_locked(time.monotonic())
-        for old in evicted:
-            self.count("evicted")
-            if old.retrieving or old.report_unretrieved_eviction:
-                self.fail(old, semconv.ERROR_EVICTED)
-
     def link_locked(self, key: K, parent: K, limit: int | None = None) -> R | None:
         """Map a nested ``key`` to the run of ``parent``; ``None`` when the parent is not
         tracked (a run started below where the integration was attached) or, with ``limit``,
@@ -237,11 +228,6 @@ class RunTracker(Generic[K, R]):
         self.links[key] = run
         run.children.add(key)
         return run
-
-    def link(self, key: K, parent: K) -> R | None:
-        """:meth:`link_locked` under the lock."""
-        with self.lock:
-            return self.link_locked(key, parent)
 
     def pop_locked(self, key: K) -> R | None:
         """Forget ``key``, which finished; returns its run (``None`` when not tracked). When

@@ -430,11 +430,14 @@ class LocalJudge:
     def _measure(
         self, claim: _ParsedClaim, index: _ContextIndex, q_units: set[str], question: str = ""
     ) -> ClaimFeatures:
-        found, negated, names = claim.units, claim.negated, claim.names
+        """Everything the judge measures for one claim, in steps: the candidate sentences, the
+        claim's numbers, its coverage by the whole context, its novel names, the best-aligned
+        sentence and window, and what that evidence says against the claim."""
+        found = claim.units
         unique = list(dict.fromkeys(found))
         f = ClaimFeatures(
             n_units=len(found),
-            negated=negated,
+            negated=claim.negated,
             cjk=CJK_CHAR.search(claim.span.text) is not None,
             question_share=sum(u in q_units for u in unique) / len(unique) if unique else 0.0,
         )
@@ -443,137 +446,17 @@ class LocalJudge:
         }
         total = sum(weights.values())
         claim_pairs = pairs(found)
-        sentences = index.sentences
-        # Candidate sentences: accumulate unit weights through the postings.
-        acc: dict[int, float] = {}
-        for u in unique:
-            post = index.postings.get(u)
-            if post is None:
-                continue
-            w = weights[u]
-            for sid in post:
-                acc[sid] = acc.get(sid, 0.0) + w
-        quantities = claim.quantities
-        f.numbers = len(quantities)
-        unmatched: list[Quantity] = []
-        matched_sids: list[int] = []
-        matched: list[tuple[Quantity, int]] = []
-        for q in quantities:
-            hit = index.quantities.find_match(q)
-            if hit is None:
-                unmatched.append(q)
-            else:
-                matched_sids.append(hit[1])
-                matched.append((q, hit[1]))
-        f.numbers_unmatched = len(unmatched)
+        acc = _candidate_weights(index, unique, weights)
+        unmatched, matched = _match_quantities(f, claim, index)
         # A sentence that holds the claim's matched numbers is a strong candidate too.
-        for sid in matched_sids:
+        for _, sid in matched:
             acc[sid] = acc.get(sid, 0.0) + 0.5 * (total / max(len(unique), 1) or 1.0)
-        if total > 0:
-            covered = sum(w for u, w in weights.items() if u in index.all_units)
-            f.cover_context = covered / total
-        if claim_pairs:
-            f.pair_context = len(claim_pairs & index.all_pairs) / len(claim_pairs)
-        novel = [n for n in dict.fromkeys(names) if n not in index.all_units and n not in q_units]
-        if f.cjk:
-            known = index.joined + "\n" + question
-            novel += [n for n in names_absent(claim.span.text, known) if n not in novel]
-            novel += zh.novel_terms(claim.span.text, index.joined, question)
-        f.novel_terms = novel
-        f.novel_names = len(novel)
-        if acc:
-            top = heapq.nlargest(_CANDIDATES, acc.items(), key=lambda kv: (kv[1], -kv[0]))
-            best_key: tuple[float, float, int] | None = None
-            for sid, _ in top:
-                s = sentences[sid]
-                cov = sum(w for u, w in weights.items() if u in s.units) / total if total else 0.0
-                pc = len(claim_pairs & s.pairs) / len(claim_pairs) if claim_pairs else cov
-                window = index.neighbours(sid)
-                if len(window) > 1:
-                    wunits = frozenset().union(*(sentences[i].units for i in window))
-                    wcov = sum(w for u, w in weights.items() if u in wunits) / total if total else 0
-                else:
-                    wcov = cov
-                key = (cov + pc, wcov, -sid)
-                if best_key is None or key > best_key:
-                    best_key = key
-                    f.best = sid
-                    f.cover_sentence = cov
-                    f.pair_sentence = pc
-                    f.cover_window = max(wcov, cov)
-                    f.window = window
+        _measure_context(f, index, weights, total, claim_pairs)
+        f.novel_terms = _novel_terms(claim, index, q_units, question, f.cjk)
+        f.novel_names = len(f.novel_terms)
+        top = _align(f, index, acc, weights, total, claim_pairs)
         if f.best is not None:
-            best = sentences[f.best]
-            f.best_span = (best.passage, best.start, best.end)
-            f.window_span = (
-                best.passage,
-                min(sentences[i].start for i in f.window),
-                max(sentences[i].end for i in f.window),
-            )
-            # Numbers: the evidence states another value of the same kind -> contradiction.
-            # Judged on the part of the claim that holds the number, so a clause the claim adds
-            # ("... and include shipping costs") cannot hide a changed value.
-            if unmatched:
-                candidates = [f.best] + [i for i in f.window if i != f.best]
-                candidates += [sid for sid, _ in top if sid not in candidates]
-                segments = [(q, _segment_weights(claim, q, weights)) for q in unmatched]
-                f.conflict = next(
-                    (
-                        sid
-                        for sid in candidates
-                        if any(
-                            _share(seg, sentences[sid].units) >= _conflict_cover(index, f, sid, q)
-                            and any(
-                                _conflicts(q, x, claim, index, sid)
-                                for x in sentences[sid].quantities
-                            )
-                            for q, seg in segments
-                        )
-                    ),
-                    None,
-                )
-            if f.conflict is None and f.best in index.statements:
-                f.conflict = _other_row_value(claim, f, index, matched)
-            if (
-                f.conflict is None
-                and f.best in index.record_names
-                and (f.novel_terms or _absent_codes(claim, index))
-            ):
-                f.conflict_value = _replaced_name(claim, f, index, f.best)
-                if f.conflict_value is not None:
-                    f.conflict = f.best
-            # Negation: compared on the clauses of the evidence that the claim aligns with, so
-            # a "not" in another clause of the same sentence ("... and has no processing fee")
-            # is not counted against a claim that leaves that clause out.
-            evidence = index.said(f.best)
-            shown = index.text_of(f.best)  # reasons quote the passage itself
-            snippet = shown if len(shown) <= 60 else shown[:57].rstrip() + "..."
-            # Numbered from 1, as people count (and as reports number passages).
-            name = (
-                f"passage {best.passage + 1}" if index.names is None else index.names[best.passage]
-            )
-            f.closest = f"{name}: {snippet!r}"
-            f.negation_unbacked = negated and not any(sentences[i].negated for i in f.window)
-            if negated or best.negated:
-                f.negation_flip = f.cover_sentence >= 0.6 and _negation_differs(
-                    claim, evidence, weights
-                )
-            if claim.quantities or claim.names or f.cjk:
-                sids = _cover_set(f, index, claim)
-                texts = [index.said(i) for i in sids]
-                texts += [
-                    index.readable.get(p, index.texts[p])
-                    for p in sorted({sentences[i].passage for i in sids})
-                ]
-                f.evidence_lacks = missing_from(claim.span.text, texts)
-            if f.best in index.statements and not f.evidence_lacks:
-                have = frozenset().union(*(sentences[i].units for i in f.window))
-                f.evidence_lacks = _unbacked_clauses(claim, have)
-                f.record_values = _restates_record(claim, f, index)
-            if f.cover_sentence >= 0.6:
-                text = claim.span.text
-                f.direction_flip = direction_reversed(text, _aligned_clause(evidence, weights))
-                f.causal_flip = cause_effect_reversed(text, evidence, _unit_set)
+            _measure_evidence(f, claim, index, weights, unmatched, matched, top)
         return f
 
     def decide(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str]:
@@ -659,6 +542,215 @@ class LocalJudge:
 
 
 # Clause boundaries inside one sentence, English and Chinese.
+# --- the steps of LocalJudge._measure ------------------------------------------------------------
+
+
+def _candidate_weights(
+    index: _ContextIndex, unique: Sequence[str], weights: dict[str, float]
+) -> dict[int, float]:
+    """Candidate sentences: the claim's unit weights accumulated through the postings."""
+    acc: dict[int, float] = {}
+    for u in unique:
+        post = index.postings.get(u)
+        if post is None:
+            continue
+        w = weights[u]
+        for sid in post:
+            acc[sid] = acc.get(sid, 0.0) + w
+    return acc
+
+
+def _match_quantities(
+    f: ClaimFeatures, claim: _ParsedClaim, index: _ContextIndex
+) -> tuple[list[Quantity], list[tuple[Quantity, int]]]:
+    """The claim's numbers the context states nowhere, and those it states with the sentence
+    that states each (counted in ``f.numbers`` and ``f.numbers_unmatched``)."""
+    unmatched: list[Quantity] = []
+    matched: list[tuple[Quantity, int]] = []
+    for q in claim.quantities:
+        hit = index.quantities.find_match(q)
+        if hit is None:
+            unmatched.append(q)
+        else:
+            matched.append((q, hit[1]))
+    f.numbers = len(claim.quantities)
+    f.numbers_unmatched = len(unmatched)
+    return unmatched, matched
+
+
+def _measure_context(
+    f: ClaimFeatures,
+    index: _ContextIndex,
+    weights: dict[str, float],
+    total: float,
+    claim_pairs: set[str],
+) -> None:
+    """The claim's coverage by the whole context: its weighted units and its unit pairs."""
+    if total > 0:
+        covered = sum(w for u, w in weights.items() if u in index.all_units)
+        f.cover_context = covered / total
+    if claim_pairs:
+        f.pair_context = len(claim_pairs & index.all_pairs) / len(claim_pairs)
+
+
+def _novel_terms(
+    claim: _ParsedClaim, index: _ContextIndex, q_units: set[str], question: str, cjk: bool
+) -> list[str]:
+    """Names (and, for Chinese, nouns) of the claim that neither the context nor the question
+    mentions."""
+    novel = [n for n in dict.fromkeys(claim.names) if n not in index.all_units and n not in q_units]
+    if cjk:
+        known = index.joined + "\n" + question
+        novel += [n for n in names_absent(claim.span.text, known) if n not in novel]
+        novel += zh.novel_terms(claim.span.text, index.joined, question)
+    return novel
+
+
+def _align(
+    f: ClaimFeatures,
+    index: _ContextIndex,
+    acc: dict[int, float],
+    weights: dict[str, float],
+    total: float,
+    claim_pairs: set[str],
+) -> list[tuple[int, float]]:
+    """Pick the best-aligned sentence among the top candidates (``f.best``, its coverage, its
+    window of neighbours); returns the candidates, best first by accumulated weight."""
+    if not acc:
+        return []
+    sentences = index.sentences
+    top = heapq.nlargest(_CANDIDATES, acc.items(), key=lambda kv: (kv[1], -kv[0]))
+    best_key: tuple[float, float, int] | None = None
+    for sid, _ in top:
+        s = sentences[sid]
+        cov = sum(w for u, w in weights.items() if u in s.units) / total if total else 0.0
+        pc = len(claim_pairs & s.pairs) / len(claim_pairs) if claim_pairs else cov
+        window = index.neighbours(sid)
+        if len(window) > 1:
+            wunits = frozenset().union(*(sentences[i].units for i in window))
+            wcov = sum(w for u, w in weights.items() if u in wunits) / total if total else 0
+        else:
+            wcov = cov
+        key = (cov + pc, wcov, -sid)
+        if best_key is None or key > best_key:
+            best_key = key
+            f.best = sid
+            f.cover_sentence = cov
+            f.pair_sentence = pc
+            f.cover_window = max(wcov, cov)
+            f.window = window
+    return top
+
+
+def _measure_evidence(
+    f: ClaimFeatures,
+    claim: _ParsedClaim,
+    index: _ContextIndex,
+    weights: dict[str, float],
+    unmatched: Sequence[Quantity],
+    matched: Sequence[tuple[Quantity, int]],
+    top: Sequence[tuple[int, float]],
+) -> None:
+    """What the best sentence and its window say against the claim: where they are, a
+    conflicting value, a flipped negation, what they lack, a reversed direction or cause."""
+    assert f.best is not None
+    sentences = index.sentences
+    best = sentences[f.best]
+    f.best_span = (best.passage, best.start, best.end)
+    f.window_span = (
+        best.passage,
+        min(sentences[i].start for i in f.window),
+        max(sentences[i].end for i in f.window),
+    )
+    _find_conflict(f, claim, index, weights, unmatched, matched, top)
+    # Negation: compared on the clauses of the evidence that the claim aligns with, so a "not"
+    # in another clause of the same sentence ("... and has no processing fee") is not counted
+    # against a claim that leaves that clause out.
+    evidence = index.said(f.best)
+    f.closest = _closest(index, f.best)
+    f.negation_unbacked = claim.negated and not any(sentences[i].negated for i in f.window)
+    if claim.negated or best.negated:
+        f.negation_flip = f.cover_sentence >= 0.6 and _negation_differs(claim, evidence, weights)
+    _find_lacks(f, claim, index)
+    if f.cover_sentence >= 0.6:
+        text = claim.span.text
+        f.direction_flip = direction_reversed(text, _aligned_clause(evidence, weights))
+        f.causal_flip = cause_effect_reversed(text, evidence, _unit_set)
+
+
+def _find_conflict(
+    f: ClaimFeatures,
+    claim: _ParsedClaim,
+    index: _ContextIndex,
+    weights: dict[str, float],
+    unmatched: Sequence[Quantity],
+    matched: Sequence[tuple[Quantity, int]],
+    top: Sequence[tuple[int, float]],
+) -> None:
+    """``f.conflict``: a sentence stating another value of the same kind as one of the claim's
+    numbers, another row's value of a structured record, or (``f.conflict_value``) a record's
+    field named other than the claim says."""
+    assert f.best is not None
+    sentences = index.sentences
+    # Numbers: the evidence states another value of the same kind -> contradiction. Judged on
+    # the part of the claim that holds the number, so a clause the claim adds ("... and
+    # include shipping costs") cannot hide a changed value.
+    if unmatched:
+        candidates = [f.best] + [i for i in f.window if i != f.best]
+        candidates += [sid for sid, _ in top if sid not in candidates]
+        segments = [(q, _segment_weights(claim, q, weights)) for q in unmatched]
+        f.conflict = next(
+            (
+                sid
+                for sid in candidates
+                if any(
+                    _share(seg, sentences[sid].units) >= _conflict_cover(index, f, sid, q)
+                    and any(_conflicts(q, x, claim, index, sid) for x in sentences[sid].quantities)
+                    for q, seg in segments
+                )
+            ),
+            None,
+        )
+    if f.conflict is None and f.best in index.statements:
+        f.conflict = _other_row_value(claim, f, index, matched)
+    if (
+        f.conflict is None
+        and f.best in index.record_names
+        and (f.novel_terms or _absent_codes(claim, index))
+    ):
+        f.conflict_value = _replaced_name(claim, f, index, f.best)
+        if f.conflict_value is not None:
+            f.conflict = f.best
+
+
+def _closest(index: _ContextIndex, sid: int) -> str:
+    """Where a sentence is and how it begins, for reasons ("passage 2: 'The tower…'")."""
+    shown = index.text_of(sid)  # reasons quote the passage itself
+    snippet = shown if len(shown) <= 60 else shown[:57].rstrip() + "..."
+    passage = index.sentences[sid].passage
+    # Numbered from 1, as people count (and as reports number passages).
+    name = f"passage {passage + 1}" if index.names is None else index.names[passage]
+    return f"{name}: {snippet!r}"
+
+
+def _find_lacks(f: ClaimFeatures, claim: _ParsedClaim, index: _ContextIndex) -> None:
+    """``f.evidence_lacks``: the numbers and names of the claim its evidence (the sentences that
+    cover it, with their passages) lacks; for a structured record, the claim's clauses it does
+    not back, and whether the claim restates the record's values (``f.record_values``)."""
+    assert f.best is not None
+    sentences = index.sentences
+    if claim.quantities or claim.names or f.cjk:
+        sids = _cover_set(f, index, claim)
+        texts = [index.said(i) for i in sids]
+        passages = sorted({sentences[i].passage for i in sids})
+        texts += [index.readable.get(p, index.texts[p]) for p in passages]
+        f.evidence_lacks = missing_from(claim.span.text, texts)
+    if f.best in index.statements and not f.evidence_lacks:
+        have = frozenset().union(*(sentences[i].units for i in f.window))
+        f.evidence_lacks = _unbacked_clauses(claim, have)
+        f.record_values = _restates_record(claim, f, index)
+
+
 _CLAUSE = re.compile(
     r"[,;:，；：、]\s*|\s+(?:and|but|while|whereas|although|though|yet|which|who|so)\s+"
     r"|(?:但是|但|而且|并且|而|却|同时|所以|因此)"
@@ -775,7 +867,10 @@ def _conflicts(
 
 
 def _other_row_value(
-    claim: _ParsedClaim, f: ClaimFeatures, index: _ContextIndex, matched: list[tuple[Quantity, int]]
+    claim: _ParsedClaim,
+    f: ClaimFeatures,
+    index: _ContextIndex,
+    matched: Sequence[tuple[Quantity, int]],
 ) -> int | None:
     """The best record when the claim is plainly about it and states, for one of its values,
     the value of another record (row SKU-3 costs 13 EUR, the claim says 31 EUR: SKU-21's

@@ -66,7 +66,7 @@ from finetune_nli import FOLDS, MANIFEST, model_names
 from nli_data import encoder_half
 from nli_judge import NLIJudge
 from nli_train_data import leaked_rows, manifest_of
-from semantic import _grounded_row, calibrated_predictions
+from semantic import calibrated_predictions, grounded_row
 
 import groundwatch as gw
 from groundwatch.judging.judges._calibration import LogisticModel
@@ -114,15 +114,15 @@ def attributionbench_kfold(
         first = fit(lexical + chinese)
         combiner = fit_combiner(samples(train))
         if fixed is None:
-            t = best_threshold(judge, train, first, combiner, _grounded_row)
+            t = best_threshold(judge, train, first, combiner, grounded_row)
             print(f"  fold {k}: combiner threshold {t} (chosen on the other folds)", flush=True)
         else:
             t = judge.min_probability = fixed
         thresholds.append(t)
         for i, f in enumerate(folds):
             if f == k:
-                combined[i] = _grounded_row(rows[i], verdicts(judge, rows[i], first, combiner))
-                alone[i] = _grounded_row(rows[i], _model_alone(rows[i], first))
+                combined[i] = grounded_row(rows[i], verdicts(judge, rows[i], first, combiner))
+                alone[i] = grounded_row(rows[i], _model_alone(rows[i], first))
     return combined, alone, thresholds
 
 
@@ -160,14 +160,14 @@ def nli_columns(
     # The threshold for FaithBench and UHGEval: chosen on all of AttributionBench, with the
     # shipped lexical calibration those sets are judged with.
     if fixed is None:
-        threshold = best_threshold(judge, full, None, combiner, _grounded_row)
+        threshold = best_threshold(judge, full, None, combiner, grounded_row)
     else:
         threshold = judge.min_probability = fixed
     print(f"  combiner fitted on all of AttributionBench: threshold {threshold}", flush=True)
     judge.combiner = combiner
     print("  FaithBench and UHGEval through NLIJudge.judge ...", flush=True)
     fb, fb_cost = run_judge(judge, fb_raw)
-    fb_alone = [_grounded_row(r, _model_alone(r, None)) for r in measure(judge, fb_raw)]
+    fb_alone = [grounded_row(r, _model_alone(r, None)) for r in measure(judge, fb_raw)]
     zh = run_judge(judge, zh_raw)[0] if zh_raw is not None else None
     return NLIColumns(
         ab,

@@ -42,7 +42,7 @@ from calibrate_semantic import measure as measure_with_meaning
 import groundwatch as gw
 from groundwatch._inputs import prepare
 from groundwatch.judging.judges._calibration import feature_vector
-from groundwatch.judging.judges.semantic import DEFAULT_SUPPORT_THRESHOLD, _match
+from groundwatch.judging.judges.semantic import DEFAULT_SUPPORT_THRESHOLD
 from groundwatch.judging.scoring import DEFAULT_MIN_GROUNDEDNESS, score
 from groundwatch.types import Judgement
 
@@ -138,15 +138,9 @@ def learned_ceiling(
         judged = judge.local.judge_with_features(answer, passages, question)
         ev = score(Judgement(claims=[c for c, _ in judged]), answer, passages)
         fs = [f for _, f in judged]
-        target = judge._context(passages)
         meaning = [0.0]
-        if fs and target.vectors is not None:
-            texts = [c.text for c, _ in judged]
-            encoded = judge.encoder.encode(texts)
-            meaning = [
-                _match(t, tv, target).score if tv.pieces else 0.0
-                for t, tv in zip(texts, encoded, strict=True)
-            ]
+        if fs:
+            meaning = judge.meaning_scores([c.text for c, _ in judged], passages) or meaning
         feats.append(
             [
                 ev.groundedness if ev.groundedness is not None else 1.0,
@@ -203,7 +197,7 @@ def _fit_logistic(x: Any, y: Any, l2: float = 1.0) -> Any:
     return w
 
 
-def _grounded_row(row: MatchedRow, verdicts: list[str]) -> bool:
+def grounded_row(row: MatchedRow, verdicts: list[str]) -> bool:
     if not verdicts:
         return True
     if not row.substantive and "supported" not in verdicts:
@@ -225,8 +219,8 @@ def _labels(rows: list[MatchedRow], calibration: Any, second: Any) -> tuple[list
             plain = first[i] == "unsupported" and not (f.numbers_unmatched or f.novel_names)
             if plain and m is not None and second.probability([*feature_vector(f), m]) >= 0.5:
                 after[i] = "inferred"
-        alone.append(_grounded_row(row, first))
-        both.append(_grounded_row(row, after))
+        alone.append(grounded_row(row, first))
+        both.append(grounded_row(row, after))
     return alone, both
 
 

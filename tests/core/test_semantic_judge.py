@@ -75,6 +75,17 @@ def test_unrelated_claim_stays_unsupported_with_its_meaning_match(
     assert claim.evidence == []
 
 
+def test_meaning_scores_are_the_second_looks_scores_for_every_claim(
+    judge: gw.SemanticJudge,
+) -> None:
+    unrelated = "The company also sponsors a football club in Lisbon."
+    paraphrase, other = judge.meaning_scores([PARAPHRASE, unrelated], [gw.Passage(text=CONTEXT[0])])
+    (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=judge).claims
+    assert f"meaning match {paraphrase:.0%}" in claim.reason  # the score the second look reported
+    assert paraphrase >= DEFAULT_SUPPORT_THRESHOLD > other
+    assert judge.meaning_scores([PARAPHRASE], []) is None
+
+
 @pytest.mark.parametrize(
     ("answer", "verdict", "reason"),
     [

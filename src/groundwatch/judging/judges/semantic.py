@@ -139,6 +139,22 @@ class SemanticJudge:
             _logger.warning("semantic second look failed; keeping lexical verdicts", exc_info=True)
         return out
 
+    def meaning_scores(
+        self, texts: Sequence[str], contexts: Sequence[Passage]
+    ) -> list[float] | None:
+        """How closely each of ``texts`` matches the passages by meaning: the score of the second
+        look (0.0 for a text without word pieces), for every text whether or not the second look
+        would take it; ``None`` when the passages give nothing to compare with. Unlike
+        :meth:`judge` it raises when the model fails. For measurements (``benchmarks/``)."""
+        target = self._context(contexts)
+        if target.vectors is None:
+            return None
+        encoded = self.encoder.encode(list(texts))
+        return [
+            _match(text, tv, target).score if tv.pieces else 0.0
+            for text, tv in zip(texts, encoded, strict=True)
+        ]
+
     def _decide(self, claim: Claim, f: ClaimFeatures, match: _Match | None) -> Claim:
         if match is None or self.model is None or match.negation_differs:
             return self.decide(claim, match)

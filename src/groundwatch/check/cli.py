@@ -40,8 +40,7 @@ from ..judging import registry, scoring
 from ..judging.judges import Judge
 from ..judging.judges._base import judge_name
 from ..runtime.asyncjudge import AsyncRunner
-from ..runtime.pipeline import Prepared, Scored
-from ..runtime.runner import Runner
+from ..runtime.runner import Prepared, Runner, Scored
 from ..runtime.runners import runner_for
 from ..types import Evaluation
 from .baseline import BaselineDiff

@@ -23,50 +23,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 
 from .. import _guard
 from .._inputs import prepare
 from .._suppression import suppressed_context
-from .._wire import EvaluationView
 from ..judging import scoring
 from ..judging.evaluate import score_judgement
 from ..judging.judges._base import judge_name, judge_sync
 from ..telemetry import semconv as sc
-from ..types import Evaluation, Judgement, Passage, RagRecord
+from ..types import Evaluation, Judgement, RagRecord
+from .runner import Pacer, Prepared, Runner, Scored
 
 if TYPE_CHECKING:
     from ..telemetry import Stats
     from .results import Results
-    from .runner import Pacer, Runner
-
-
-@dataclass(slots=True)
-class Prepared:
-    """One record's inputs, validated and capped once (:func:`groundwatch._inputs.prepare`)."""
-
-    answer: str
-    passages: Sequence[Passage]
-    question: str | None
-    truncated: bool
-    record: RagRecord | None = None
-    """The record it came from (the process runner sends its span's fields when the worker
-    process exports: :mod:`groundwatch.telemetry.worker_export`)."""
-
-
-class Scored(NamedTuple):
-    """One record's result from a runner."""
-
-    evaluation: EvaluationView
-    start_ns: int
-    end_ns: int
-    exported: bool = False
-    """The worker process exported the span and the events already (the host records the
-    metric points only)."""
 
 
 class InvalidRecord(Exception):

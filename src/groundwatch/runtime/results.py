@@ -9,8 +9,7 @@ from .._wire import EvaluationView, as_evaluation
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
 from .feedback import VerdictMemory
-from .pipeline import Scored
-from .runner import NO_PACING, Pacer
+from .runner import NO_PACING, Pacer, Scored
 from .sampling import Sampler, inner_samplers, record_sampling_rate
 
 ResultCallback = Callable[[RagRecord, Evaluation], None]

@@ -21,10 +21,37 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
+from .._wire import EvaluationView
 from ..judging import scoring
-from .pipeline import Prepared, Scored
+from ..types import Passage, RagRecord
+
+
+@dataclass(slots=True)
+class Prepared:
+    """One record's inputs, validated and capped once (:func:`groundwatch._inputs.prepare`)."""
+
+    answer: str
+    passages: Sequence[Passage]
+    question: str | None
+    truncated: bool
+    record: RagRecord | None = None
+    """The record it came from (the process runner sends its span's fields when the worker
+    process exports: :mod:`groundwatch.telemetry.worker_export`)."""
+
+
+class Scored(NamedTuple):
+    """One record's result from a runner."""
+
+    evaluation: EvaluationView
+    start_ns: int
+    end_ns: int
+    exported: bool = False
+    """The worker process exported the span and the events already (the host records the
+    metric points only)."""
+
 
 MAX_BATCH = 32
 """Records per batch handed to a sync judge's runner (a thread or the worker process)."""

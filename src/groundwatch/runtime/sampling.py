@@ -25,9 +25,10 @@ import math
 import threading
 import time
 from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ..types import Evaluation, RagRecord
+if TYPE_CHECKING:  # annotations only: the integrations import this module at start-up
+    from ..types import Evaluation, RagRecord
 
 __all__ = [
     "Decision",

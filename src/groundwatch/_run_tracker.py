@@ -30,8 +30,8 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ._guard import internal_error
 from .runtime.sampling import Decision
@@ -40,9 +40,39 @@ from .telemetry import semconv
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
 
-    from .integration import MonitorLike
+__all__ = ["COUNTERS", "MonitorLike", "RunTracker", "TrackedRun"]
 
-__all__ = ["COUNTERS", "RunTracker", "TrackedRun"]
+
+class MonitorLike(Protocol):
+    """The capture side of :class:`groundwatch.Monitor`.
+
+    Integrations accept anything with these methods (the real monitor, or a test double such
+    as :class:`groundwatch.testing.RecordingMonitor`). Every interaction an integration sees
+    ends in exactly one ``record``, ``record_decision`` or ``record_failure`` call; ``decide``,
+    taken when its retrieval starts, tells whether to keep its documents at all.
+    """
+
+    def decide(
+        self, *, span_context: SpanContext | None = None, route: str | None = None
+    ) -> Decision: ...
+
+    def record(
+        self,
+        *,
+        question: str | None,
+        contexts: Sequence[Any],
+        answer: str,
+        span_context: SpanContext | None = None,
+        route: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        always_score: bool = False,
+        decision: Decision | None = None,
+    ) -> None: ...
+
+    def record_decision(self, decision: Decision, *, route: str | None = None) -> None: ...
+
+    def record_failure(self, error_type: str, *, route: str | None = None) -> None: ...
+
 
 COUNTERS: tuple[str, ...] = (
     "records",

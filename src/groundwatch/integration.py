@@ -33,20 +33,18 @@ needs these things from the core, all here (docs/integrations.md builds one):
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._config import raise_internal_errors
 from ._guard import bad_input, internal_error, user_error
 from ._inputs import MAX_PASSAGES, ToolOutput, readable_tool_output, tool_output_text
-from ._run_tracker import COUNTERS, RunTracker, TrackedRun
+from ._run_tracker import COUNTERS, MonitorLike, RunTracker, TrackedRun
 from ._suppression import SUPPRESS_INSTRUMENTATION_KEYS, suppressed, suppressed_context
 from ._weakhooks import reinit_after_fork, weak_callback
 from .runtime.sampling import Decision
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import SpanContext
-
     from .runtime.monitor import Monitor
 
 __all__ = [
@@ -134,35 +132,10 @@ def guarded(where: str, report: Callable[[Any, str, Exception], object]) -> Call
     return decorate
 
 
-class MonitorLike(Protocol):
-    """The capture side of :class:`groundwatch.Monitor`.
+if TYPE_CHECKING:
 
-    Integrations accept anything with these methods (the real monitor, or a test double such
-    as :class:`groundwatch.testing.RecordingMonitor`). Every interaction an integration sees
-    ends in exactly one ``record``, ``record_decision`` or ``record_failure`` call; ``decide``,
-    taken when its retrieval starts, tells whether to keep its documents at all.
-    """
-
-    def decide(
-        self, *, span_context: SpanContext | None = None, route: str | None = None
-    ) -> Decision: ...
-
-    def record(
-        self,
-        *,
-        question: str | None,
-        contexts: Sequence[Any],
-        answer: str,
-        span_context: SpanContext | None = None,
-        route: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        always_score: bool = False,
-        decision: Decision | None = None,
-    ) -> None: ...
-
-    def record_decision(self, decision: Decision, *, route: str | None = None) -> None: ...
-
-    def record_failure(self, error_type: str, *, route: str | None = None) -> None: ...
+    def _monitor_is_monitor_like(monitor: Monitor) -> MonitorLike:
+        return monitor  # mypy checks that the real Monitor fits the integrations' protocol
 
 
 INSTRUMENT_PROVIDER_KWARGS = ("tracer_provider", "meter_provider", "logger_provider")

@@ -50,8 +50,6 @@ from .worker import Destination, RecordQueue, Worker
 if TYPE_CHECKING:
     from typing_extensions import Never
 
-    from ..integration import MonitorLike
-
 __all__ = ["Monitor", "ResultCallback"]
 
 _logger = logging.getLogger(__name__)
@@ -680,9 +678,3 @@ class Monitor:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
-
-
-if TYPE_CHECKING:
-
-    def _monitor_is_monitor_like(monitor: Monitor) -> MonitorLike:
-        return monitor  # mypy checks that the real Monitor fits the integrations' protocol

@@ -351,14 +351,18 @@ class RunTracker(Generic[K, R]):
 
     # -- the terminal calls -----------------------------------------------------------------------
 
-    def _terminal(self, run: R) -> MonitorLike | None:
-        """Claim the run's one terminal call: its monitor, or ``None`` when it was made already
-        (or the run's monitor is gone)."""
+    def _terminal(self, run: R, counter: str) -> MonitorLike | None:
+        """Claim the run's one terminal call and count it under ``counter``, in one taking of
+        the lock: the run's monitor, or ``None`` when the call was made already (or the run's
+        monitor is gone: nothing is counted)."""
         with self.lock:
             if run.reported:
                 return None
             run.reported = True
-        return run.target()
+            monitor = run.target()
+            if monitor is not None:
+                self._counts[counter] += 1
+        return monitor
 
     def record(
         self,
@@ -378,7 +382,7 @@ class RunTracker(Generic[K, R]):
 
         When the monitor raises, the run is reported as an ``internal`` failure and the
         exception re-raised for the integration's guard."""
-        monitor = self._terminal(run)
+        monitor = self._terminal(run, "records")
         if monitor is None:
             return
         if run.dropped:
@@ -402,23 +406,21 @@ class RunTracker(Generic[K, R]):
                 decision=run.decision,
             )
         except Exception:
-            # The run still gets its one count; the monitor's exception goes to the caller's
-            # guard (a second one from record_failure would only hide it).
+            # The run still gets its one terminal call, a failure; the monitor's exception goes
+            # to the caller's guard (a second one, from record_failure, would only hide it).
+            with self.lock:
+                self._counts["records"] -= 1
+                self._counts["failures"] += 1
             with contextlib.suppress(Exception):
-                self._failed(monitor, run, semconv.ERROR_INTERNAL)
+                monitor.record_failure(semconv.ERROR_INTERNAL, route=run.route)
             raise
-        self.count("records")
 
     def fail(self, run: R, error_type: str) -> None:
         """Report the run as failed (``record_failure``) with ``error_type``: one of the
         ``semconv.ERROR_*`` names, or the class name of the framework's exception."""
-        monitor = self._terminal(run)
+        monitor = self._terminal(run, "failures")
         if monitor is not None:
-            self._failed(monitor, run, error_type)
-
-    def _failed(self, monitor: MonitorLike, run: R, error_type: str) -> None:
-        self.count("failures")
-        monitor.record_failure(error_type, route=run.route)
+            monitor.record_failure(error_type, route=run.route)
 
     def fail_internal(self, run: R) -> None:
         """After a bug of ours while finishing the run: an ``internal`` failure, unless its
@@ -427,11 +429,12 @@ class RunTracker(Generic[K, R]):
 
     def decline(self, run: R) -> None:
         """The sampler declined the run at its first retrieval: ``record_decision``."""
-        monitor = self._terminal(run)
-        if monitor is None or run.decision is None:
-            return
-        self.count("not_sampled")
-        monitor.record_decision(run.decision, route=run.route)
+        decision = run.decision
+        if decision is None:
+            return  # never decided: nothing was declined
+        monitor = self._terminal(run, "not_sampled")
+        if monitor is not None:
+            monitor.record_decision(decision, route=run.route)
 
     def ignore(self, run: R, counter: str = "no_retrieval") -> None:
         """The run is no interaction to score (it never retrieved, or it only retrieved): no

@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import re
 import tempfile
 import time
 from array import array
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import IO
 
 from .._inputs import to_passage
+from ..judging.lexical import WIDE_CHAR
 from ..judging.scoring import counted
 from ..types import LABELS, VERDICTS, Claim, Evaluation, Passage, passage_names
 from .baseline import KINDS as BASELINE_KINDS
@@ -71,15 +71,12 @@ _WORST_FIRST = {
 groundedness, then input order."""
 
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]")
-
-
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
 def _lang(*texts: str | None) -> str:
-    return "zh" if any(t and _CJK.search(t) for t in texts) else "en"
+    return "zh" if any(t and WIDE_CHAR.search(t) for t in texts) else "en"
 
 
 def _score(value: float | None) -> str:

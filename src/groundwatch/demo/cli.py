@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..alerts import Alert, AlertingHook, DropDetector, OTelAlertEmitter
+from ..judging.lexical import CJK, CJK_CHAR
 from ..types import Evaluation, RagRecord
 from . import data
 
@@ -116,7 +117,7 @@ def add_parser(subparsers: Any) -> None:
 def _words(text: str) -> list[str]:
     """Lower-case words, plus single characters and bigrams of Chinese text."""
     out = [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP]
-    for run_ in re.findall(r"[\u3400-\u9fff]+", text):
+    for run_ in re.findall(f"[{CJK}]+", text):
         out.extend(run_)
         out.extend(run_[i : i + 2] for i in range(len(run_) - 1))
     return out
@@ -133,7 +134,7 @@ def _sentences(text: str) -> list[str]:
 
 
 def _is_chinese(text: str) -> bool:
-    return bool(re.search(r"[\u3400-\u9fff]", text))
+    return bool(CJK_CHAR.search(text))
 
 
 @dataclass

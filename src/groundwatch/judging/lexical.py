@@ -218,7 +218,7 @@ def content_words(text: str) -> set[str]:
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # CJK ideographs and the other scripts a BPE vocabulary spends about a token per character on
 # (kana, hangul).
-_WIDE_CHAR = re.compile(f"[{CJK}\u3040-\u30ff\uac00-\ud7af]")
+WIDE_CHAR = re.compile(f"[{CJK}\u3040-\u30ff\uac00-\ud7af]")
 
 
 def numbers(text: str) -> set[str]:
@@ -246,5 +246,5 @@ def estimate_tokens(text: str) -> int:
     Good to about +-30% for English and Chinese on current BPE vocabularies, which is all a
     budget needs.
     """
-    wide = len(_WIDE_CHAR.findall(text))
+    wide = len(WIDE_CHAR.findall(text))
     return wide + (len(text) - wide + 3) // 4

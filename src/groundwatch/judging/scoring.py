@@ -22,10 +22,22 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from .._error_types import documented_error_type
-from ..types import Claim, Evaluation, Evidence, Judgement, Label, Passage, passage_names
+from .._error_types import ERROR_INTERNAL, documented_error_type
+from ..types import (
+    VERDICTS,
+    Claim,
+    Evaluation,
+    Evidence,
+    Judgement,
+    Label,
+    Passage,
+    Usage,
+    passage_names,
+)
 from .evidence_check import enforce_evidence_content
+from .judges._base import as_judgement
 from .lexical import CJK_CHAR
 from .structured import tool_records
 
@@ -335,3 +347,85 @@ def score(
             "evidence_rejected": rejected,
         }
     )
+
+
+def score_judgement(
+    judgement: Judgement,
+    answer: str,
+    passages: Sequence[Passage],
+    judge_name: str,
+    policy: LabelPolicy = DEFAULT_POLICY,
+    truncated: bool = False,
+) -> Evaluation:
+    """Score a judge's judgement of one prepared answer (a ``Judgement`` built past validation
+    with fields of the wrong shape is an ``internal`` error). The scoring step of
+    :func:`evaluate`, :func:`aevaluate` and every runner of the online runtime."""
+    judgement = as_judgement(judgement)  # a caller's own flow may hand anything
+    problem = malformed(judgement)
+    if problem is not None:
+        judgement = Judgement(
+            error=f"judge returned a malformed Judgement: {problem}"[:500],
+            error_type=ERROR_INTERNAL,
+        )
+    return score(
+        judgement, answer, passages, judge_name=judge_name, policy=policy, truncated=truncated
+    )
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def _claim_problem(claim: Any) -> str | None:
+    if not isinstance(claim, Claim):
+        return f"a claim is {_kind(claim)}, not a Claim"
+    if not isinstance(claim.text, str):
+        return f"claim text is {_kind(claim.text)}"
+    if claim.verdict not in VERDICTS:
+        return f"claim verdict {claim.verdict!r:.40} is not one of {', '.join(VERDICTS)}"
+    for name in ("start", "end"):
+        value = getattr(claim, name)
+        if value is not None and (type(value) is not int):
+            return f"claim {name} is {_kind(value)}"
+    if not isinstance(claim.reason, str):
+        return f"claim reason is {_kind(claim.reason)}"
+    confidence = claim.confidence
+    if confidence is not None and type(confidence) not in (float, int):
+        return f"claim confidence is {_kind(confidence)}"
+    if type(claim.evidence) is not list:
+        return f"claim evidence is {_kind(claim.evidence)}, not a list"
+    for evidence in claim.evidence:
+        if not isinstance(evidence, Evidence):
+            return f"evidence is {_kind(evidence)}, not an Evidence"
+        for name in ("passage", "start", "end"):
+            value = getattr(evidence, name)
+            if type(value) is not int:
+                return f"evidence {name} is {_kind(value)}"
+        if not isinstance(evidence.quote, str):
+            return f"evidence quote is {_kind(evidence.quote)}"
+    return None
+
+
+def malformed(judgement: Judgement) -> str | None:
+    """What is wrong with a ``Judgement`` whose fields do not have their declared types (one
+    built with ``model_construct``, or changed after validation), or ``None`` when it is well
+    formed. Checked field by field (microseconds), not by validating it again: this runs for
+    every evaluation, on the worker's thread in the host's interpreter."""
+    claims = judgement.claims
+    if type(claims) is not list:
+        return f"claims is {_kind(claims)}, not a list"
+    for name in ("model", "error", "error_type"):
+        value = getattr(judgement, name)
+        if value is not None and not isinstance(value, str):
+            return f"{name} is {_kind(value)}, not a string"
+    usage = judgement.usage
+    if usage is not None and not (
+        isinstance(usage, Usage)
+        and all(type(getattr(usage, n)) is int for n in ("input_tokens", "output_tokens", "calls"))
+    ):
+        return f"usage is {_kind(usage)} with fields of the wrong type"
+    for claim in claims:
+        problem = _claim_problem(claim)
+        if problem is not None:
+            return problem
+    return None

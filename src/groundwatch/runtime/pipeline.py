@@ -31,8 +31,8 @@ from .. import _guard
 from .._inputs import prepare
 from .._suppression import suppressed_context
 from ..judging import scoring
-from ..judging.evaluate import score_judgement
 from ..judging.judges._base import judge_name, judge_sync
+from ..judging.scoring import score_judgement
 from ..telemetry import semconv as sc
 from ..types import Evaluation, Judgement, RagRecord
 from .runner import Pacer, Prepared, Runner, Scored

@@ -228,9 +228,15 @@ class RunTracker(Generic[K, R]):
 
     def start(self, run: R) -> None:
         """Track a new top-level run; give up the oldest runs over the limits first."""
+        runs = self._runs
+        evicted: Sequence[R] = ()
         with self.lock:
-            evicted = self._evict_locked(run.started)
-            self._runs[run.key] = run
+            # The oldest run tells whether any must go (asked here: this runs per request).
+            if runs and (
+                len(runs) >= self.max_active_runs or next(iter(runs.values())).expires < run.started
+            ):
+                evicted = self._evict_locked(run.started)
+            runs[run.key] = run
             self.links[run.key] = run
         for old in evicted:
             self.count("evicted")

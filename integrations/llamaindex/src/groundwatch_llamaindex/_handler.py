@@ -23,6 +23,7 @@ and failures are logged with a rate limit and counted (the core's guard, from
 from __future__ import annotations
 
 import inspect
+import threading
 import uuid
 import weakref
 from collections.abc import (
@@ -460,7 +461,8 @@ class Capture:
         # there, and another thread may have held the lock at the moment of the fork.)
 
     @property
-    def _lock(self) -> Any:
+    def _lock(self) -> threading.Lock | threading.RLock:
+        """The tracker's lock (replaced in a forked child)."""
         return self._tracker.lock
 
     @property

@@ -13,14 +13,17 @@ by :mod:`groundwatch.queue.wire`). Each carries the same two types:
 Anything that reads an evaluation on the emit path takes an :class:`EvaluationView`, which both
 :class:`~groundwatch.Evaluation` and :class:`EvaluationFields` are.
 
-Why slotted dataclasses with a ``__reduce__`` of their own, and not pydantic models or
-``msgspec``: on the host, the pipe's replies are unpickled on the worker thread, in the
-interpreter whose GIL the app's requests want. A reduce to the class and its field values
-unpickles in one constructor call (the cost of the plain tuples these types replace, within
-noise in ``benchmarks/host_cpu.py``); pydantic validation of trusted data from our own child
-is the cost the runtime avoids, and ``msgspec`` would be a new core dependency for the same
-result. The version travels in every pickled value, so a worker process started from another
+Why slotted dataclasses with a codec of their own (``to_wire`` / ``from_wire``), and not
+pydantic models or ``msgspec``: on the host, records are pickled and replies unpickled on the
+worker thread, in the interpreter whose GIL the app's requests want. Each type turns itself
+into plain values (tuples, strings, numbers) that pickle handles in C, with no class looked up
+by name per message; the other side rebuilds it with one constructor call. Pickling the
+dataclasses themselves cost twice the host time per record (a class lookup and a Python call
+per object, passages included); pydantic validation of trusted data from our own child is the
+cost the runtime avoids; ``msgspec`` would be a new core dependency for what these two methods
+do. The version comes first in every encoded value, so a worker process started from another
 groundwatch (a stale install on ``PYTHONPATH``) fails loudly instead of misreading fields.
+Plain ``pickle`` of the types works too (their ``__reduce__`` goes through the same codec).
 """
 
 from __future__ import annotations
@@ -32,13 +35,12 @@ from typing import Any, Protocol
 
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
-from .types import VERDICTS, Evaluation, Label, Passage, PassageKind, RagRecord, Usage, Verdict
+from .types import VERDICTS, Evaluation, Label, Passage, RagRecord, Usage, Verdict
 
 __all__ = [
     "WIRE_VERSION",
     "EvaluationFields",
     "EvaluationView",
-    "PassageFields",
     "RecordFields",
     "TraceFields",
     "WireVersionError",
@@ -103,39 +105,6 @@ def as_evaluation(view: EvaluationView) -> Evaluation:
 
 
 @dataclass(slots=True, frozen=True)
-class PassageFields:
-    """One prepared passage (:class:`~groundwatch.Passage`'s fields)."""
-
-    text: str
-    id: str | None = None
-    score: float | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    kind: PassageKind = "retrieved"
-    tool: str | None = None
-
-    @classmethod
-    def of(cls, passage: Passage) -> PassageFields:
-        return cls(passage.text, passage.id, passage.score, passage.metadata, passage.kind,
-                   passage.tool)  # fmt: skip
-
-    def to_passage(self) -> Passage:
-        """The passage (prepared already: built without validating again)."""
-        return Passage.model_construct(
-            text=self.text,
-            id=self.id,
-            score=self.score,
-            metadata=self.metadata,
-            kind=self.kind,
-            tool=self.tool,
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return PassageFields, (
-            self.text, self.id, self.score, self.metadata, self.kind, self.tool
-        )  # fmt: skip
-
-
-@dataclass(slots=True, frozen=True)
 class TraceFields:
     """The caller's span context: the evaluation span's parent wherever the span is built."""
 
@@ -168,8 +137,8 @@ class TraceFields:
             trace_state=TraceState.from_header([self.state]) if self.state else None,
         )
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return TraceFields, (self.trace_id, self.span_id, self.flags, self.is_remote, self.state)
+    def to_wire(self) -> tuple[int, int, int, bool, str]:
+        return (self.trace_id, self.span_id, self.flags, self.is_remote, self.state)
 
 
 @dataclass(slots=True)
@@ -186,9 +155,10 @@ class RecordFields:
     record_id: str
     question: str | None
     answer: str
-    passages: tuple[PassageFields, ...]
+    passages: Sequence[Passage]
+    """Prepared passages (capped and checked where the record was prepared)."""
     route: str | None = None
-    attributes: dict[str, Any] = field(default_factory=dict)
+    attributes: Mapping[str, Any] | None = None
     """User span attributes, primitive values only (checked where they were collected)."""
     sampling_rate: float | None = None
     always_score: bool = False
@@ -212,18 +182,15 @@ class RecordFields:
             record.record_id,
             record.question,
             record.answer,
-            tuple(PassageFields.of(p) for p in passages),
+            passages,
             record.route,
-            dict(attributes) if attributes else {},
+            dict(attributes) if attributes else None,
             sampling_rate,
             record.always_score,
             record.truncated,
             TraceFields.of(record.span_context),
             enqueued_ns,
         )
-
-    def to_passages(self) -> list[Passage]:
-        return [p.to_passage() for p in self.passages]
 
     def to_record(self, *, remote_parent: bool | None = None) -> RagRecord:
         """The record as the in-process path has it after preparing (``contexts`` as
@@ -232,10 +199,10 @@ class RecordFields:
         trace = self.trace
         return RagRecord(
             question=self.question,
-            contexts=self.to_passages(),
+            contexts=list(self.passages),
             answer=self.answer,
             route=self.route,
-            attributes=self.attributes,
+            attributes=dict(self.attributes) if self.attributes else None,
             record_id=self.record_id,
             trace_id=trace.trace_id if trace is not None else 0,
             span_id=trace.span_id if trace is not None else 0,
@@ -244,26 +211,58 @@ class RecordFields:
             truncated=self.truncated,
         )
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _record_fields, (
+    def to_wire(self) -> tuple[Any, ...]:
+        """Plain values for the pipe: pickled in C with no class looked up and no Python call
+        per passage (this runs on the host's worker thread for every record sent to a worker
+        process). The version comes first; :meth:`from_wire` checks it."""
+        trace = self.trace
+        return (
             WIRE_VERSION,
             self.record_id,
             self.question,
             self.answer,
-            self.passages,
+            [(p.text, p.id, p.score, p.metadata, p.kind, p.tool) for p in self.passages],
             self.route,
-            self.attributes,
+            dict(self.attributes) if self.attributes else None,
             self.sampling_rate,
             self.always_score,
             self.truncated,
-            self.trace,
+            None if trace is None else trace.to_wire(),
             self.enqueued_ns,
         )
 
+    @classmethod
+    def from_wire(cls, value: tuple[Any, ...]) -> RecordFields:
+        """The fields :meth:`to_wire` gave.
 
-def _record_fields(version: int, *fields: Any) -> RecordFields:
-    _check_version(version)
-    return RecordFields(*fields)
+        Raises:
+            WireVersionError: they come from another version.
+        """
+        _check_version(value[0])
+        (_, record_id, question, answer, passages, route, attributes, rate, always, cut, trace,
+         enqueued_ns) = value  # fmt: skip
+        return cls(
+            record_id,
+            question,
+            answer,
+            [
+                # Prepared on the sending side already: not validated again.
+                Passage.model_construct(
+                    text=text, id=pid, score=score, metadata=metadata, kind=kind, tool=tool
+                )
+                for text, pid, score, metadata, kind, tool in passages
+            ],
+            route,
+            attributes,
+            rate,
+            always,
+            cut,
+            None if trace is None else TraceFields(*trace),
+            enqueued_ns,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return RecordFields.from_wire, (self.to_wire(),)
 
 
 @dataclass(slots=True, eq=False)
@@ -342,10 +341,11 @@ class EvaluationFields:
             )
         return self._full
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def to_wire(self) -> tuple[Any, ...]:
+        """Plain values for the pipe (see :meth:`RecordFields.to_wire`); the version first."""
         usage = self.usage
         counts = self.verdict_counts
-        return _evaluation_fields, (
+        return (
             WIRE_VERSION,
             self.label,
             self.faithfulness,
@@ -362,38 +362,35 @@ class EvaluationFields:
             self.claims_blob,
         )
 
+    @classmethod
+    def from_wire(cls, value: tuple[Any, ...]) -> EvaluationFields:
+        """The fields :meth:`to_wire` gave.
 
-def _evaluation_fields(
-    version: int,
-    label: Label,
-    faithfulness: float | None,
-    groundedness: float | None,
-    judge: str,
-    model: str | None,
-    usage: tuple[int, int, int] | None,
-    explanation: str,
-    error: str | None,
-    error_type: str | None,
-    evidence_rejected: int,
-    truncated: bool,
-    counts: tuple[int, ...],
-    claims_blob: bytes,
-) -> EvaluationFields:
-    _check_version(version)
-    return EvaluationFields(
-        label,
-        faithfulness,
-        groundedness,
-        judge,
-        model,
-        None
-        if usage is None
-        else Usage.model_construct(input_tokens=usage[0], output_tokens=usage[1], calls=usage[2]),
-        explanation,
-        error,
-        error_type,
-        evidence_rejected,
-        truncated,
-        dict(zip(VERDICTS, counts, strict=True)),
-        claims_blob,
-    )
+        Raises:
+            WireVersionError: they come from another version.
+        """
+        _check_version(value[0])
+        (_, label, faithfulness, groundedness, judge, model, usage, explanation, error,
+         error_type, evidence_rejected, truncated, counts, claims_blob) = value  # fmt: skip
+        return cls(
+            label,
+            faithfulness,
+            groundedness,
+            judge,
+            model,
+            None
+            if usage is None
+            else Usage.model_construct(
+                input_tokens=usage[0], output_tokens=usage[1], calls=usage[2]
+            ),
+            explanation,
+            error,
+            error_type,
+            evidence_rejected,
+            truncated,
+            dict(zip(VERDICTS, counts, strict=True)),
+            claims_blob,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return EvaluationFields.from_wire, (self.to_wire(),)

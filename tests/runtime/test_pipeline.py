@@ -18,7 +18,6 @@ from groundwatch import Claim, Judgement, Passage, Usage, _wire
 from groundwatch._wire import (
     WIRE_VERSION,
     EvaluationFields,
-    PassageFields,
     RecordFields,
     TraceFields,
     WireVersionError,
@@ -263,7 +262,7 @@ def test_record_fields_cross_a_pipe_with_every_field() -> None:
         "00000000000000ab",
         "q?",
         "a.",
-        (PassageFields("p", "id-1", 0.5, {"k": 1}, "tool", "lookup"),),
+        [Passage(text="p", id="id-1", score=0.5, metadata={"k": 1}, kind="tool", tool="lookup")],
         route="r",
         attributes={"tenant": "t"},
         sampling_rate=0.25,
@@ -279,7 +278,7 @@ def test_record_fields_cross_a_pipe_with_every_field() -> None:
 
 
 @pytest.mark.parametrize(
-    "value", [EvaluationFields.of(_evaluation()), RecordFields("a", None, "x", ())]
+    "value", [EvaluationFields.of(_evaluation()), RecordFields("a", None, "x", [])]
 )
 def test_a_value_of_another_wire_version_is_refused(
     value: Any, monkeypatch: pytest.MonkeyPatch

@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._wire import PassageFields, RecordFields, TraceFields
+from .._wire import RecordFields, TraceFields
 from ..telemetry import user_attributes
-from ..types import PassageKind, RagRecord
+from ..types import Passage, PassageKind, RagRecord
 
 VERSION = 1
 FIELD = "record"
@@ -92,12 +92,19 @@ class WireRecord(BaseModel):
             self.record_id,
             self.question,
             self.answer,
-            tuple(
-                PassageFields(p.text, p.id, p.score, p.metadata, p.kind, p.tool)
+            [
+                Passage(
+                    text=p.text,
+                    id=p.id,
+                    score=p.score,
+                    metadata=p.metadata,
+                    kind=p.kind,
+                    tool=p.tool,
+                )
                 for p in self.passages
-            ),
+            ],
             self.route,
-            dict(self.attributes),
+            dict(self.attributes) or None,
             self.sampling_rate,
             self.always_score,
             self.truncated,
@@ -151,7 +158,7 @@ def encode_fields(fields: RecordFields) -> bytes:
             for p in fields.passages
         ],
         "route": fields.route,
-        "attributes": fields.attributes,
+        "attributes": dict(fields.attributes or {}),
         "sampling_rate": fields.sampling_rate,
         "always_score": fields.always_score,
         "truncated": fields.truncated,

@@ -104,11 +104,9 @@ def _evaluate_batch(judge: Any, exporter: ChildExport | None, payload: Any, out:
     name = judge_name(judge)
     for item in items:
         try:
-            fields: RecordFields = pickle.loads(item)
+            fields = RecordFields.from_wire(pickle.loads(item))
             # Prepared by the host already (checked and capped).
-            prepared = Prepared(
-                fields.answer, fields.to_passages(), fields.question, fields.truncated
-            )
+            prepared = Prepared(fields.answer, fields.passages, fields.question, fields.truncated)
             start = time.perf_counter_ns()
             evaluation = evaluate_prepared(judge, prepared, policy, name)
             # The wall-clock end too: the host may read the reply a little later.
@@ -122,7 +120,7 @@ def _evaluate_batch(judge: Any, exporter: ChildExport | None, payload: Any, out:
                 except Exception as exc:  # the host exports this one instead
                     print(f"groundwatch worker process: export failed: {exc!r}", file=sys.stderr)
             judged = JudgedRecord(EvaluationFields.of(evaluation), elapsed, end_ns, exported)
-            reply: Any = ("ok", judged)
+            reply: Any = ("ok", judged.to_wire())
         except BaseException as exc:
             reply = _error(exc)
         try:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Literal, NamedTuple
 
 from .._threads import DaemonThreads
-from .._wire import EvaluationFields, PassageFields, RecordFields
+from .._wire import EvaluationFields, RecordFields
 from ..judging import scoring
 from ..judging.judges._base import judge_name
 from ..telemetry.worker_export import WorkerExport
@@ -102,8 +102,14 @@ class JudgedRecord:
     exported: bool
     """The worker process exported the span and the events itself."""
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return JudgedRecord, (self.evaluation, self.judge_ns, self.end_ns, self.exported)
+    def to_wire(self) -> tuple[Any, ...]:
+        """Plain values for the pipe (the evaluation's own codec inside)."""
+        return (self.evaluation.to_wire(), self.judge_ns, self.end_ns, self.exported)
+
+    @classmethod
+    def from_wire(cls, value: tuple[Any, ...]) -> JudgedRecord:
+        evaluation, judge_ns, end_ns, exported = value
+        return cls(EvaluationFields.from_wire(evaluation), judge_ns, end_ns, exported)
 
 
 class _Outcome(NamedTuple):
@@ -512,7 +518,7 @@ class ProcessRunner:
                     waited = min(REPLY_GATHER_S, timeout_s / 2, per_reply_s * expected)
                     time.sleep(waited)
                 try:
-                    reply: JudgedRecord = child.reply(timeout_s - waited)
+                    reply = JudgedRecord.from_wire(child.reply(timeout_s - waited))
                 except TimeoutError:
                     self._discard(child)
                     outcomes[i] = _Outcome("timeout", None, None, last, now())
@@ -569,10 +575,10 @@ class ProcessRunner:
                         item.record.record_id if item.record is not None else "",
                         item.question,
                         item.answer,
-                        tuple(PassageFields.of(p) for p in item.passages),
+                        item.passages,
                         truncated=item.truncated,
                     )
-                blobs.append(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
+                blobs.append(pickle.dumps(request.to_wire(), protocol=pickle.HIGHEST_PROTOCOL))
             except Exception as exc:  # unpicklable metadata: this record fails, not the batch
                 blobs.append(exc)
         call = _BatchCall()

@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Literal, NamedTuple
+from typing import IO, Any
 
 from .._threads import DaemonThreads
 from .._wire import EvaluationFields, RecordFields
@@ -106,17 +106,22 @@ class JudgedRecord:
         """Plain values for the pipe (the evaluation's own codec inside)."""
         return (self.evaluation.to_wire(), self.judge_ns, self.end_ns, self.exported)
 
-    @classmethod
-    def from_wire(cls, value: tuple[Any, ...]) -> JudgedRecord:
+    @staticmethod
+    def scored_from_wire(value: tuple[Any, ...], received_ns: int) -> Scored:
+        """The host's result of a reply :meth:`to_wire` encoded, read at ``received_ns``:
+        decoded straight into a :class:`~.runner.Scored` (one object fewer per record on the
+        host's CPU)."""
         evaluation, judge_ns, end_ns, exported = value
-        return cls(EvaluationFields.from_wire(evaluation), judge_ns, end_ns, exported)
+        # The child's clock for the end (it may have been read a little later); the same
+        # machine's wall clock, so never after this side's "now".
+        end_ns = min(end_ns, received_ns)
+        return Scored(EvaluationFields.from_wire(evaluation), end_ns - judge_ns, end_ns, exported)
 
 
-class _Outcome(NamedTuple):
-    """One batch item as the pipe thread hands it to the awaiting task."""
+@dataclass(slots=True)
+class _Failed:
+    """A batch item the worker process did not answer (``failure`` None: past its deadline)."""
 
-    kind: Literal["ok", "timeout", "fail"]
-    reply: JudgedRecord | None
     failure: WorkerProcessError | None
     start_ns: int
     end_ns: int
@@ -473,17 +478,17 @@ class ProcessRunner:
 
     def _batch_blocking(
         self, blobs: list[bytes | Exception], policy: Any, timeout_s: float, call: _BatchCall
-    ) -> list[_Outcome]:
+    ) -> list[Scored | _Failed]:
         """Runs on a pipe thread: send the batch, read one reply per item, each within
         ``timeout_s`` of the previous one. A stuck or lost process is killed; the item it was
         on fails, the rest go to a fresh process."""
         now = time.time_ns
-        outcomes: list[_Outcome | None] = [None] * len(blobs)
+        outcomes: list[Scored | _Failed | None] = [None] * len(blobs)
         pending: list[int] = []
         for i, blob in enumerate(blobs):
             if isinstance(blob, Exception):
                 failure = WorkerProcessError(type(blob).__qualname__, str(blob)[:500])
-                outcomes[i] = _Outcome("fail", None, failure, now(), now())
+                outcomes[i] = _Failed(failure, now(), now())
             else:
                 pending.append(i)
         while pending and not call.cancelled:
@@ -491,7 +496,7 @@ class ProcessRunner:
                 child = self._take()
             except WorkerProcessError as exc:
                 for i in pending:
-                    outcomes[i] = _Outcome("fail", None, exc, now(), now())
+                    outcomes[i] = _Failed(exc, now(), now())
                 break
             call.child = child
             if call.cancelled:
@@ -501,7 +506,7 @@ class ProcessRunner:
                 child.send(("evaluate_batch", ([blobs[i] for i in pending], policy)))
             except WorkerProcessError as exc:
                 self._discard(child)
-                outcomes[pending[0]] = _Outcome("fail", None, exc, sent, now())
+                outcomes[pending[0]] = _Failed(exc, sent, now())
                 pending = pending[1:]
                 continue
             rest, pending = pending, []
@@ -518,34 +523,29 @@ class ProcessRunner:
                     waited = min(REPLY_GATHER_S, timeout_s / 2, per_reply_s * expected)
                     time.sleep(waited)
                 try:
-                    reply = JudgedRecord.from_wire(child.reply(timeout_s - waited))
+                    reply = child.reply(timeout_s - waited)
                 except TimeoutError:
                     self._discard(child)
-                    outcomes[i] = _Outcome("timeout", None, None, last, now())
+                    outcomes[i] = _Failed(None, last, now())
                     pending = rest[k + 1 :]
                     break
                 except WorkerProcessError as exc:
                     if exc.error_type == LOST or child.proc.poll() is not None:
                         self._discard(child)
-                        outcomes[i] = _Outcome("fail", None, exc, last, now())
+                        outcomes[i] = _Failed(exc, last, now())
                         pending = rest[k + 1 :]
                         break
                     # Raised in the child; it lives.
-                    outcomes[i] = _Outcome("fail", None, exc, last, now())
+                    outcomes[i] = _Failed(exc, last, now())
                     last = now()
                     continue
                 last = now()
-                # The child's clock for the end (it may have been read a little later); the
-                # same machine's wall clock, so never after this side's "now".
-                end_ns = min(reply.end_ns, last)
-                outcomes[i] = _Outcome("ok", reply, None, end_ns - reply.judge_ns, end_ns)
+                outcomes[i] = JudgedRecord.scored_from_wire(reply, last)
             else:
                 self._give_back(child)
         end = now()
         return [
-            o
-            if o is not None
-            else _Outcome("fail", None, WorkerProcessError(LOST, "cancelled"), end, end)
+            o if o is not None else _Failed(WorkerProcessError(LOST, "cancelled"), end, end)
             for o in outcomes
         ]
 
@@ -593,13 +593,13 @@ class ProcessRunner:
             raise
         results: list[Scored] = []
         for item, outcome in zip(items, outcomes, strict=True):
-            start_ns, end_ns, failure = outcome.start_ns, outcome.end_ns, outcome.failure
-            if outcome.reply is not None:
-                reply = outcome.reply
-                results.append(Scored(reply.evaluation, start_ns, end_ns, reply.exported))
+            start_ns, end_ns = outcome.start_ns, outcome.end_ns
+            if isinstance(outcome, Scored):
+                results.append(outcome)
                 self.speed.observe(end_ns - start_ns)
                 continue
-            if failure is None:  # "timeout"
+            failure = outcome.failure
+            if failure is None:  # past its deadline
                 evaluation = timeout_evaluation(timeout_s, item, self.name)
             elif self.allow_fallback and self.started == 0 and failure.error_type == START_FAILED:
                 # Not one process ever started (no usable Python executable, the judge's

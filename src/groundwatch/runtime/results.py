@@ -58,8 +58,9 @@ class Results:
         need_full = bool(self.observers or self.callbacks or telemetry.capture_content)
         batch = telemetry.batch()
         pacer.start()
-        for record, (view, start_ns, end_ns, exported) in zip(records, results, strict=True):
+        for record, result in zip(records, results, strict=True):
             pacer.maybe()
+            view = result.evaluation
             evaluation: EvaluationView = as_evaluation(view) if need_full else view
             rate: float | None = None
             try:
@@ -73,10 +74,10 @@ class Results:
                     record,
                     evaluation,
                     sampling_rate=rate,
-                    start_ns=start_ns,
-                    end_ns=end_ns,
+                    start_ns=result.start_ns,
+                    end_ns=result.end_ns,
                     batch=batch,
-                    spans=not exported,
+                    spans=not result.exported,
                 )
             except Exception as exc:
                 _guard.internal_error("telemetry", exc, reraise=False)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from .._wire import EvaluationView
 from ..judging import scoring
@@ -42,7 +42,8 @@ class Prepared:
     process exports: :mod:`groundwatch.telemetry.worker_export`)."""
 
 
-class Scored(NamedTuple):
+@dataclass(slots=True)
+class Scored:
     """One record's result from a runner."""
 
     evaluation: EvaluationView

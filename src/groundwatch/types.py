@@ -19,7 +19,8 @@ from ._passage import Passage as Passage
 from ._passage import PassageKind as PassageKind
 
 Verdict = Literal["supported", "inferred", "unsupported", "contradicted"]
-"""How one claim stands against the retrieved context (see DESIGN.md)."""
+"""How one claim stands against the retrieved context (docs/judges.md: what each means, and the
+scores and labels they give)."""
 
 Label = Literal["grounded", "hallucinated", "insufficient_context", "no_claims", "error"]
 """The verdict on a whole answer."""

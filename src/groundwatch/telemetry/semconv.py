@@ -1,4 +1,4 @@
-"""Every telemetry name groundwatch emits, defined once (see DESIGN.md "Telemetry names").
+"""Every telemetry name groundwatch emits, defined once (docs/runtime.md "What comes out" describes them).
 
 The ``gen_ai.*`` and ``error.type`` names follow the OpenTelemetry semantic conventions; the
 ``groundwatch.*`` names are ours.
@@ -100,7 +100,7 @@ GROUNDWATCH_FEEDBACK_SOURCE: Final = "groundwatch.feedback.source"
 METRIC_ALERTS: Final = "groundwatch.alerts"
 """Emitted by the alerts engine, with ``gen_ai.evaluation.name`` and ``groundwatch.route``."""
 
-# Additions of the runtime beyond DESIGN.md's table (see README "Accounting"):
+# The runtime's accounting and health (docs/runtime.md "Accounting: nothing is lost silently"):
 METRIC_DROPPED: Final = "groundwatch.evaluations.dropped"
 """Sampled records never scored (``error.type``: ``shutdown``, ``fork``, ``internal``)."""
 METRIC_ERRORS: Final = "groundwatch.errors"

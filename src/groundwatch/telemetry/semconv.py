@@ -1,4 +1,4 @@
-"""Every telemetry name groundwatch emits, defined once (docs/runtime.md "What comes out" describes them).
+"""Every telemetry name groundwatch emits, defined once (docs/runtime.md: "What comes out").
 
 The ``gen_ai.*`` and ``error.type`` names follow the OpenTelemetry semantic conventions; the
 ``groundwatch.*`` names are ours.

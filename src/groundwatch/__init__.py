@@ -8,9 +8,10 @@ load when something needs them. ``benchmarks/import_cost.py`` measures the cost.
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_names
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -105,15 +106,4 @@ __all__ = [
 
 
 if not TYPE_CHECKING:  # a module __getattr__ seen by mypy would type every unknown name Any
-
-    def __getattr__(name: str) -> Any:
-        where = _WHERE.get(name)
-        if where is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(where, __name__), name)
-        globals()[name] = value  # the next lookup is a plain module attribute
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__)

@@ -6,9 +6,9 @@ and the OpenTelemetry API it needs load when one of its names is first used (PEP
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_names
 from . import semconv
 
 if TYPE_CHECKING:
@@ -34,14 +34,6 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:  # a module __getattr__ seen by mypy would type every unknown name Any
-
-    def __getattr__(name: str) -> Any:
-        if name not in __all__:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module("._emitter", __name__), name)
-        globals()[name] = value
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_names(
+        __name__, {name: "._emitter" for name in __all__ if name != "semconv"}, __all__
+    )

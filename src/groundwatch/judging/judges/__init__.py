@@ -6,8 +6,9 @@ judge never imports the LLM judge's client code.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._base import Judge
@@ -27,15 +28,4 @@ _WHERE = {
 }
 
 if not TYPE_CHECKING:  # a module __getattr__ seen by mypy would type every unknown name Any
-
-    def __getattr__(name: str) -> Any:
-        where = _WHERE.get(name)
-        if where is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(where, __name__), name)
-        globals()[name] = value
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__)

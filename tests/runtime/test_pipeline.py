@@ -23,7 +23,7 @@ from groundwatch._wire import (
     WireVersionError,
     as_evaluation,
 )
-from groundwatch.check.cli import check_runner
+from groundwatch.check.cli import check_runner, stage_concurrency, usable_cores
 from groundwatch.runtime.cascade import CascadeRunner
 from groundwatch.runtime.pipeline import LocalScoring, evaluate_records
 from groundwatch.runtime.process import ProcessRunner
@@ -190,6 +190,12 @@ def test_check_runs_a_cascades_first_stage_in_worker_processes() -> None:
         assert isinstance(runner.first, ProcessRunner) and runner.first.nice is False
     finally:
         runner.close()
+
+
+def test_check_gives_a_cascades_first_stage_at_most_one_process_per_core() -> None:
+    cascade = gw.CascadeJudge(PidJudge(), LoopJudge())
+    assert stage_concurrency(cascade, 64) == min(64, usable_cores())
+    assert stage_concurrency(PidJudge(), 3) == 3  # a sync judge: --concurrency is processes
 
 
 def test_evaluate_records_gives_a_cascade_the_monitor_s_results() -> None:

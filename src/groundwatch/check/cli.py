@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import inspect
 import io
 import math
 import os
@@ -38,7 +37,7 @@ from .._errors import UsageError
 from .._wire import as_evaluation
 from ..judging import registry, scoring
 from ..judging.judges import Judge
-from ..judging.judges._base import judge_name
+from ..judging.judges._base import is_async_judge, judge_name
 from ..runtime.asyncjudge import AsyncRunner
 from ..runtime.runner import Prepared, Runner, Scored
 from ..runtime.runners import runner_for
@@ -330,9 +329,18 @@ def default_concurrency(judge: Judge) -> int:
     """``--concurrency`` when not given: :data:`DEFAULT_CONCURRENCY` calls in flight for an
     async judge; for a sync (CPU-bound) judge as many worker processes as there are usable
     cores, at most :data:`DEFAULT_CONCURRENCY` (more processes than cores only cost memory)."""
-    if inspect.iscoroutinefunction(getattr(judge, "judge", None)):
+    if is_async_judge(judge):
         return DEFAULT_CONCURRENCY
     return min(DEFAULT_CONCURRENCY, usable_cores())
+
+
+def stage_concurrency(judge: Judge, concurrency: int) -> int:
+    """Worker processes a judge's sync part may use: ``concurrency`` for a sync judge; for an
+    async judge (whose ``concurrency`` counts calls in flight), a cascade's sync first stage
+    gets at most one process per usable core."""
+    if is_async_judge(judge):
+        return min(concurrency, usable_cores())
+    return concurrency
 
 
 def process_count(concurrency: int, rows: int | None) -> int:
@@ -549,7 +557,7 @@ def run_check(
                 concurrency=concurrency,
                 progress=progress,
                 caps=caps,
-                processes=process_count(concurrency, rows_hint),
+                processes=process_count(stage_concurrency(judge, concurrency), rows_hint),
             )
         )
     except BaseException:

@@ -428,3 +428,11 @@ def env_str(name: str, default: str | None) -> str | None:
 
 def raise_internal_errors() -> bool:
     return env_bool(RAISE_INTERNAL_ERRORS, False)
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, where the platform has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)

@@ -15,6 +15,7 @@ import pytest
 
 import groundwatch as gw
 from groundwatch import Claim, Judgement, Passage, Usage, _wire
+from groundwatch._config import usable_cores
 from groundwatch._wire import (
     WIRE_VERSION,
     EvaluationFields,
@@ -23,7 +24,7 @@ from groundwatch._wire import (
     WireVersionError,
     as_evaluation,
 )
-from groundwatch.check.cli import check_runner, stage_concurrency, usable_cores
+from groundwatch.check.cli import check_runner
 from groundwatch.runtime.cascade import CascadeRunner
 from groundwatch.runtime.pipeline import LocalScoring, evaluate_records
 from groundwatch.runtime.process import ProcessRunner
@@ -192,10 +193,15 @@ def test_check_runs_a_cascades_first_stage_in_worker_processes() -> None:
         runner.close()
 
 
-def test_check_gives_a_cascades_first_stage_at_most_one_process_per_core() -> None:
-    cascade = gw.CascadeJudge(PidJudge(), LoopJudge())
-    assert stage_concurrency(cascade, 64) == min(64, usable_cores())
-    assert stage_concurrency(PidJudge(), 3) == 3  # a sync judge: --concurrency is processes
+def test_a_cascades_first_stage_gets_at_most_one_process_per_core() -> None:
+    # check's and worker's --concurrency counts the LLM stage's calls in flight too.
+    runner = check_runner(gw.CascadeJudge(PidJudge(), LoopJudge()), concurrency=64, processes=64)
+    try:
+        assert isinstance(runner, CascadeRunner)
+        assert runner.first.concurrency == min(64, usable_cores())
+        assert runner.then.concurrency == 64
+    finally:
+        runner.close()
 
 
 def test_evaluate_records_gives_a_cascade_the_monitor_s_results() -> None:

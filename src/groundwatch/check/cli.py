@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import io
 import math
-import os
 import sys
 import time
 from collections import deque
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import _config, _errors
+from .._config import usable_cores
 from .._errors import UsageError
 from .._wire import as_evaluation
 from ..judging import registry, scoring
@@ -317,14 +317,6 @@ class Progress:
 # --- the run ------------------------------------------------------------------------------------
 
 
-def usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask, where the platform has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
 def default_concurrency(judge: Judge) -> int:
     """``--concurrency`` when not given: :data:`DEFAULT_CONCURRENCY` calls in flight for an
     async judge; for a sync (CPU-bound) judge as many worker processes as there are usable
@@ -332,15 +324,6 @@ def default_concurrency(judge: Judge) -> int:
     if is_async_judge(judge):
         return DEFAULT_CONCURRENCY
     return min(DEFAULT_CONCURRENCY, usable_cores())
-
-
-def stage_concurrency(judge: Judge, concurrency: int) -> int:
-    """Worker processes a judge's sync part may use: ``concurrency`` for a sync judge; for an
-    async judge (whose ``concurrency`` counts calls in flight), a cascade's sync first stage
-    gets at most one process per usable core."""
-    if is_async_judge(judge):
-        return min(concurrency, usable_cores())
-    return concurrency
 
 
 def process_count(concurrency: int, rows: int | None) -> int:
@@ -557,7 +540,7 @@ def run_check(
                 concurrency=concurrency,
                 progress=progress,
                 caps=caps,
-                processes=process_count(stage_concurrency(judge, concurrency), rows_hint),
+                processes=process_count(concurrency, rows_hint),
             )
         )
     except BaseException:

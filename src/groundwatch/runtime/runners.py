@@ -40,9 +40,12 @@ def runner_for(
       loop), the escalation rule applied between them.
     """
     if isinstance(judge, CascadeJudge):
+        # ``processes`` may count the LLM stage's calls in flight (``--concurrency`` of check
+        # and worker): a CPU-bound first stage gains nothing from more processes than cores.
+        first_processes = min(processes, _config.usable_cores())
         return CascadeRunner(
             judge,
-            runner_for(judge.first, executor, processes, max_concurrency, nice=nice),
+            runner_for(judge.first, executor, first_processes, max_concurrency, nice=nice),
             runner_for(judge.then, executor, processes, max_concurrency, nice=nice),
         )
     if is_async_judge(judge):

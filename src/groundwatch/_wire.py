@@ -128,11 +128,11 @@ class TraceFields:
             context.trace_state.to_header(),
         )
 
-    def span_context(self, *, remote: bool | None = None) -> SpanContext:
+    def span_context(self) -> SpanContext:
         return SpanContext(
             self.trace_id,
             self.span_id,
-            is_remote=self.is_remote if remote is None else remote,
+            is_remote=self.is_remote,
             trace_flags=TraceFlags(self.flags),
             trace_state=TraceState.from_header([self.state]) if self.state else None,
         )
@@ -158,8 +158,9 @@ class RecordFields:
     passages: Sequence[Passage]
     """Prepared passages (capped and checked where the record was prepared)."""
     route: str | None = None
-    attributes: Mapping[str, Any] | None = None
-    """User span attributes, primitive values only (checked where they were collected)."""
+    attributes: dict[str, Any] | None = None
+    """User span attributes, primitive values only (checked where they were collected);
+    ``None`` when there are none."""
     sampling_rate: float | None = None
     always_score: bool = False
     truncated: bool = False
@@ -192,22 +193,21 @@ class RecordFields:
             enqueued_ns,
         )
 
-    def to_record(self, *, remote_parent: bool | None = None) -> RagRecord:
+    def to_record(self) -> RagRecord:
         """The record as the in-process path has it after preparing (``contexts`` as
-        :class:`~groundwatch.Passage` objects, the caller's span context rebuilt;
-        ``remote_parent`` overrides the context's ``is_remote``)."""
+        :class:`~groundwatch.Passage` objects, the caller's span context rebuilt)."""
         trace = self.trace
         return RagRecord(
             question=self.question,
             contexts=list(self.passages),
             answer=self.answer,
             route=self.route,
-            attributes=dict(self.attributes) if self.attributes else None,
+            attributes=self.attributes,
             record_id=self.record_id,
             trace_id=trace.trace_id if trace is not None else 0,
             span_id=trace.span_id if trace is not None else 0,
             always_score=self.always_score,
-            span_context=trace.span_context(remote=remote_parent) if trace is not None else None,
+            span_context=trace.span_context() if trace is not None else None,
             truncated=self.truncated,
         )
 
@@ -223,7 +223,7 @@ class RecordFields:
             self.answer,
             [(p.text, p.id, p.score, p.metadata, p.kind, p.tool) for p in self.passages],
             self.route,
-            dict(self.attributes) if self.attributes else None,
+            self.attributes,
             self.sampling_rate,
             self.always_score,
             self.truncated,
@@ -312,13 +312,6 @@ class EvaluationFields:
             pickle.dumps(claims, protocol=pickle.HIGHEST_PROTOCOL) if claims else b"",
             evaluation,
         )
-
-    def mark_truncated(self) -> None:
-        """The host cut this record's inputs before sending them."""
-        if not self.truncated:
-            self.truncated = True
-            if self._full is not None:
-                self._full = self._full.model_copy(update={"truncated": True})
 
     def full(self) -> Evaluation:
         """The pydantic :class:`~groundwatch.Evaluation` (built once; data from our own worker

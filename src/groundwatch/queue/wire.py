@@ -158,7 +158,7 @@ def encode_fields(fields: RecordFields) -> bytes:
             for p in fields.passages
         ],
         "route": fields.route,
-        "attributes": dict(fields.attributes or {}),
+        "attributes": fields.attributes or {},
         "sampling_rate": fields.sampling_rate,
         "always_score": fields.always_score,
         "truncated": fields.truncated,

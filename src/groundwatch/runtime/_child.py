@@ -14,11 +14,11 @@ import sys
 import time
 from typing import IO, Any
 
-from .._wire import EvaluationFields, RecordFields
+from .._wire import RecordFields
 from ..judging.judges._base import judge_name
 from ..telemetry.worker_export import ChildExport
 from .pipeline import Prepared, evaluate_prepared
-from .process import NO_NICE_ENV, JudgedRecord, read_message, write_message
+from .process import NO_NICE_ENV, encode_reply, read_message, write_message
 
 
 def _error(exc: BaseException) -> tuple[str, tuple[str, str]]:
@@ -119,8 +119,7 @@ def _evaluate_batch(judge: Any, exporter: ChildExport | None, payload: Any, out:
                     exported = True
                 except Exception as exc:  # the host exports this one instead
                     print(f"groundwatch worker process: export failed: {exc!r}", file=sys.stderr)
-            judged = JudgedRecord(EvaluationFields.of(evaluation), elapsed, end_ns, exported)
-            reply: Any = ("ok", judged.to_wire())
+            reply: Any = ("ok", encode_reply(evaluation, elapsed, end_ns, exported))
         except BaseException as exc:
             reply = _error(exc)
         try:

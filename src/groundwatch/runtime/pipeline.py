@@ -31,11 +31,11 @@ from .. import _guard
 from .._inputs import prepare
 from .._suppression import suppressed_context
 from ..judging import scoring
-from ..judging.judges._base import judge_name, judge_sync
+from ..judging.judges._base import judge_sync
 from ..judging.scoring import score_judgement
 from ..telemetry import semconv as sc
 from ..types import Evaluation, Judgement, RagRecord
-from .runner import Pacer, Prepared, Runner, Scored
+from .runner import NO_PACING, Pacer, Prepared, Runner, Scored
 
 if TYPE_CHECKING:
     from ..telemetry import Stats
@@ -111,7 +111,7 @@ async def evaluate_records(
     records: list[RagRecord],
     policy: scoring.LabelPolicy,
     timeout_s: float,
-    pacer: Pacer | None = None,
+    pacer: Pacer = NO_PACING,
 ) -> list[Scored]:
     """Prepare each record once and run the batch on ``runner``; one result per record, in
     order (the monitor's worker and ``groundwatch worker`` both score through here; the
@@ -119,11 +119,9 @@ async def evaluate_records(
     results: list[Scored | None] = [None] * len(records)
     items: list[Prepared] = []
     where: list[int] = []
-    if pacer is not None:
-        pacer.start()
+    pacer.start()
     for i, record in enumerate(records):
-        if pacer is not None:
-            pacer.maybe()
+        pacer.maybe()
         try:
             items.append(prepare_record(record))
         except InvalidRecord as exc:
@@ -218,7 +216,6 @@ __all__ = [
     "error_evaluation",
     "evaluate_prepared",
     "evaluate_records",
-    "judge_name",
     "prepare_record",
     "scored",
     "timeout_evaluation",

@@ -14,9 +14,10 @@ Protocol over the child's stdin/stdout: 8-byte big-endian length, then a pickle 
 ``(op, payload)``; replies are ``("ok", value)`` or ``("error", (type name, message))``. The
 judge is pickled once (``init``; ``ping`` starts a process ahead of its first batch). The
 worker sends ``evaluate_batch``: a list of records, each a
-:class:`~groundwatch._wire.RecordFields` pickled on its own (one record that cannot be pickled
-fails alone), and the child answers with one :class:`JudgedRecord` per record as each is done,
-its evaluation as :class:`~groundwatch._wire.EvaluationFields`: the host's CPU per record is
+:class:`~groundwatch._wire.RecordFields` encoded and pickled on its own (one record that cannot
+be pickled fails alone), and the child answers with one reply per record as each is done
+(:func:`encode_reply`), its evaluation as :class:`~groundwatch._wire.EvaluationFields`: the
+host's CPU per record is
 what its request threads compete with, so it pays one message, one thread hop, a few wake-ups
 of its pipe thread and no pydantic validation per batch rather than per record (see
 :data:`REPLY_GATHER_S`). Both types carry their version. The child writes its replies to a
@@ -47,6 +48,7 @@ from .._wire import EvaluationFields, RecordFields
 from ..judging import scoring
 from ..judging.judges._base import judge_name
 from ..telemetry.worker_export import WorkerExport
+from ..types import Evaluation
 from .pipeline import Prepared, Scored, error_evaluation, timeout_evaluation
 from .runner import JudgeSpeed
 from .thread import ThreadRunner
@@ -90,32 +92,23 @@ START_RETRY_S = 30.0
 another interpreter per record."""
 
 
-@dataclass(slots=True)
-class JudgedRecord:
-    """The worker process's reply for one record."""
+def encode_reply(
+    evaluation: Evaluation, judge_ns: int, end_ns: int, exported: bool
+) -> tuple[Any, ...]:
+    """The worker process's reply for one record, as plain values for the pipe: the
+    evaluation (:class:`~groundwatch._wire.EvaluationFields`' codec), the time in the judge and
+    the scoring (the process's own clock), the wall-clock end, and whether the worker process
+    exported the span and the events itself."""
+    return (EvaluationFields.of(evaluation).to_wire(), judge_ns, end_ns, exported)
 
-    evaluation: EvaluationFields
-    judge_ns: int
-    """Time in the judge and the scoring (the process's own clock)."""
-    end_ns: int
-    """Wall-clock end (the host may read the reply a little later)."""
-    exported: bool
-    """The worker process exported the span and the events itself."""
 
-    def to_wire(self) -> tuple[Any, ...]:
-        """Plain values for the pipe (the evaluation's own codec inside)."""
-        return (self.evaluation.to_wire(), self.judge_ns, self.end_ns, self.exported)
-
-    @staticmethod
-    def scored_from_wire(value: tuple[Any, ...], received_ns: int) -> Scored:
-        """The host's result of a reply :meth:`to_wire` encoded, read at ``received_ns``:
-        decoded straight into a :class:`~.runner.Scored` (one object fewer per record on the
-        host's CPU)."""
-        evaluation, judge_ns, end_ns, exported = value
-        # The child's clock for the end (it may have been read a little later); the same
-        # machine's wall clock, so never after this side's "now".
-        end_ns = min(end_ns, received_ns)
-        return Scored(EvaluationFields.from_wire(evaluation), end_ns - judge_ns, end_ns, exported)
+def scored_from_reply(reply: tuple[Any, ...], received_ns: int) -> Scored:
+    """The host's result of a reply :func:`encode_reply` made, read at ``received_ns``."""
+    evaluation, judge_ns, end_ns, exported = reply
+    # The child's clock for the end (it may have been read a little later); the same machine's
+    # wall clock, so never after this side's "now".
+    end_ns = min(end_ns, received_ns)
+    return Scored(EvaluationFields.from_wire(evaluation), end_ns - judge_ns, end_ns, exported)
 
 
 @dataclass(slots=True)
@@ -540,7 +533,7 @@ class ProcessRunner:
                     last = now()
                     continue
                 last = now()
-                outcomes[i] = JudgedRecord.scored_from_wire(reply, last)
+                outcomes[i] = scored_from_reply(reply, last)
             else:
                 self._give_back(child)
         end = now()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .. import _guard
-from .._wire import EvaluationView, as_evaluation
+from .._wire import as_evaluation
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
 from .feedback import VerdictMemory
@@ -52,20 +52,22 @@ class Results:
     ) -> None:
         """Finish each record with its result (same order)."""
         # An evaluation from the worker process (EvaluationFields) becomes the pydantic
-        # Evaluation (with its claims) only for code that reads it.
+        # Evaluation (with its claims) only for code that reads it: user code here, content
+        # capture in the emitter (built once either way).
         telemetry = self.telemetry
         verdicts = self.verdicts
-        need_full = bool(self.observers or self.callbacks or telemetry.capture_content)
+        need_full = bool(self.observers or self.callbacks)
         batch = telemetry.batch()
         pacer.start()
         for record, result in zip(records, results, strict=True):
             pacer.maybe()
-            view = result.evaluation
-            evaluation: EvaluationView = as_evaluation(view) if need_full else view
+            evaluation = result.evaluation
+            full = as_evaluation(evaluation) if need_full else None
             rate: float | None = None
             try:
-                for observe in self.observers:
-                    observe(record, as_evaluation(evaluation))
+                if full is not None:
+                    for observe in self.observers:
+                        observe(record, full)
                 rate = record_sampling_rate(self.sampler, record)
             except BaseException as exc:  # user code: even SystemExit must not end the worker
                 _guard.user_error("sampler", exc)
@@ -92,9 +94,11 @@ class Results:
                     )
                 except Exception as exc:
                     _guard.internal_error("feedback", exc, reraise=False)
+            if full is None:
+                continue
             for callback in self.callbacks:
                 try:
-                    callback(record, as_evaluation(evaluation))
+                    callback(record, full)
                 except BaseException as exc:  # user code: even SystemExit must not end the worker
                     _guard.user_error("on_result", exc)
         try:

@@ -161,11 +161,6 @@ class RedisQueue:
         """Records per pipelined ``XADD`` batch."""
         return self._batch_size
 
-    async def handle(self, records: list[RagRecord], pacer: Pacer) -> None:
-        """The monitor's worker hands a batch over (:class:`~groundwatch.runtime.worker.
-        Destination`): it is sent, or counted where it is lost."""
-        await self.send(records)
-
     def flush(self, timeout_s: float) -> bool:
         """Nothing is held past :meth:`handle`: a batch is sent or counted there."""
         return True
@@ -173,11 +168,12 @@ class RedisQueue:
     def close(self) -> None:
         """The connection is closed on the worker's loop (:meth:`aclose`)."""
 
-    async def send(self, records: list[RagRecord]) -> None:
-        """Encode and send ``records``; counts what cannot be sent. Raises only
+    async def handle(self, records: list[RagRecord], pacer: Pacer) -> None:
+        """The monitor's worker hands a batch over (:class:`~groundwatch.runtime.worker.
+        Destination`): encode and send it, counting what cannot be sent. Raises only
         ``asyncio.CancelledError`` (shutdown's deadline), after counting what it still held."""
         stats = self._stats
-        assert stats is not None, "RedisQueue.send before attach"
+        assert stats is not None, "RedisQueue.handle before attach"
         entries = self._encode(records, stats)
         try:
             await self._send(entries, stats)

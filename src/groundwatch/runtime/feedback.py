@@ -45,9 +45,6 @@ before it sleeps until :meth:`FeedbackEvents.submit` wakes it (a wake-up is a sy
 the caller's thread: under steady feedback, nobody pays for one)."""
 POLL_S = 0.2
 
-JUDGE_UNKNOWN = sc.FEEDBACK_JUDGE_UNKNOWN
-"""The judge label of feedback on a trace the monitor never scored or has forgotten."""
-
 HUMAN_LABELS: Mapping[str, str] = {
     "grounded": "grounded",
     "faithful": "grounded",
@@ -343,7 +340,7 @@ class Feedback:
                 # The span the evaluation was about: where the evaluation's own events point.
                 span_id, flags = verdict.span_id, verdict.trace_flags
         else:
-            judge, route = JUDGE_UNKNOWN, self.route
+            judge, route = sc.FEEDBACK_JUDGE_UNKNOWN, self.route
         self.stats.count_feedback(judge, human, route)
         if not self.events.submit(
             Pending(

@@ -142,7 +142,6 @@ def _counts(counts: Mapping[str, int], empty: str) -> str:
 
 
 _VERDICT_LABELS = ("grounded", "hallucinated", "insufficient_context", "no_claims", "error")
-FEEDBACK_JUDGE_UNKNOWN = sc.FEEDBACK_JUDGE_UNKNOWN
 
 
 class _Instruments:
@@ -277,7 +276,7 @@ class _Instruments:
         # unknown, against the two labels a thumbs-up or thumbs-down gives.
         if total:
             for route in routes:
-                for judge_label in (*_VERDICT_LABELS, FEEDBACK_JUDGE_UNKNOWN):
+                for judge_label in (*_VERDICT_LABELS, sc.FEEDBACK_JUDGE_UNKNOWN):
                     for human_label in ("grounded", "hallucinated"):
                         total.setdefault((judge_label, human_label, route, None), 0)
         for (judge, human, route, error_type), n in total.items():

@@ -392,7 +392,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             # it answered anyway, and the record counts its tools' errors.)
             self._fail(root, root.error_type or RETRIEVER_ERROR)
             return
-        if root.decision is not None and root.decision is not Decision.SAMPLED:
+        if not root.sampled:
             tracker.decline(root)
             return
         # Streaming runs start with a placeholder input and report the merged input at the end.
@@ -460,7 +460,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             if root is None:
                 return
             root.retrieved = True
-            if root.decision is not None and root.decision is not Decision.SAMPLED:
+            if not root.sampled:
                 return  # not to be scored: nothing to keep
             kept: Sequence[Any] = documents
             if tool_key is not None:  # retrieved inside a tool: the passages name it
@@ -569,7 +569,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             if root is None or tool is None or not tool.context or tool.retrieved:
                 return  # unknown, not context, or a retriever's (its documents are kept)
             root.tool_ended = True
-            if root.decision is not None and root.decision is not Decision.SAMPLED:
+            if not root.sampled:
                 return  # not to be scored: nothing to keep
             if getattr(output, "status", None) == "error":  # a ToolMessage reporting a failure
                 root.tool_errors += 1

@@ -174,18 +174,19 @@ class RecordFields:
         record: RagRecord,
         passages: Sequence[Passage],
         *,
-        attributes: Mapping[str, Any] | None = None,
+        attributes: dict[str, Any] | None = None,
         sampling_rate: float | None = None,
         enqueued_ns: int = 0,
     ) -> RecordFields:
-        """A prepared record's fields (``passages`` as prepared)."""
+        """A prepared record's fields (``passages`` as prepared; ``attributes`` collected for
+        the purpose, kept as they are)."""
         return cls(
             record.record_id,
             record.question,
             record.answer,
             passages,
             record.route,
-            dict(attributes) if attributes else None,
+            attributes or None,
             sampling_rate,
             record.always_score,
             record.truncated,

@@ -17,6 +17,7 @@ that returned after its deadline (the one that blocked) counts as a timeout all 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import types
@@ -107,24 +108,21 @@ class AsyncRunner:
     async def _one(self, item: Prepared, policy: scoring.LabelPolicy, timeout_s: float) -> Scored:
         watch = StepWatch()
         start_ns = time.time_ns()
-        timed_out = False
-        judgement: Judgement | None = None
-        try:
+        judgement: Judgement | None = None  # stays None past the deadline
+        with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
             judgement = await asyncio.wait_for(
                 judge_async(
                     self.inner, item.answer, item.passages, item.question, drive=watch.drive
                 ),
                 timeout_s,
             )
-        except (asyncio.TimeoutError, TimeoutError):
-            timed_out = True
         end_ns = time.time_ns()
         blocked = watch.longest_s > LOOP_BLOCK_LIMIT_S
         if blocked:
             self._blocked(watch.longest_s)
         # A blocked loop cannot fire the deadline's timer: the call that blocked it returns
         # late instead, and still counts as a timeout.
-        if timed_out or judgement is None or (blocked and end_ns - start_ns > timeout_s * 1e9):
+        if judgement is None or (blocked and end_ns - start_ns > timeout_s * 1e9):
             return Scored(timeout_evaluation(timeout_s, item, self.name), start_ns, end_ns)
         return Scored(scored(judgement, item, self.name, policy), start_ns, end_ns)
 

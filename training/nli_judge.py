@@ -91,6 +91,9 @@ class NLIJudge:
             combiner, on answer labels: ``benchmarks/nli.py``).
         contradiction_threshold: model probability of contradiction for ``contradicted``.
         max_claims: claims per answer the model reads at most.
+        windows: evidence windows the model reads per claim: the best-aligned one, then the
+            windows of the lexical judge's other candidate sentences; the window the model
+            finds most entailing decides (1: the aligned window only).
         sha256: the model file's expected checksum (``None`` accepts any file).
     """
 
@@ -106,10 +109,13 @@ class NLIJudge:
         min_probability: float = 0.5,
         contradiction_threshold: float = DEFAULT_CONTRADICTION_THRESHOLD,
         max_claims: int = DEFAULT_MAX_CLAIMS,
+        windows: int = 1,
         sha256: str | None = None,
     ) -> None:
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads!r}")
+        if windows < 1:
+            raise ValueError(f"windows must be at least 1, got {windows!r}")
         if max_claims < 0:
             raise ValueError(f"max_claims must not be negative, got {max_claims!r}")
         if not 0.0 <= min_probability <= 1.0:
@@ -126,6 +132,7 @@ class NLIJudge:
         self.min_probability = min_probability
         self.contradiction_threshold = contradiction_threshold
         self.max_claims = max_claims
+        self.windows = windows
         self.sha256 = sha256
         self.model_failures = 0
         self._count_lock = threading.Lock()
@@ -180,10 +187,18 @@ class NLIJudge:
             return out
         try:
             premises = self._premises([judged[i][1] for i in chosen], contexts)
-            pairs = [(p.quote, judged[i][0].text) for i, p in zip(chosen, premises, strict=True)]
-            probs = self.encoder.probabilities(pairs)
-            for i, prem, row in zip(chosen, premises, probs, strict=True):
-                out[i] = (float(row[0]), float(row[1]), float(row[2]), prem)
+            pairs = [
+                (p.quote, judged[i][0].text)
+                for i, options in zip(chosen, premises, strict=True)
+                for p in options
+            ]
+            probs = iter(self.encoder.probabilities(pairs))
+            for i, options in zip(chosen, premises, strict=True):
+                # The window that entails the claim most decides; the first (aligned) on ties.
+                rows = [next(probs) for _ in options]
+                best = max(range(len(options)), key=lambda k: (float(rows[k][0]), -k))
+                row = rows[best]
+                out[i] = (float(row[0]), float(row[1]), float(row[2]), options[best])
         except Exception as exc:
             self._failed("nli_judge.model", exc)
             return [None] * len(judged)
@@ -191,15 +206,20 @@ class NLIJudge:
 
     def _premises(
         self, features: Sequence[ClaimFeatures], contexts: Sequence[Passage]
-    ) -> list[Evidence]:
-        """Each claim's evidence window, or its best sentence where the window is too long."""
+    ) -> list[list[Evidence]]:
+        """Each claim's premises: its evidence window (its best sentence where the window is
+        too long), then up to ``windows - 1`` other candidate windows that fit."""
         assert self.encoder is not None
-        windows = [_span_evidence(f.window_span, contexts) for f in features]
-        sizes = self.encoder.pieces([w.quote for w in windows])
-        return [
-            w if n <= _PREMISE_ROOM else _span_evidence(f.best_span, contexts)
-            for w, n, f in zip(windows, sizes, features, strict=True)
-        ]
+        spans = [[f.window_span, *f.candidate_windows[1 : self.windows]] for f in features]
+        flat = [_span_evidence(s, contexts) for options in spans for s in options]
+        sized = iter(zip(flat, self.encoder.pieces([w.quote for w in flat]), strict=True))
+        out = []
+        for f, options in zip(features, spans, strict=True):
+            (first, n), *others = [next(sized) for _ in options]
+            premises = [first if n <= _PREMISE_ROOM else _span_evidence(f.best_span, contexts)]
+            premises += [w for w, n in others if n <= _PREMISE_ROOM]
+            out.append(premises)
+        return out
 
     def decide(
         self,
@@ -215,7 +235,12 @@ class NLIJudge:
             p = self.combiner.probability(nli_vector(f, entail, contra))
         model = f"entailment {entail:.0%}, contradiction {contra:.0%}"
         if p >= self.min_probability:
-            lexical = claim.verdict in ("supported", "inferred") and claim.evidence
+            # The lexical judge's evidence stays where it lies inside the window that entails.
+            lexical = (
+                claim.verdict in ("supported", "inferred")
+                and claim.evidence
+                and all(_inside(e, premise) for e in claim.evidence)
+            )
             single = f.sentence_score >= self.local.support_threshold
             verdict = "supported" if single and claim.verdict == "supported" else "inferred"
             return claim.model_copy(
@@ -262,3 +287,11 @@ def _span_evidence(span: tuple[int, int, int] | None, contexts: Sequence[Passage
     assert span is not None
     p, start, end = span
     return Evidence(passage=p, start=start, end=end, quote=contexts[p].text[start:end])
+
+
+def _inside(evidence: Evidence, window: Evidence) -> bool:
+    return (
+        evidence.passage == window.passage
+        and window.start <= evidence.start
+        and evidence.end <= window.end
+    )

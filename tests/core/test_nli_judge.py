@@ -323,6 +323,54 @@ def test_a_long_window_falls_back_to_its_best_sentence(
     assert e.quote == read[0] == context[0][e.start : e.end]
 
 
+def test_more_windows_let_the_model_find_the_one_that_entails(
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Separate passages: the windows do not overlap, so the claim has two distinct candidates.
+    context = [
+        "The cooperative sells irrigation pumps to farms in the valley.",
+        "Several shops line the old market street.",
+        "The cooperative was set up by local farmers after the long drought.",
+    ]
+    answer = "Local farmers set up the cooperative that sells pumps."
+    read: list[list[str]] = []
+    aligned: list[str] = []
+
+    def spy_on(judge: NLIJudge) -> None:
+        import numpy as np
+
+        def only_other_windows_entail(pairs: list[tuple[str, str]]) -> object:
+            read.append([p for p, _ in pairs])
+            return np.array(
+                [[0.02, 0.97, 0.01] if p in aligned else [0.97, 0.02, 0.01] for p, _ in pairs]
+            )
+
+        assert judge.encoder is not None
+        monkeypatch.setattr(judge.encoder, "probabilities", only_other_windows_entail)
+
+    one = _judge(models, "entailment")
+    aligned.append("nothing yet")
+    spy_on(one)
+    gw.evaluate(answer, context, judge=one)
+    ((first,),) = read  # one claim, one window: the aligned one
+    aligned[:] = [first]
+    read.clear()
+    (claim,) = gw.evaluate(answer, context, judge=one).claims
+    assert claim.verdict == "unsupported"
+
+    three = _judge(models, "entailment", windows=3)
+    spy_on(three)
+    read.clear()
+    ev = gw.evaluate(answer, context, judge=three)
+    ((premises),) = read
+    assert premises[0] == first and len(premises) > 1
+    (claim,) = ev.claims
+    assert claim.verdict == "inferred"
+    (e,) = claim.evidence
+    assert e.quote != first and e.quote in premises
+    assert e.quote == context[e.passage][e.start : e.end]
+
+
 def test_the_encoder_gives_probabilities_in_label_order(models: dict[str, Path]) -> None:
     encoder = NLIEncoder(models["contradiction"])
     probs = encoder.probabilities([("a b c", "d"), ("a much longer premise here", "e f")])
@@ -355,6 +403,7 @@ def test_bad_arguments_are_refused(models: dict[str, Path]) -> None:
         {"max_claims": -1},
         {"contradiction_threshold": 1.5},
         {"min_probability": -0.1},
+        {"windows": 0},
     )
     for kwargs in bad:
         with pytest.raises(ValueError):

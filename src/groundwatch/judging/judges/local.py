@@ -662,6 +662,12 @@ def _measure_evidence(
         min(sentences[i].start for i in f.window),
         max(sentences[i].end for i in f.window),
     )
+    f.candidate_windows = [f.window_span]
+    for sid, _ in top:
+        window = index.neighbours(sid)
+        span = (sentences[sid].passage, sentences[window[0]].start, sentences[window[-1]].end)
+        if span not in f.candidate_windows:
+            f.candidate_windows.append(span)
     _find_conflict(f, claim, index, weights, unmatched, matched, top)
     # Negation: compared on the clauses of the evidence that the claim aligns with, so a "not"
     # in another clause of the same sentence ("... and has no processing fee") is not counted

@@ -59,6 +59,7 @@ def placeholder_combiner() -> LogisticModel:
 def measure(judge: NLIJudge, rows: Sequence[dict[str, Any]]) -> list[NLIRow]:
     """Measure every claim and run the model once per claim it reads."""
     lexical = LocalJudge(calibrated=False)  # measurements do not depend on the calibration
+    lexical.candidate_windows = judge.local.candidate_windows
     out = []
     for r in rows:
         answer, passages, question, _ = prepare(

@@ -35,6 +35,7 @@ warning: a broken model file must not stop scoring.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections.abc import Sequence
@@ -127,7 +128,8 @@ class NLIJudge:
         require()  # a missing extra is a configuration error: say so at construction
         self.model_path = Path(model)
         self.combiner = combiner.expect(NLI_FEATURES) if combiner is not None else None
-        self.local = local if local is not None else LocalJudge()
+        self.local = copy.copy(local) if local is not None else LocalJudge()
+        self.local.candidate_windows = windows if windows > 1 else 0
         self.threads = threads
         self.min_probability = min_probability
         self.contradiction_threshold = contradiction_threshold

@@ -60,10 +60,11 @@ class ClaimFeatures:
     window_span: tuple[int, int, int] | None = None
     """``(passage, start, end)`` of the best sentence with its neighbours (one stretch of its
     passage): the evidence window a model judging entailment reads."""
-    candidate_windows: list[tuple[int, int, int]] = field(default_factory=list)
+    candidate_windows: tuple[tuple[int, int, int], ...] = ()
     """The windows of the judge's candidate sentences, ``window_span`` first and then by how
     much of the claim's weight each candidate holds: where a model judging entailment can look
-    when the best-aligned window is not the one that states the claim."""
+    when the best-aligned window is not the one that states the claim. Empty unless the judge
+    is asked for them (``LocalJudge.candidate_windows``)."""
 
     @property
     def sentence_score(self) -> float:

@@ -353,6 +353,11 @@ class LocalJudge:
 
     name = "local"
 
+    candidate_windows = 0
+    """How many evidence windows (the aligned one first) each claim's measurements list in
+    ``ClaimFeatures.candidate_windows``, for a judge built on this one that reads more than the
+    aligned window; 0, the default, lists none and costs nothing."""
+
     def __init__(
         self,
         support_threshold: float = DEFAULT_SUPPORT_THRESHOLD,
@@ -457,6 +462,8 @@ class LocalJudge:
         top = _align(f, index, acc, weights, total, claim_pairs)
         if f.best is not None:
             _measure_evidence(f, claim, index, weights, unmatched, matched, top)
+            if self.candidate_windows:
+                _list_windows(f, index, top, self.candidate_windows)
         return f
 
     def decide(self, f: ClaimFeatures) -> tuple[Verdict, str, float, str]:
@@ -662,12 +669,6 @@ def _measure_evidence(
         min(sentences[i].start for i in f.window),
         max(sentences[i].end for i in f.window),
     )
-    f.candidate_windows = [f.window_span]
-    for sid, _ in top:
-        window = index.neighbours(sid)
-        span = (sentences[sid].passage, sentences[window[0]].start, sentences[window[-1]].end)
-        if span not in f.candidate_windows:
-            f.candidate_windows.append(span)
     _find_conflict(f, claim, index, weights, unmatched, matched, top)
     # Negation: compared on the clauses of the evidence that the claim aligns with, so a "not"
     # in another clause of the same sentence ("... and has no processing fee") is not counted
@@ -682,6 +683,24 @@ def _measure_evidence(
         text = claim.span.text
         f.direction_flip = direction_reversed(text, _aligned_clause(evidence, weights))
         f.causal_flip = cause_effect_reversed(text, evidence, _unit_set)
+
+
+def _list_windows(
+    f: ClaimFeatures, index: _ContextIndex, top: Sequence[tuple[int, float]], most: int
+) -> None:
+    """``f.candidate_windows``: the aligned window, then the windows of the other candidate
+    sentences by the claim weight they hold, at most ``most`` distinct ones."""
+    assert f.window_span is not None
+    sentences = index.sentences
+    windows = [f.window_span]
+    for sid, _ in top:
+        if len(windows) >= most:
+            break
+        window = index.neighbours(sid)
+        span = (sentences[sid].passage, sentences[window[0]].start, sentences[window[-1]].end)
+        if span not in windows:
+            windows.append(span)
+    f.candidate_windows = tuple(windows)
 
 
 def _find_conflict(

@@ -237,11 +237,13 @@ class NLIJudge:
             p = self.combiner.probability(nli_vector(f, entail, contra))
         model = f"entailment {entail:.0%}, contradiction {contra:.0%}"
         if p >= self.min_probability:
-            # The lexical judge's evidence stays where it lies inside the window that entails.
+            # The lexical judge's evidence stays unless the model found the claim in another
+            # window than the aligned one (windows > 1) and that evidence lies outside it.
+            aligned = (premise.passage, premise.start, premise.end) in (f.window_span, f.best_span)
             lexical = (
                 claim.verdict in ("supported", "inferred")
                 and claim.evidence
-                and all(_inside(e, premise) for e in claim.evidence)
+                and (aligned or all(_inside(e, premise) for e in claim.evidence))
             )
             single = f.sentence_score >= self.local.support_threshold
             verdict = "supported" if single and claim.verdict == "supported" else "inferred"

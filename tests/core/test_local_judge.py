@@ -299,3 +299,24 @@ def test_deterministic_across_processes_with_different_hash_seeds() -> None:
         outputs.add(done.stdout)
     assert len(outputs) == 1
     assert '"contradicted"' in outputs.pop()
+
+
+def test_candidate_windows_are_listed_only_when_asked() -> None:
+    context = [
+        "The cooperative sells irrigation pumps to farms in the valley.",
+        "Several shops line the old market street.",
+        "The cooperative was set up by local farmers after the long drought.",
+    ]
+    passages = [gw.Passage(text=t) for t in context]
+    answer = "Local farmers set up the cooperative that sells pumps."
+    ((_, plain),) = gw.LocalJudge().judge_with_features(answer, passages, None)
+    assert plain.candidate_windows == ()
+
+    judge = gw.LocalJudge()
+    judge.candidate_windows = 2
+    ((_, f),) = judge.judge_with_features(answer, passages, None)
+    assert f.candidate_windows[0] == f.window_span
+    assert len(f.candidate_windows) == 2
+    assert {w[0] for w in f.candidate_windows} == {0, 2}  # both passages that share its words
+    for p, start, end in f.candidate_windows:
+        assert context[p][start:end] == context[p]  # one-sentence passages: the whole of each

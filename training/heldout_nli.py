@@ -17,14 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "training"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from accuracy import rates  # noqa: E402
 from nli_model import NLIEncoder  # noqa: E402
 from nli_train_data import LONG_DOCUMENT, default_dir, guards, manifest_of, sample  # noqa: E402
 
@@ -57,13 +58,6 @@ def held_out(folder: Path, valid: int, max_length: int, seed: int) -> list[dict[
     return held
 
 
-def balanced_accuracy(entailed: Sequence[bool], gold: Sequence[int]) -> float:
-    pos = [e for e, g in zip(entailed, gold, strict=True) if g == 0]
-    neg = [not e for e, g in zip(entailed, gold, strict=True) if g != 0]
-    parts = [sum(x) / len(x) for x in (pos, neg) if x]
-    return sum(parts) / len(parts)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=Path, nargs="+", required=True)
@@ -90,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         for source, group in by_source.items():
             probs = encoder.probabilities([(r["premise"], r["hypothesis"]) for r in group])
             entailed = [int(p.argmax()) == 0 for p in probs]
-            results[model.name][source] = balanced_accuracy(entailed, [r["y"] for r in group])
+            results[model.name][source] = rates(entailed, [r["y"] == 0 for r in group])[0]
         print(f"{model.name}: done", file=sys.stderr, flush=True)
 
     names = list(results)

@@ -664,11 +664,7 @@ def _measure_evidence(
     sentences = index.sentences
     best = sentences[f.best]
     f.best_span = (best.passage, best.start, best.end)
-    f.window_span = (
-        best.passage,
-        min(sentences[i].start for i in f.window),
-        max(sentences[i].end for i in f.window),
-    )
+    f.window_span = _window_span(index, f.window)
     _find_conflict(f, claim, index, weights, unmatched, matched, top)
     # Negation: compared on the clauses of the evidence that the claim aligns with, so a "not"
     # in another clause of the same sentence ("... and has no processing fee") is not counted
@@ -685,19 +681,27 @@ def _measure_evidence(
         f.causal_flip = cause_effect_reversed(text, evidence, _unit_set)
 
 
+def _window_span(index: _ContextIndex, window: Sequence[int]) -> tuple[int, int, int]:
+    """``(passage, start, end)`` of a run of adjacent sentences of one passage."""
+    sentences = index.sentences
+    return (
+        sentences[window[0]].passage,
+        min(sentences[i].start for i in window),
+        max(sentences[i].end for i in window),
+    )
+
+
 def _list_windows(
     f: ClaimFeatures, index: _ContextIndex, top: Sequence[tuple[int, float]], most: int
 ) -> None:
     """``f.candidate_windows``: the aligned window, then the windows of the other candidate
     sentences by the claim weight they hold, at most ``most`` distinct ones."""
     assert f.window_span is not None
-    sentences = index.sentences
     windows = [f.window_span]
     for sid, _ in top:
         if len(windows) >= most:
             break
-        window = index.neighbours(sid)
-        span = (sentences[sid].passage, sentences[window[0]].start, sentences[window[-1]].end)
+        span = _window_span(index, index.neighbours(sid))
         if span not in windows:
             windows.append(span)
     f.candidate_windows = tuple(windows)

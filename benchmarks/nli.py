@@ -67,12 +67,12 @@ from calibrate_nli import (
 )
 from finetune_nli import FOLDS, MANIFEST, model_names
 from nli_data import encoder_half
-from nli_judge import NLIJudge
 from nli_train_data import leaked_rows, manifest_of
 from semantic import calibrated_predictions, grounded_row
 
 import groundwatch as gw
 from groundwatch.judging.judges._calibration import LogisticModel
+from groundwatch.judging.judges.nli import NLIJudge
 
 AB_GAIN, MIN_RECALL, FB_LOSS = 0.03, 0.70, 0.01
 AB, FB, ZH = "attributionbench_dev", "faithbench_dev", "uhgeval_zh_dev"

@@ -10,6 +10,9 @@ import pytest
 
 SEMANTIC_MODULES = ("numpy", "onnxruntime", "tokenizers", "groundwatch_minilm")
 NLI_MODULES = ("numpy", "onnxruntime", "tokenizers", "onnx")
+TRANSFORMERS_MODULES = ("torch", "transformers")
+# .ci/run's own step for the nli-transformers extra sets this: there its tests must run.
+TRANSFORMERS_STEP = "GROUNDWATCH_TEST_TRANSFORMERS"
 ZH_MODULES = ("rjieba",)
 SERVE_MODULES = ("aiohttp", "opentelemetry.proto")
 
@@ -31,10 +34,29 @@ def require_semantic_extra() -> None:
 
 
 def require_nli_runtime() -> None:
-    """Skip (or, with ``CI`` set, fail) unless the experimental NLIJudge's runtime (the
-    ``semantic`` extra's numpy, onnxruntime, tokenizers) and ``onnx``, which builds the test
-    models, are installed; requirements-dev.txt installs both."""
-    _require("semantic", NLI_MODULES, module_level=True)
+    """Skip (or, with ``CI`` set, fail) unless NLIJudge's ONNX runtime (``groundwatch[nli]``)
+    and ``onnx``, which builds the test models, are installed; requirements-dev.txt installs
+    both."""
+    _require("nli", NLI_MODULES, module_level=True)
+
+
+def require_transformers_runtime() -> None:
+    """Skip this module unless ``groundwatch[nli-transformers]`` (PyTorch and transformers) is
+    installed; fail instead where ``GROUNDWATCH_TEST_TRANSFORMERS`` is set.
+
+    PyTorch is hundreds of MB, too heavy for the README's test command, so requirements-dev.txt
+    leaves it out and these tests skip there, CI's main run included; ``.ci/run`` runs them in
+    a venv of their own with that variable set, where a missing package fails them."""
+    missing = [m for m in TRANSFORMERS_MODULES if importlib.util.find_spec(m) is None]
+    if not missing:
+        return
+    if os.environ.get(TRANSFORMERS_STEP):
+        pytest.fail(f"{TRANSFORMERS_STEP} is set and {', '.join(missing)} is missing")
+    pytest.skip(
+        'needs the nli-transformers extra: pip install -e ".[nli-transformers]" (PyTorch; '
+        ".ci/run tests it in its own step)",
+        allow_module_level=True,
+    )
 
 
 def require_zh_extra() -> None:

@@ -23,12 +23,12 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "training"))
 
 from calibrate_local import REGULARISATION_C, _claim_labels  # noqa: E402
-from nli_judge import NLI_FEATURES, NLIJudge, nli_vector  # noqa: E402
 
 from groundwatch._inputs import prepare  # noqa: E402
 from groundwatch.judging.judges._calibration import Calibration, LogisticModel  # noqa: E402
 from groundwatch.judging.judges._features import ClaimFeatures  # noqa: E402
 from groundwatch.judging.judges.local import LocalJudge  # noqa: E402
+from groundwatch.judging.judges.nli import NLI_FEATURES, NLIJudge, nli_vector  # noqa: E402
 from groundwatch.judging.scoring import context_is_substantive  # noqa: E402
 from groundwatch.types import Claim, Evidence, Passage  # noqa: E402
 

@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT / "training"))
 
 import tokenizers  # noqa: E402
 import torch  # noqa: E402
-from nli_model import (  # noqa: E402
+
+from groundwatch.judging.judges._nli_model import (  # noqa: E402
     NLIEncoder,
     build_tokenizer,
     encode_pairs,

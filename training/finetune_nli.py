@@ -47,9 +47,10 @@ from accuracy import folds_of  # noqa: E402
 from calibrate_local import default_data_dir, load_rows  # noqa: E402
 from calibrate_nli import FIT_SET, NLIRow, labelled_claims, measure, placeholder_combiner  # noqa: E402
 from export_nli import export  # noqa: E402
-from nli_judge import NLIJudge  # noqa: E402
-from nli_model import LABELS, MAX_LENGTH, build_tokenizer  # noqa: E402
 from train_nli import encode, train  # noqa: E402
+
+from groundwatch.judging.judges._nli_model import LABELS, MAX_LENGTH, build_tokenizer  # noqa: E402
+from groundwatch.judging.judges.nli import NLIJudge  # noqa: E402
 
 FOLDS = 5
 MANIFEST = "fine_tune.json"

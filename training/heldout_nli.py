@@ -26,8 +26,9 @@ sys.path.insert(0, str(ROOT / "training"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from accuracy import rates  # noqa: E402
-from nli_model import NLIEncoder  # noqa: E402
 from nli_train_data import LONG_DOCUMENT, default_dir, guards, manifest_of, sample  # noqa: E402
+
+from groundwatch.judging.judges._nli_model import NLIEncoder  # noqa: E402
 
 SOURCES = (
     "vitaminc_real",

@@ -192,7 +192,8 @@ def aligned_window(
 
 def fits(tokenizer: Any, max_length: int, max_hypothesis: int) -> Callable[[dict[str, Any]], bool]:
     """A ``keep`` filter: the pair's premise is not cut at ``max_length`` word pieces (the
-    hypothesis is cut to ``max_hypothesis`` pieces first, as ``nli_model.encode_pairs`` does)."""
+    hypothesis is cut to ``max_hypothesis`` pieces first, as ``_nli_model.encode_pairs``
+    does)."""
 
     def keep(row: dict[str, Any]) -> bool:
         # Characters bound the pieces from above (one piece has at least one character, bar
@@ -234,13 +235,13 @@ def guards(
     max_length: int, window: bool
 ) -> tuple[Callable[[dict[str, Any]], bool], Callable[[dict[str, Any]], dict[str, Any]] | None]:
     """The ``keep`` and ``window`` arguments of ``sample`` for pairs of ``max_length`` pieces,
-    with the shared tokenizer of ``nli_model``."""
+    with the shared tokenizer of ``groundwatch.judging.judges._nli_model``."""
     import sys
 
     import tokenizers
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from nli_model import MAX_HYPOTHESIS_PIECES, build_tokenizer
+    from groundwatch.judging.judges._nli_model import MAX_HYPOTHESIS_PIECES, build_tokenizer
 
     tok = build_tokenizer(tokenizers)[0]
 

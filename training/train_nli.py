@@ -1,7 +1,7 @@
 """Fine-tune all-MiniLM-L6-v2 as a three-way entailment cross-encoder (CPU, seeded).
 
-Input format and tokenizer come from ``training/nli_model.py`` (the same code
-runs at inference). Data: ``training/nli_data.py`` output (SNLI subset + synthetic grounding
+Input format and tokenizer come from ``groundwatch.judging.judges._nli_model`` (the same
+code runs at inference). Data: ``training/nli_data.py`` output (SNLI subset + synthetic grounding
 pairs). Prints progress (pairs/s, loss) and saves a checkpoint every ``--save-minutes`` and at
 the end; stops early at ``--max-minutes`` (the learning-rate schedule is sized to the planned
 steps, so size the data to the measured throughput instead of relying on that stop).
@@ -30,7 +30,6 @@ sys.path.insert(0, str(ROOT / "training"))
 
 import tokenizers  # noqa: E402
 import torch  # noqa: E402
-from nli_model import LABELS, build_tokenizer, encode_pairs  # noqa: E402
 from nli_train_data import (  # noqa: E402
     HEADS,
     LONG_DOCUMENT,
@@ -39,6 +38,8 @@ from nli_train_data import (  # noqa: E402
     parse_mix,
     sample,
 )
+
+from groundwatch.judging.judges._nli_model import LABELS, build_tokenizer, encode_pairs  # noqa: E402
 
 TRAIN_MAX_LENGTH = 160
 

@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     from ._version import __version__
     from .alerts import Alert, AlertingHook, DropDetector
     from .judging.evaluate import aevaluate, evaluate
-    from .judging.judges import CascadeJudge, Judge, LocalJudge, OpenAIJudge, SemanticJudge
+    from .judging.judges import (
+        CascadeJudge,
+        Judge,
+        LocalJudge,
+        NLIJudge,
+        OpenAIJudge,
+        SemanticJudge,
+    )
     from .judging.scoring import LabelPolicy
     from .queue import RedisQueue
     from .runtime.dataset import DatasetSink
@@ -49,6 +56,7 @@ _WHERE = {
     "CascadeJudge": ".judging.judges",
     "Judge": ".judging.judges",
     "LocalJudge": ".judging.judges",
+    "NLIJudge": ".judging.judges",
     "OpenAIJudge": ".judging.judges",
     "SemanticJudge": ".judging.judges",
     "LabelPolicy": ".judging.scoring",
@@ -87,6 +95,7 @@ __all__ = [
     "LabelPolicy",
     "LocalJudge",
     "Monitor",
+    "NLIJudge",
     "OpenAIJudge",
     "Passage",
     "RagRecord",

@@ -1,8 +1,8 @@
-"""NLIJudge (experimental, not shipped) on real onnxruntime sessions.
+"""NLIJudge on real onnxruntime sessions.
 
-The trained model is not shipped, so these tests build small ONNX graphs with the model's
-interface (``input_ids``, ``attention_mask``, ``token_type_ids`` -> ``logits`` over
-entailment / neutral / contradiction) whose answer the test chooses, and run them through the
+No model ships, so these tests build small ONNX graphs with the model's interface
+(``input_ids``, ``attention_mask``, ``token_type_ids`` -> ``logits`` over entailment /
+neutral / contradiction) whose answer the test chooses, and run them through the
 same tokenizer, session and decision code the real model goes through.
 """
 
@@ -15,18 +15,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from nli_judge import NLI_FEATURES, NLIJudge, load_combiner
-from nli_model import (
+
+import groundwatch as gw
+from groundwatch import _guard
+from groundwatch.judging.judges._calibration import LogisticModel
+from groundwatch.judging.judges._nli_model import (
     MAX_HYPOTHESIS_PIECES,
     MAX_LENGTH,
     NLIEncoder,
     build_tokenizer,
     encode_pairs,
 )
-
-import groundwatch as gw
-from groundwatch import _guard
-from groundwatch.judging.judges._calibration import LogisticModel
+from groundwatch.judging.judges.nli import NLI_FEATURES, NLIJudge, load_combiner
 from groundwatch.testing import GroundwatchTelemetry, capgw  # noqa: F401
 
 from ..extras import require_nli_runtime
@@ -393,7 +393,7 @@ def test_missing_extra_raises_with_the_install_hint(
     models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(ImportError, match=r'experimental NLI judge.*-e "\.\[semantic\]"'):
+    with pytest.raises(ImportError, match=r'NLIJudge runs an ONNX model.*-e "\.\[nli\]"'):
         NLIJudge(models["entailment"], COMBINER)
 
 

@@ -1,4 +1,5 @@
-"""NLIJudge(model=DIR): any sequence-classification cross-encoder folder with an ONNX file.
+"""NLIJudge(model=DIR): any sequence-classification cross-encoder folder with an ONNX file;
+which runtime reads which model.
 
 The folders here are built the way exported cross-encoders are laid out (``config.json`` with
 ``id2label``, an ONNX graph over ``input_ids`` / ``attention_mask`` / ``token_type_ids`` ->
@@ -10,16 +11,19 @@ and checks the judge's probabilities against it, with the labels mapped from the
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from nli_judge import NLIJudge
-from nli_model import LABELS, NLIEncoder, label_columns
 
 import groundwatch as gw
 from groundwatch import _guard
+from groundwatch.judging.judges._nli_model import LABELS, NLIEncoder, label_columns, runtime_of
+from groundwatch.judging.judges.nli import NLIJudge
 
 from ..extras import require_nli_runtime
 
@@ -148,7 +152,8 @@ def _folder(
 def _expected(model: TinyCrossEncoder, tok: Any, premise: str, hypothesis: str) -> Any:
     if tok is None:  # the bundled MiniLM vocabulary and the training format
         import tokenizers
-        from nli_model import build_tokenizer, encode_pairs
+
+        from groundwatch.judging.judges._nli_model import build_tokenizer, encode_pairs
 
         mini, cls, sep = build_tokenizer(tokenizers)
         ((ids, types),) = encode_pairs(mini, cls, sep, [(premise, hypothesis)])
@@ -276,12 +281,52 @@ def test_unreadable_labels_leave_lexical_verdicts_counted(
     )
 
 
-def test_a_folder_without_an_onnx_file_is_a_counted_load_failure(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text('{"id2label": {"0": "entailment", "1": "neutral"}}')
+def test_an_empty_folder_is_a_counted_load_failure(tmp_path: Path) -> None:
     judge = NLIJudge(model=tmp_path)
     assert judge.encoder is None and judge.model_failures == 1
     with pytest.raises(FileNotFoundError, match="no ONNX file"):
         NLIEncoder(tmp_path)
+    with pytest.raises(FileNotFoundError, match="neither an ONNX file"):
+        runtime_of(tmp_path)
+
+
+def test_a_folder_without_onnx_or_a_hub_id_needs_the_transformers_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "config.json").write_text('{"id2label": {"0": "entailment", "1": "neutral"}}')
+    assert runtime_of(tmp_path) == "transformers"
+    assert runtime_of("cross-encoder/nli-deberta-v3-base") == "transformers"
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import raises ImportError
+    for model in (tmp_path, "cross-encoder/nli-deberta-v3-base"):
+        with pytest.raises(ImportError, match=r'pip install -e "\.\[nli-transformers\]"'):
+            NLIJudge(model=model)
+
+
+@pytest.mark.parametrize(
+    ("name", "runtime"),
+    [
+        ("cross-encoder/nli-deberta-v3-base", "transformers"),
+        ("roberta-large-mnli", "transformers"),
+        ("./models/missing", None),
+        ("/abs/missing/model", None),
+        ("a/b/c", None),
+        ("missing/model.onnx", None),
+        ("../up/name", None),
+    ],
+)
+def test_a_name_that_is_no_path_here_is_read_as_a_hub_id(name: str, runtime: str | None) -> None:
+    if runtime is None:
+        with pytest.raises(FileNotFoundError, match="no NLI model"):
+            runtime_of(name)
+    else:
+        assert runtime_of(name) == runtime
+
+
+def test_a_revision_needs_a_hub_model(tmp_path: Path) -> None:
+    folder, _, _ = _folder(tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True)
+    assert runtime_of(folder) == runtime_of(folder / "model.onnx") == "onnx"
+    with pytest.raises(ValueError, match="revision pins a hub model"):
+        NLIJudge(model=folder, revision="main")
 
 
 def test_a_bare_onnx_file_keeps_the_three_labels_of_the_training_format() -> None:
@@ -289,8 +334,42 @@ def test_a_bare_onnx_file_keeps_the_three_labels_of_the_training_format() -> Non
     assert LABELS == ("entailment", "neutral", "contradiction")
 
 
-def test_the_model_argument_and_model_path_are_one(tmp_path: Path) -> None:
+def test_the_model_is_the_first_argument_and_required(tmp_path: Path) -> None:
     folder, _, _ = _folder(tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True)
     with pytest.raises(TypeError, match="model"):
         NLIJudge()  # type: ignore[call-arg]
-    assert NLIJudge(folder).model_path == NLIJudge(model=folder).model_path == folder
+    assert NLIJudge(folder).model == NLIJudge(model=folder).model == folder
+    assert NLIJudge(folder).runtime == "onnx"
+    assert gw.NLIJudge is NLIJudge
+
+
+def _check(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    return subprocess.run(
+        [sys.executable, "-m", "groundwatch", "check", *map(str, args)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
+        timeout=120,
+    )
+
+
+def test_check_scores_with_the_model_named_by_judge_nli_and_model(tmp_path: Path) -> None:
+    folder, _, _ = _folder(tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True)
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"id": "r", "contexts": CONTEXT, "answer": PARAPHRASE}) + "\n")
+    out = tmp_path / "out.jsonl"
+    done = _check(data, "--judge", "nli", "--model", folder, "--max-hallucination-rate", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(judge: nli)" in done.stdout
+    done = _check(data, "--judge", "nli", "--model", folder, "--json", out)
+    evaluation = json.loads(out.read_text(encoding="utf-8").splitlines()[0])["evaluation"]
+    assert evaluation["judge"] == "nli"
+    assert "entailment" in evaluation["claims"][0]["reason"]  # the model read the claim
+    for args, message in (
+        ((), "--judge nli needs --model"),
+        (("--model", tmp_path / "absent"), "cannot load"),
+    ):
+        done = _check(data, "--judge", "nli", *args)
+        assert done.returncode == 2 and message in done.stderr, done.stdout + done.stderr

@@ -57,7 +57,7 @@ class JudgeOptions:
     """What a command line says about the judge besides its name."""
 
     model: str | None = None
-    """The LLM judge's model name (``--model``)."""
+    """The LLM judge's model name, or the NLI judge's model (``--model``)."""
     base_url: str | None = None
     """An OpenAI-compatible endpoint (``--base-url``)."""
     api_key_env: str = DEFAULT_API_KEY_ENV
@@ -184,7 +184,11 @@ def add_judge_options(group: Any) -> None:
     group: the options every command that scores (check, worker, serve) takes, read back by
     :func:`judge_from_args`. The choices and the help are the registry's as it stands now."""
     group.add_argument("--judge", choices=names(), default=DEFAULT_JUDGE, help=help_text())
-    group.add_argument("--model", help="the LLM judge's model name")
+    group.add_argument(
+        "--model",
+        help="the LLM judge's model name; for --judge nli, the entailment model "
+        "(a folder, an ONNX file or a Hugging Face Hub id)",
+    )
     group.add_argument(
         "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
     )
@@ -224,6 +228,24 @@ def _semantic(name: str, options: JudgeOptions) -> Judge:
         raise UsageError(f"--judge {name}: {exc}") from exc
 
 
+def _nli(name: str, options: JudgeOptions) -> Judge:
+    from .judges.nli import NLIJudge
+
+    if not options.model:
+        raise UsageError(
+            f"--judge {name} needs --model (the entailment model: a folder, an ONNX file or "
+            "a Hugging Face Hub id)"
+        )
+    try:
+        judge = NLIJudge(model=options.model)
+    except (ImportError, ValueError) as exc:
+        raise UsageError(f"--judge {name}: {exc}") from exc
+    if judge.load_error is not None:
+        # A monitor keeps scoring with the lexical verdicts; a command asked for this model.
+        raise UsageError(f"--judge {name}: cannot load {options.model}: {judge.load_error}")
+    return judge
+
+
 def _llm_arguments(name: str, options: JudgeOptions) -> dict[str, Any]:
     """The LLM judge's arguments from the command line; a missing model or key is an error."""
     if not options.model:
@@ -261,6 +283,11 @@ _register(
     "semantic",
     _semantic,
     "local plus a small embedding model for reworded claims; needs groundwatch[semantic]",
+)
+_register(
+    "nli",
+    _nli,
+    "local plus an entailment model you bring (--model); needs groundwatch[nli]",
 )
 _register("openai", _openai, "an OpenAI-compatible LLM")
 _register("cascade", _cascade, "local first, the LLM where the local judge is unsure")

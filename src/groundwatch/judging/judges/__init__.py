@@ -1,4 +1,5 @@
-"""Judges: the embedded local judge, the LLM judge and the cascade.
+"""Judges: the embedded local judge, its semantic and entailment variants, the LLM judge and
+the cascade.
 
 Each judge's module loads when its name is first used (PEP 562), so a monitor with the local
 judge never imports the LLM judge's client code.
@@ -14,15 +15,17 @@ if TYPE_CHECKING:
     from ._base import Judge
     from .cascade import CascadeJudge
     from .local import LocalJudge
+    from .nli import NLIJudge
     from .openai import OpenAIJudge
     from .semantic import SemanticJudge
 
-__all__ = ["CascadeJudge", "Judge", "LocalJudge", "OpenAIJudge", "SemanticJudge"]
+__all__ = ["CascadeJudge", "Judge", "LocalJudge", "NLIJudge", "OpenAIJudge", "SemanticJudge"]
 
 _WHERE = {
     "CascadeJudge": ".cascade",
     "Judge": "._base",
     "LocalJudge": ".local",
+    "NLIJudge": ".nli",
     "OpenAIJudge": ".openai",
     "SemanticJudge": ".semantic",
 }

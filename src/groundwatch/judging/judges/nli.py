@@ -1,13 +1,12 @@
-"""The local judge with an entailment cross-encoder deciding what the rules leave open.
+"""The local judge with an entailment cross-encoder deciding what its rules leave open.
 
-Experimental and not shipped (see ``training/README.md`` for why: it did not beat
-``SemanticJudge`` by the margin the project requires), so it lives here in ``training/``, out
-of the wheel, until a model ships; it stays, tested (``tests/core/test_nli_*.py``), so that the
-measurements in ``benchmarks/nli.py`` are reproducible and a better model can drop in. Import
-it with ``training/`` on ``sys.path`` (``from nli_judge import NLIJudge``), as the training
-scripts and ``benchmarks/nli.py`` do. It is built on internal parts of groundwatch (the local
-judge's measurements and calibration in ``groundwatch.judging.judges``, ``_guard``), which
-move with it if it ships.
+Word overlap cannot tell a fair paraphrase from an invention; an entailment model (natural
+language inference, NLI) reads the claim against its evidence and says whether it follows.
+groundwatch ships no such model: the ones trained in ``training/`` do not beat
+:class:`LocalJudge` by the margin the project requires (``training/README.md``). This judge
+runs the model you bring: ``NLIJudge(model="DIR, FILE or hub id")``, any sequence-
+classification cross-encoder whose config names its classes (``_nli_model`` says which files it
+reads; ``docs/judges.md`` has recipes for common public models).
 
 How a claim is judged:
 
@@ -18,10 +17,10 @@ How a claim is judged:
    those, so they veto whatever the model says.
 3. Every other claim in Latin script goes to the model as (premise = its evidence window,
    hypothesis = the claim); the model gives the probability of entailment, neutral and
-   contradiction (a two-way model: entailment and the rest, read as neutral). A logistic
-   combiner (passed in: ``benchmarks/nli.py --combiner-out`` writes one,
+   contradiction (a two-way model: entailment and the rest, read as neutral). An optional
+   logistic combiner (``benchmarks/nli.py --combiner-out`` fits one on labelled answers,
    :func:`load_combiner` reads it) turns the lexical measurements and those probabilities
-   into the probability that the context backs the claim (without a combiner, the model's
+   into the probability that the context backs the claim (without one, the model's
    entailment probability is that probability): backed from ``min_probability`` on,
    ``supported`` when the lexical judge also found one sentence stating it, ``inferred``
    otherwise; ``contradicted`` when it is not backed and the model is at least
@@ -30,7 +29,8 @@ How a claim is judged:
 
 If the model cannot be loaded, or fails on a call, the lexical verdicts stand and the failure
 is counted (``model_failures``, and the ``groundwatch.errors`` counter) with a rate-limited
-warning: a broken model file must not stop scoring.
+warning: a broken model file must not stop scoring. A missing extra is a configuration error
+and raises at construction.
 """
 
 from __future__ import annotations
@@ -42,13 +42,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nli_model import MAX_HYPOTHESIS_PIECES, MAX_LENGTH, NLIEncoder, require
-
-from groundwatch._guard import internal_error
-from groundwatch.judging.judges._calibration import FEATURES, LogisticModel, feature_vector
-from groundwatch.judging.judges._features import ClaimFeatures
-from groundwatch.judging.judges.local import LocalJudge, rule_of
-from groundwatch.types import Claim, Evidence, Judgement, Passage
+from ..._guard import internal_error
+from ...types import Claim, Evidence, Judgement, Passage
+from ._calibration import FEATURES, LogisticModel, feature_vector
+from ._features import ClaimFeatures
+from ._nli_model import (
+    MAX_HYPOTHESIS_PIECES,
+    MAX_LENGTH,
+    PairClassifier,
+    load_encoder,
+    require,
+    runtime_of,
+)
+from .local import LocalJudge, rule_of
 
 NLI_FEATURES: tuple[str, ...] = (*FEATURES, "entailment", "contradiction")
 """Inputs of the combiner: the lexical measurements and two of the model's probabilities."""
@@ -62,7 +68,8 @@ _PREMISE_ROOM = MAX_LENGTH - 3 - MAX_HYPOTHESIS_PIECES
 
 
 def load_combiner(path: str | Path) -> LogisticModel:
-    """A combiner written by ``training/calibrate_nli.py``."""
+    """A combiner that ``benchmarks/nli.py --combiner-out`` wrote (JSON: the feature names and
+    a logistic model over them)."""
     data = json.loads(Path(path).read_text("utf-8"))  # its "threshold" is min_probability
     if tuple(data["features"]) != NLI_FEATURES:
         raise ValueError(f"combiner features {data['features']} differ from {NLI_FEATURES}")
@@ -75,15 +82,23 @@ def nli_vector(f: ClaimFeatures, entailment: float, contradiction: float) -> lis
 
 
 class NLIJudge:
-    """``LocalJudge`` whose open claims are decided by an entailment model (experimental).
+    """``LocalJudge`` whose open claims are decided by an entailment model you bring.
 
-    Needs numpy, onnxruntime and tokenizers (the ``semantic`` extra has them) and a model: a
-    file produced by ``training/export_nli.py``, or any sequence-classification cross-encoder
-    folder with an ONNX graph, its ``config.json`` and ``tokenizer.json`` (``NLIJudge(model=
-    "DIR")``; ``nli_model`` says which files and class names it reads).
+    The model is any sequence-classification cross-encoder whose ``config.json`` names its
+    classes (entailment / neutral / contradiction, or entailment / not entailment):
+
+    * a folder or file with an ONNX graph, run by onnxruntime: ``groundwatch[nli]``;
+    * a folder without one (PyTorch or safetensors weights) or a Hugging Face Hub id, run by
+      ``transformers``: ``groundwatch[nli-transformers]``. A hub id is read from the local
+      cache, and downloaded once where the environment allows it.
+
+    Example::
+
+        judge = NLIJudge(model="models/nli-deberta-v3-base-onnx")
+        monitor = Monitor(judge=judge)
 
     Args:
-        model: the ONNX model file or the cross-encoder folder.
+        model: the ONNX file, the cross-encoder folder or the hub id.
         combiner: the fitted logistic combiner over :data:`NLI_FEATURES`; ``None`` decides by
             the model's entailment probability alone.
         local: the lexical judge that runs first (default ``LocalJudge()``).
@@ -95,7 +110,8 @@ class NLIJudge:
         windows: evidence windows the model reads per claim: the best-aligned one, then the
             windows of the lexical judge's other candidate sentences; the window the model
             finds most entailing decides (1: the aligned window only).
-        sha256: the model file's expected checksum (``None`` accepts any file).
+        sha256: the ONNX file's expected checksum (``None`` accepts any file).
+        revision: the commit, branch or tag of a hub model (``transformers`` runtime).
     """
 
     name = "nli"
@@ -112,6 +128,7 @@ class NLIJudge:
         max_claims: int = DEFAULT_MAX_CLAIMS,
         windows: int = 1,
         sha256: str | None = None,
+        revision: str | None = None,
     ) -> None:
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads!r}")
@@ -125,8 +142,20 @@ class NLIJudge:
             raise ValueError(
                 f"contradiction_threshold must be within [0, 1], got {contradiction_threshold!r}"
             )
-        require()  # a missing extra is a configuration error: say so at construction
-        self.model_path = Path(model)
+        try:
+            runtime = runtime_of(model)
+        except FileNotFoundError:
+            runtime = "onnx"  # no model there: a counted load failure below, not a crash
+        require(runtime)  # a missing extra is a configuration error: say so at construction
+        if sha256 is not None and runtime == "transformers":
+            raise ValueError(
+                f"sha256 checks an ONNX file and {model} has none; pin a hub model with revision="
+            )
+        if revision is not None and runtime == "onnx":
+            raise ValueError(f"revision pins a hub model; {model} is an ONNX model")
+        self.model = model
+        self.runtime = runtime
+        """``"onnx"`` or ``"transformers"``: which runtime reads the model."""
         self.combiner = combiner.expect(NLI_FEATURES) if combiner is not None else None
         self.local = copy.copy(local) if local is not None else LocalJudge()
         self.local.candidate_windows = windows if windows > 1 else 0
@@ -136,7 +165,11 @@ class NLIJudge:
         self.max_claims = max_claims
         self.windows = windows
         self.sha256 = sha256
+        self.revision = revision
         self.model_failures = 0
+        self.load_error: str | None = None
+        """Why the model did not load (``None`` once it has): the judge then gives the lexical
+        verdicts."""
         self._count_lock = threading.Lock()
         self.encoder = self._load()
 
@@ -150,10 +183,13 @@ class NLIJudge:
         self.__dict__.update(state)
         self._count_lock = threading.Lock()
 
-    def _load(self) -> NLIEncoder | None:
+    def _load(self) -> PairClassifier | None:
         try:
-            return NLIEncoder(self.model_path, threads=self.threads, sha256=self.sha256)
+            return load_encoder(
+                self.model, threads=self.threads, sha256=self.sha256, revision=self.revision
+            )
         except Exception as exc:
+            self.load_error = f"{type(exc).__name__}: {exc}"
             self._failed("nli_judge.load", exc)
             return None
 

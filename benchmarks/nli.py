@@ -1,4 +1,4 @@
-"""The experimental NLIJudge next to LocalJudge and SemanticJudge, held out, in one run.
+"""NLIJudge with a trained model next to LocalJudge and SemanticJudge, held out, in one run.
 
 Protocol (``training/README.md``): the cross-encoder of the NLIJudge column never saw an
 AttributionBench label; its synthetic training pairs come from the passages of one half of

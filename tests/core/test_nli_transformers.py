@@ -24,6 +24,7 @@ import pytest
 import groundwatch as gw
 from groundwatch import _guard
 from groundwatch.judging.judges._nli_model import LABELS, TransformersEncoder, runtime_of
+from groundwatch.testing import GroundwatchTelemetry, capgw  # noqa: F401
 
 from ..extras import require_transformers_runtime
 
@@ -162,6 +163,20 @@ def test_it_survives_pickling_and_concurrent_calls(folders: dict[str, Path]) -> 
         results = list(pool.map(call, range(400)))
     assert all(r == pieces for r in results[1::2])
     assert all(r.tolist() == pytest.approx(want, abs=1e-6) for r in results[::2])
+
+
+def test_a_monitor_scores_with_it_in_its_worker_process(
+    folders: dict[str, Path],
+    capgw: GroundwatchTelemetry,  # noqa: F811
+) -> None:
+    # The judge travels to the child interpreter pickled; the model loads again there.
+    judge = gw.NLIJudge(folders["three"], min_probability=0.0)
+    monitor = capgw.monitor(judge=judge, executor="process")
+    monitor.record(question="Who founded Acme?", contexts=CONTEXT, answer=PARAPHRASE)
+    ((record, evaluation),) = capgw.results()
+    assert record.answer == PARAPHRASE
+    assert [c.verdict for c in evaluation.claims] == ["inferred"]
+    assert "entailment" in evaluation.claims[0].reason
 
 
 def test_a_checksum_is_refused_for_a_model_without_onnx(folders: dict[str, Path]) -> None:

@@ -6,7 +6,8 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ..extras import require_semantic_extra
+from ..extras import require_nli_runtime, require_semantic_extra
+from ..nli_models import cross_encoder_folder
 from .conftest import CONTEXT, GROUNDED, INVENTED, run_cli, write_jsonl
 
 
@@ -269,3 +270,30 @@ def test_exit_2_when_the_semantic_extra_is_missing(tmp_path: Path) -> None:
     proc = run_cli(data, "--judge", "semantic", env={"PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert 'pip install -e models/minilm -e ".[semantic]"' in proc.stderr
+
+
+def test_check_scores_with_the_model_named_by_judge_nli_and_model(tmp_path: Path) -> None:
+    require_nli_runtime()
+    folder, _, _ = cross_encoder_folder(
+        tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True
+    )
+    row = {
+        "id": "reworded",
+        "contexts": ["Acme Corporation was started by the siblings Ana and Luis in Seville."],
+        "answer": "A brother and sister founded Acme in Seville.",  # no sentence states it
+    }
+    data = write_jsonl(tmp_path / "reworded.jsonl", [row])
+    out = tmp_path / "out.jsonl"
+    done = run_cli(data, "--judge", "nli", "--model", folder, "--max-hallucination-rate", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(judge: nli)" in done.stdout
+    done = run_cli(data, "--judge", "nli", "--model", folder, "--json", out)
+    evaluation = json.loads(out.read_text(encoding="utf-8").splitlines()[0])["evaluation"]
+    assert evaluation["judge"] == "nli"
+    assert "entailment" in evaluation["claims"][0]["reason"]  # the model read the claim
+    for args, message in (
+        ((), "--judge nli needs --model"),
+        (("--model", tmp_path / "absent"), "cannot load"),
+    ):
+        done = run_cli(data, "--judge", "nli", *args)
+        assert done.returncode == 2 and message in done.stderr, done.stdout + done.stderr

@@ -10,10 +10,7 @@ and checks the judge's probabilities against it, with the labels mapped from the
 
 from __future__ import annotations
 
-import json
-import os
 import pickle
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +23,7 @@ from groundwatch.judging.judges._nli_model import LABELS, NLIEncoder, label_colu
 from groundwatch.judging.judges.nli import NLIJudge
 
 from ..extras import require_nli_runtime
+from ..nli_models import WORDS, TinyCrossEncoder, cross_encoder_folder
 
 require_nli_runtime()
 
@@ -37,116 +35,6 @@ CONTEXT = [
     "across southern Europe. Its headquarters moved to Madrid in 2010."
 ]
 PARAPHRASE = "A brother and sister founded Acme in a Seville garage."
-HIDDEN = 8
-WORDS = (
-    "acme corporation was started in 1998 by the siblings ana and luis ortega a garage seville "
-    "brother sister founded today business employs people . , olives"
-).split()
-
-
-class TinyCrossEncoder:
-    """Random weights of a small classifier over word pieces, as an ONNX graph and in numpy."""
-
-    def __init__(self, vocab: int, labels: int, seed: int) -> None:
-        rng = np.random.default_rng(seed)
-        self.words = rng.normal(0, 1, (vocab, HIDDEN)).astype(np.float32)
-        self.types = rng.normal(0, 1, (2, HIDDEN)).astype(np.float32)
-        self.w1 = rng.normal(0, 1, (HIDDEN, HIDDEN)).astype(np.float32)
-        self.w2 = rng.normal(0, 2, (HIDDEN, labels)).astype(np.float32)
-        self.b2 = rng.normal(0, 1, (labels,)).astype(np.float32)
-
-    def logits(self, ids: list[int], types: list[int]) -> Any:
-        x = self.words[ids] + self.types[types]
-        return np.tanh(x.mean(axis=0) @ self.w1) @ self.w2 + self.b2
-
-    def save(self, path: Path) -> None:
-        import onnx
-        from onnx import TensorProto, helper, numpy_helper
-
-        inputs = [
-            helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
-            for name in ("input_ids", "attention_mask", "token_type_ids")
-        ]
-        nodes = [
-            helper.make_node("Gather", ["words", "input_ids"], ["x_words"]),
-            helper.make_node("Gather", ["types", "token_type_ids"], ["x_types"]),
-            helper.make_node("Add", ["x_words", "x_types"], ["x"]),
-            helper.make_node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT),
-            helper.make_node("Unsqueeze", ["mask_f", "last"], ["mask3"]),
-            helper.make_node("Mul", ["x", "mask3"], ["masked"]),
-            helper.make_node("ReduceSum", ["masked", "one"], ["summed"], keepdims=0),
-            helper.make_node("ReduceSum", ["mask_f", "one"], ["count"], keepdims=1),
-            helper.make_node("Div", ["summed", "count"], ["pooled"]),
-            helper.make_node("MatMul", ["pooled", "w1"], ["h"]),
-            helper.make_node("Tanh", ["h"], ["ht"]),
-            helper.make_node("MatMul", ["ht", "w2"], ["z"]),
-            helper.make_node("Add", ["z", "b2"], ["logits"]),
-        ]
-        weights = {
-            "words": self.words,
-            "types": self.types,
-            "w1": self.w1,
-            "w2": self.w2,
-            "b2": self.b2,
-            "one": np.array([1], dtype=np.int64),
-            "last": np.array([2], dtype=np.int64),
-        }
-        graph = helper.make_graph(
-            nodes,
-            "tiny_cross_encoder",
-            inputs,
-            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", None])],
-            initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()],
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        model.ir_version = 8
-        onnx.save(model, str(path))
-
-
-def _tokenizer_file(path: Path) -> Any:
-    """A small WordPiece tokenizer with BERT's pair template, saved as ``tokenizer.json``."""
-    import tokenizers
-    from tokenizers import models, normalizers, pre_tokenizers, processors
-
-    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS])}
-    tok = tokenizers.Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
-    )
-    tok.save(str(path))
-    return tok
-
-
-def _folder(
-    root: Path, id2label: dict[int, str], *, tokenizer: bool, onnx_name: str = "model.onnx"
-) -> tuple[Path, TinyCrossEncoder, Any]:
-    """A cross-encoder folder; returns it, its model and the tokenizer it reads."""
-    root.mkdir(parents=True)
-    if tokenizer:
-        tok = _tokenizer_file(root / "tokenizer.json")
-        vocab = tok.get_vocab_size()
-    else:
-        import tokenizers
-
-        from groundwatch.judging.judges._minilm import build_tokenizer
-
-        tok = None
-        vocab = build_tokenizer(tokenizers)[0].get_vocab_size()
-    model = TinyCrossEncoder(vocab, len(id2label), seed=len(id2label) + 7 * tokenizer)
-    (root / onnx_name).parent.mkdir(parents=True, exist_ok=True)
-    model.save(root / onnx_name)
-    config = {
-        "architectures": ["BertForSequenceClassification"],
-        "model_type": "bert",
-        "id2label": {str(k): v for k, v in id2label.items()},
-        "label2id": {v: k for k, v in id2label.items()},
-    }
-    (root / "config.json").write_text(json.dumps(config))
-    return root, model, tok
 
 
 def _expected(model: TinyCrossEncoder, tok: Any, premise: str, hypothesis: str) -> Any:
@@ -177,7 +65,7 @@ def test_a_three_way_folder_maps_its_labels_in_config_order(
 ) -> None:
     # The order of cross-encoder/nli-deberta-v3-base's config: contradiction first.
     id2label = {0: "contradiction", 1: "entailment", 2: "neutral"}
-    folder, model, tok = _folder(tmp_path / "m", id2label, tokenizer=tokenizer)
+    folder, model, tok = cross_encoder_folder(tmp_path / "m", id2label, tokenizer=tokenizer)
     judge = NLIJudge(model=folder)
     assert judge.encoder is not None, judge.model_failures
     got = judge.encoder.probabilities(PAIRS)
@@ -195,7 +83,9 @@ def test_a_three_way_folder_maps_its_labels_in_config_order(
 def test_a_two_way_folder_gives_entailment_and_the_rest_as_neutral(
     tmp_path: Path, names: tuple[str, str]
 ) -> None:
-    folder, model, tok = _folder(tmp_path / "m", dict(enumerate(names)), tokenizer=True)
+    folder, model, tok = cross_encoder_folder(
+        tmp_path / "m", dict(enumerate(names)), tokenizer=True
+    )
     encoder = NLIEncoder(folder)
     entail = 0 if names[0].lower().startswith("entail") else 1
     got = encoder.probabilities(PAIRS)
@@ -205,7 +95,9 @@ def test_a_two_way_folder_gives_entailment_and_the_rest_as_neutral(
 
 
 def test_the_judge_decides_by_the_folder_model_without_a_combiner(tmp_path: Path) -> None:
-    folder, _, _ = _folder(tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True)
+    folder, _, _ = cross_encoder_folder(
+        tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True
+    )
     judge = NLIJudge(model=folder)
     (claim,) = gw.evaluate(PARAPHRASE, CONTEXT, judge=judge).claims
     (lexical,) = gw.evaluate(PARAPHRASE, CONTEXT).claims
@@ -231,11 +123,13 @@ def test_the_judge_decides_by_the_folder_model_without_a_combiner(tmp_path: Path
 
 
 def test_the_folder_prefers_the_int8_graph_and_finds_onnx_subfolders(tmp_path: Path) -> None:
-    folder, _, _ = _folder(tmp_path / "a", {0: "entailment", 1: "not_entailment"}, tokenizer=True)
+    folder, _, _ = cross_encoder_folder(
+        tmp_path / "a", {0: "entailment", 1: "not_entailment"}, tokenizer=True
+    )
     (folder / "model.onnx").rename(folder / "model.int8.onnx")
     TinyCrossEncoder(4 + len(WORDS), 2, seed=99).save(folder / "model.onnx")
     assert NLIEncoder(folder).onnx_file == folder / "model.int8.onnx"
-    nested, _, _ = _folder(
+    nested, _, _ = cross_encoder_folder(
         tmp_path / "b",
         {0: "entailment", 1: "neutral", 2: "contradiction"},
         tokenizer=True,
@@ -245,7 +139,7 @@ def test_the_folder_prefers_the_int8_graph_and_finds_onnx_subfolders(tmp_path: P
 
 
 def test_a_folder_judge_survives_pickling(tmp_path: Path) -> None:
-    folder, _, _ = _folder(
+    folder, _, _ = cross_encoder_folder(
         tmp_path / "m", {0: "contradiction", 1: "entailment", 2: "neutral"}, tokenizer=True
     )
     judge = NLIJudge(model=folder)
@@ -269,7 +163,7 @@ def test_unreadable_labels_leave_lexical_verdicts_counted(
 ) -> None:
     with pytest.raises(ValueError, match=problem):
         label_columns(id2label)
-    folder, _, _ = _folder(tmp_path / "m", id2label, tokenizer=True)
+    folder, _, _ = cross_encoder_folder(tmp_path / "m", id2label, tokenizer=True)
     before = sum(n for (where, _), n in _guard.errors.items() if where == "nli_judge.load")
     judge = NLIJudge(model=folder)
     assert judge.encoder is None and judge.model_failures == 1
@@ -323,7 +217,9 @@ def test_a_name_that_is_no_path_here_is_read_as_a_hub_id(name: str, runtime: str
 
 
 def test_a_revision_needs_a_hub_model(tmp_path: Path) -> None:
-    folder, _, _ = _folder(tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True)
+    folder, _, _ = cross_encoder_folder(
+        tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True
+    )
     assert runtime_of(folder) == runtime_of(folder / "model.onnx") == "onnx"
     with pytest.raises(ValueError, match="revision pins a hub model"):
         NLIJudge(model=folder, revision="main")
@@ -335,41 +231,11 @@ def test_a_bare_onnx_file_keeps_the_three_labels_of_the_training_format() -> Non
 
 
 def test_the_model_is_the_first_argument_and_required(tmp_path: Path) -> None:
-    folder, _, _ = _folder(tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True)
+    folder, _, _ = cross_encoder_folder(
+        tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True
+    )
     with pytest.raises(TypeError, match="model"):
         NLIJudge()  # type: ignore[call-arg]
     assert NLIJudge(folder).model == NLIJudge(model=folder).model == folder
     assert NLIJudge(folder).runtime == "onnx"
     assert gw.NLIJudge is NLIJudge
-
-
-def _check(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    return subprocess.run(
-        [sys.executable, "-m", "groundwatch", "check", *map(str, args)],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=env,
-        timeout=120,
-    )
-
-
-def test_check_scores_with_the_model_named_by_judge_nli_and_model(tmp_path: Path) -> None:
-    folder, _, _ = _folder(tmp_path / "m", {0: "entailment", 1: "not_entailment"}, tokenizer=True)
-    data = tmp_path / "rows.jsonl"
-    data.write_text(json.dumps({"id": "r", "contexts": CONTEXT, "answer": PARAPHRASE}) + "\n")
-    out = tmp_path / "out.jsonl"
-    done = _check(data, "--judge", "nli", "--model", folder, "--max-hallucination-rate", "1")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "(judge: nli)" in done.stdout
-    done = _check(data, "--judge", "nli", "--model", folder, "--json", out)
-    evaluation = json.loads(out.read_text(encoding="utf-8").splitlines()[0])["evaluation"]
-    assert evaluation["judge"] == "nli"
-    assert "entailment" in evaluation["claims"][0]["reason"]  # the model read the claim
-    for args, message in (
-        ((), "--judge nli needs --model"),
-        (("--model", tmp_path / "absent"), "cannot load"),
-    ):
-        done = _check(data, "--judge", "nli", *args)
-        assert done.returncode == 2 and message in done.stderr, done.stdout + done.stderr

@@ -192,8 +192,10 @@ def test_a_folder_without_onnx_or_a_hub_id_needs_the_transformers_extra(
     assert runtime_of("cross-encoder/nli-deberta-v3-base") == "transformers"
     monkeypatch.setitem(sys.modules, "transformers", None)  # import raises ImportError
     for model in (tmp_path, "cross-encoder/nli-deberta-v3-base"):
-        with pytest.raises(ImportError, match=r'pip install -e "\.\[nli-transformers\]"'):
+        with pytest.raises(ImportError, match=r'pip install -e "\.\[nli-transformers\]"') as raised:
             NLIJudge(model=model)
+        hub = model == "cross-encoder/nli-deberta-v3-base"
+        assert ("is no file or folder here, so a hub id" in str(raised.value)) is hub
 
 
 @pytest.mark.parametrize(

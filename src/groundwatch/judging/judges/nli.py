@@ -102,7 +102,8 @@ class NLIJudge:
         combiner: the fitted logistic combiner over :data:`NLI_FEATURES`; ``None`` decides by
             the model's entailment probability alone.
         local: the lexical judge that runs first (default ``LocalJudge()``).
-        threads: CPU threads for the model.
+        threads: CPU threads of the ONNX runtime (PyTorch's are the application's:
+            ``torch.set_num_threads``).
         min_probability: combiner probability from which a claim is backed (chosen with the
             combiner, on answer labels: ``benchmarks/nli.py``).
         contradiction_threshold: model probability of contradiction for ``contradicted``.
@@ -146,7 +147,13 @@ class NLIJudge:
             runtime = runtime_of(model)
         except FileNotFoundError:
             runtime = "onnx"  # no model there: a counted load failure below, not a crash
-        require(runtime)  # a missing extra is a configuration error: say so at construction
+        try:
+            require(runtime)  # a missing extra is a configuration error: say so at construction
+        except ImportError as exc:
+            if runtime == "transformers" and not Path(model).exists():
+                # A mistyped folder reads as a hub id: say which it was taken for.
+                raise ImportError(f"{model} is no file or folder here, so a hub id: {exc}") from exc
+            raise
         if sha256 is not None and runtime == "transformers":
             raise ValueError(
                 f"sha256 checks an ONNX file and {model} has none; pin a hub model with revision="

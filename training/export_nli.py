@@ -1,8 +1,10 @@
 """Export the fine-tuned cross-encoder to ONNX and quantise it to int8 (dynamic).
 
 Reads the ``save_pretrained`` folder of ``training/train_nli.py``; writes ``model.onnx`` (fp32)
-and ``model.int8.onnx`` beside it, and prints their sizes and how far the int8 graph's
-probabilities move from the fp32 graph's, with the accuracy of each: on the validation rows the
+and ``model.int8.onnx`` beside it, and the tokenizer in ``transformers``' format (the folder
+then loads with or without its ONNX files); prints their sizes, how far the int8 graph's
+probabilities move from the fp32 graph's and the transformers model's from the fp32 graph's,
+and the accuracy of each graph: on the validation rows the
 folder's ``manifest.json`` names (a model trained on ``shared/nli-train``; entailment against
 the rest for a two-way model), else on SNLI test pairs (``--data``, ``nli_data.py`` output).
 
@@ -27,7 +29,9 @@ import tokenizers  # noqa: E402
 import torch  # noqa: E402
 
 from groundwatch.judging.judges._nli_model import (  # noqa: E402
+    MAX_LENGTH,
     NLIEncoder,
+    TransformersEncoder,
     build_tokenizer,
     encode_pairs,
 )
@@ -84,6 +88,24 @@ def export(model_dir: Path) -> tuple[Path, Path]:
     return fp32, int8
 
 
+def save_tokenizer(model_dir: Path) -> None:
+    """The training tokenizer (the bundled MiniLM vocabulary, uncased) in ``transformers``'
+    format, so that the folder also loads without its ONNX files (``NLIJudge`` reads such a
+    folder with transformers). No ``tokenizer.json``: with one, the ONNX runtime would use the
+    folder's own tokenizer instead of the training format (the same pieces, cut differently
+    when a pair is too long)."""
+    from transformers import BertTokenizerFast
+
+    vocab = build_tokenizer(tokenizers)[0].get_vocab()
+    vocab_file = model_dir / "vocab.txt"
+    vocab_file.write_text("".join(f"{piece}\n" for piece in sorted(vocab, key=vocab.get)))
+    tokenizer = BertTokenizerFast(
+        vocab_file=str(vocab_file), do_lower_case=True, model_max_length=MAX_LENGTH
+    )
+    tokenizer.save_pretrained(model_dir)
+    (model_dir / "tokenizer.json").unlink(missing_ok=True)
+
+
 def _check_rows(model: Path, data: Path, limit: int) -> tuple[list[dict[str, Any]], str]:
     """Held-out pairs with ``label`` in ``LABELS`` order (0 = entailment), and their name."""
     manifest = model / "manifest.json"
@@ -117,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     fp32, int8 = export(args.model)
+    save_tokenizer(args.model)
     for path in (fp32, int8):
         print(f"{path.name}: {path.stat().st_size / 1e6:.1f} MB")
     # What quantisation costs: accuracy of the fp32 and the int8 graph on held-out pairs, and
@@ -138,6 +161,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {source}: {sum(mine) / len(mine):.3f} on {len(mine)}")
     diff = abs(probs[fp32.name] - probs[int8.name])
     print(f"int8 vs fp32: mean prob diff {float(diff.mean()):.3f}, max {float(diff.max()):.3f}")
+    # The same folder read by transformers (NLIJudge's runtime for folders without ONNX).
+    torch_probs = TransformersEncoder(args.model).probabilities(pairs)
+    diff = abs(torch_probs - probs[fp32.name])
+    print(
+        f"transformers vs fp32 ONNX: mean prob diff {float(diff.mean()):.5f}, max "
+        f"{float(diff.max()):.5f}"
+    )
     encoder = NLIEncoder(int8)
     print(f"sha256 {encoder.sha256}")
     return 0

@@ -17,14 +17,26 @@ ZH_MODULES = ("rjieba",)
 SERVE_MODULES = ("aiohttp", "opentelemetry.proto")
 
 
-def _require(extra: str, modules: tuple[str, ...], module_level: bool) -> None:
+def _require(
+    extra: str,
+    modules: tuple[str, ...],
+    module_level: bool,
+    required_where: str = "CI",
+    note: str = "",
+) -> None:
+    """Skip unless ``modules`` import; fail instead where the variable ``required_where`` is
+    set (a run that installs the extra)."""
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if not missing:
         return
-    if os.environ.get("CI"):
-        pytest.fail(f"the {extra} extra is missing in CI ({', '.join(missing)})", pytrace=False)
+    if os.environ.get(required_where):
+        pytest.fail(
+            f"the {extra} extra is missing with {required_where} set ({', '.join(missing)})",
+            pytrace=False,
+        )
     pytest.skip(
-        f'needs the {extra} extra: pip install -e ".[{extra}]"', allow_module_level=module_level
+        f'needs the {extra} extra: pip install -e ".[{extra}]"{note}',
+        allow_module_level=module_level,
     )
 
 
@@ -47,15 +59,12 @@ def require_transformers_runtime() -> None:
     PyTorch is hundreds of MB, too heavy for the README's test command, so requirements-dev.txt
     leaves it out and these tests skip there, CI's main run included; ``.ci/run`` runs them in
     a venv of their own with that variable set, where a missing package fails them."""
-    missing = [m for m in TRANSFORMERS_MODULES if importlib.util.find_spec(m) is None]
-    if not missing:
-        return
-    if os.environ.get(TRANSFORMERS_STEP):
-        pytest.fail(f"{TRANSFORMERS_STEP} is set and {', '.join(missing)} is missing")
-    pytest.skip(
-        'needs the nli-transformers extra: pip install -e ".[nli-transformers]" (PyTorch; '
-        ".ci/run tests it in its own step)",
-        allow_module_level=True,
+    _require(
+        "nli-transformers",
+        TRANSFORMERS_MODULES,
+        module_level=True,
+        required_where=TRANSFORMERS_STEP,
+        note=" (PyTorch; .ci/run tests it in its own step)",
     )
 
 

@@ -84,13 +84,35 @@ def build_tokenizer(tokenizers: Any) -> tuple[Any, int, int]:
     return tok, vocab["[CLS]"], vocab["[SEP]"]
 
 
-class MiniLMEncoder:
+class LoadedAgainWhenUnpickled:
+    """A model runtime that pickles as the arguments that load it (``_ARGS``, attribute names)
+    and loads again (``_setup``) in the process that unpickles it: an onnxruntime session, a
+    tokenizer or a PyTorch model does not travel to a worker process, the files it came from
+    do."""
+
+    _ARGS: tuple[str, ...] = ()
+
+    def _setup(self) -> None:
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self._ARGS}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._setup()
+
+
+class MiniLMEncoder(LoadedAgainWhenUnpickled):
     """Runs the model on texts and returns one :class:`TokenVectors` per text.
 
     Thread-safe. Passage encodings are cached (least recently used first out, at most
     ``cache_bytes``), because retrieval hands the same popular chunks to many requests.
     Picklable: the ONNX session is rebuilt in the process that unpickles it.
     """
+
+    _ARGS = ("threads", "cache_bytes")
 
     def __init__(self, threads: int = 1, cache_bytes: int = 32 << 20) -> None:
         self.threads = threads
@@ -118,14 +140,6 @@ class MiniLMEncoder:
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, TokenVectors] = OrderedDict()
         self._cached_bytes = 0
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"threads": self.threads, "cache_bytes": self.cache_bytes}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.threads = state["threads"]
-        self.cache_bytes = state["cache_bytes"]
-        self._setup()
 
     def encode(self, texts: list[str], *, cache: bool = False) -> list[TokenVectors]:
         """Token vectors of each text (all windows of a long text, concatenated)."""

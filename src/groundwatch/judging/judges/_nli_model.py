@@ -7,8 +7,8 @@ One module owns how a (premise, hypothesis) pair becomes model input, so that tr
 ``_minilm_vocab.txt.gz``), the hypothesis cut to ``MAX_HYPOTHESIS_PIECES`` and the premise to
 what is left of ``MAX_LENGTH``.
 
-No weights ship with groundwatch (``training/README.md`` says why). :func:`load_encoder` reads
-the model the caller names:
+No weights ship with groundwatch (``training/README.md`` says why). The caller names the model,
+and :func:`runtime_of` says which runtime reads it:
 
 * an ONNX file: the training format above, three classes in ``LABELS`` order (a ``config.json``
   beside it, as ``training/export_nli.py`` leaves, names its classes);
@@ -30,7 +30,9 @@ model's "not entailment" is the neutral column and its contradiction column is z
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._errors import install_hint
 from ..._weakhooks import reinit_after_fork
-from ._minilm import build_tokenizer
+from ._minilm import LoadedAgainWhenUnpickled, build_tokenizer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -78,14 +80,20 @@ _COLUMN_OF = {
 }
 
 
+def class_names(id2label: Mapping[Any, str] | None) -> tuple[str, ...]:
+    """A model's classes in output order, from its config's ``id2label``; ``None`` (a bare
+    model file in the training format) is ``LABELS``."""
+    if id2label is None:
+        return LABELS
+    return tuple(str(id2label[k]) for k in sorted(id2label, key=int))
+
+
 def label_columns(id2label: Mapping[Any, str] | None) -> list[int]:
     """For each of a model's outputs (``id2label`` of its config, keys output indices), the
     ``LABELS`` column it adds to; ``None`` (a bare model file) is ``LABELS`` order. Raises
     ``ValueError`` for a class name it cannot place (``LABEL_0`` and the like say nothing) or a
     model with no entailment class or more than one."""
-    if id2label is None:
-        return list(range(len(LABELS)))
-    names = [str(id2label[k]) for k in sorted(id2label, key=int)]
+    names = class_names(id2label)
     columns = []
     for name in names:
         key = name.strip().lower().replace("-", "_").replace(" ", "_")
@@ -97,7 +105,7 @@ def label_columns(id2label: Mapping[Any, str] | None) -> list[int]:
         columns.append(_COLUMN_OF[key])
     if columns.count(0) != 1:
         problem = "no entailment class" if 0 not in columns else "more than one entailment class"
-        raise ValueError(f"the model has {problem}: {names}")
+        raise ValueError(f"the model has {problem}: {list(names)}")
     return columns
 
 
@@ -137,17 +145,13 @@ def runtime_of(model: str | Path) -> str:
     raise FileNotFoundError(f"no NLI model at {model} (neither a file, a folder nor a hub id)")
 
 
+_HUB_ID = re.compile(r"(?!\.)(?!.*\.\.)[\w.-]+(?:/[\w.-]+)?")
+"""The hub's form: "name" or "owner/name" of letters, digits and ``-_.``; no path syntax (a
+leading dot, ``..``, a third part)."""
+
+
 def _is_hub_id(name: str) -> bool:
-    # The hub's form: "name" or "owner/name", letters, digits and -_. only, no path syntax.
-    parts = name.split("/")
-    return (
-        0 < len(parts) <= 2
-        and all(parts)
-        and not name.startswith((".", "~"))
-        and all(ch.isalnum() or ch in "-_./" for ch in name)
-        and ".." not in name
-        and not name.endswith(".onnx")
-    )
+    return _HUB_ID.fullmatch(name) is not None and not name.endswith(".onnx")
 
 
 def _find_files(path: Path) -> tuple[Path, Path | None, Path | None]:
@@ -197,30 +201,22 @@ def encode_pairs(
     return out
 
 
-def premise_pieces(tokenizer: Any, texts: Sequence[str]) -> list[int]:
-    """How many word pieces each text is (to choose a premise that fits)."""
-    return [len(e.ids) for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+_RUNTIME_MODULES = {
+    "onnx": ("numpy", "onnxruntime", "tokenizers"),
+    "transformers": ("numpy", "torch", "transformers"),
+}
 
 
 def require(runtime: str = "onnx") -> tuple[Any, ...]:
-    """The modules ``runtime`` needs (see :func:`runtime_of`); ``ImportError`` with the line that
-    installs them when one is missing."""
+    """The modules ``runtime`` needs (see :func:`runtime_of`), imported; ``ImportError`` with
+    the line that installs them when one is missing."""
     try:
-        if runtime == "transformers":
-            import numpy
-            import torch
-            import transformers
-
-            return numpy, torch, transformers
-        import numpy
-        import onnxruntime
-        import tokenizers
+        return tuple(importlib.import_module(name) for name in _RUNTIME_MODULES[runtime])
     except ImportError as exc:
         raise ImportError(TRANSFORMERS_HINT if runtime == "transformers" else ONNX_HINT) from exc
-    return numpy, onnxruntime, tokenizers
 
 
-class NLIEncoder:
+class NLIEncoder(LoadedAgainWhenUnpickled):
     """Runs an ONNX cross-encoder on (premise, hypothesis) pairs.
 
     ``model_path`` is an ONNX file or a cross-encoder folder (the module doc says which files
@@ -229,15 +225,13 @@ class NLIEncoder:
     the ONNX one's checksum still matching.
     """
 
+    _ARGS = ("model_path", "threads", "sha256")
+
     def __init__(self, model_path: str | Path, threads: int = 1, sha256: str | None = None):
         self.model_path = Path(model_path)
         self.threads = threads
         self.sha256 = sha256
         self._setup()
-        reinit_after_fork(self._at_fork_reinit)
-
-    def _at_fork_reinit(self) -> None:
-        self._lock = threading.Lock()
 
     def _setup(self) -> None:
         np, ort, tokenizers = require()
@@ -246,10 +240,7 @@ class NLIEncoder:
         id2label = None
         if config is not None:
             id2label = json.loads(config.read_text("utf-8")).get("id2label")
-        # The training format's bare file has no config: its classes are LABELS.
-        self.labels: tuple[str, ...] = (
-            LABELS if id2label is None else tuple(id2label[k] for k in sorted(id2label, key=int))
-        )
+        self.labels = class_names(id2label)
         self._columns = label_columns(id2label)
         raw = self.onnx_file.read_bytes()
         digest = hashlib.sha256(raw).hexdigest()
@@ -261,42 +252,34 @@ class NLIEncoder:
         options.inter_op_num_threads = 1
         self._session = ort.InferenceSession(raw, options, providers=["CPUExecutionProvider"])
         self._names = {i.name for i in self._session.get_inputs()}
-        self._tokenizer, self._cls, self._sep = build_tokenizer(tokenizers)
-        # A folder's own tokenizer (its pair template adds the special tokens and segments);
-        # None: the bundled MiniLM vocabulary in the training format.
+        # A folder's own tokenizer encodes the pairs (its pair template adds the special tokens
+        # and segments; a second copy, never cut, counts pieces); without one, the bundled
+        # MiniLM vocabulary in the training format.
         self._own: Any = None
-        if tokenizer_file is not None:
-            self._own = tokenizers.Tokenizer.from_file(str(tokenizer_file))
-            self._own.no_padding()
-            self._own.enable_truncation(MAX_LENGTH, strategy="longest_first")
-            self._tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
-            self._tokenizer.no_padding()
-            self._tokenizer.no_truncation()
         self._pad = 0
-        if self._own is not None:
-            for name in ("[PAD]", "<pad>"):
-                if (pad := self._own.token_to_id(name)) is not None:
-                    self._pad = pad
-                    break
-        self._lock = threading.Lock()
+        if tokenizer_file is None:
+            self._tokenizer, self._cls, self._sep = build_tokenizer(tokenizers)
+            return
+        self._own = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+        self._own.no_padding()
+        self._own.enable_truncation(MAX_LENGTH, strategy="longest_first")
+        self._tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+        self._tokenizer.no_padding()
+        self._tokenizer.no_truncation()
+        for name in ("[PAD]", "<pad>"):
+            if (pad := self._own.token_to_id(name)) is not None:
+                self._pad = pad
+                break
 
     def _encode(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
         if self._own is None:
             return encode_pairs(self._tokenizer, self._cls, self._sep, pairs)
         return [(e.ids, e.type_ids) for e in self._own.encode_batch(list(pairs))]
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"model_path": self.model_path, "threads": self.threads, "sha256": self.sha256}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.model_path = state["model_path"]
-        self.threads = state["threads"]
-        self.sha256 = state["sha256"]
-        self._setup()
-
     def pieces(self, texts: Sequence[str]) -> list[int]:
-        """Word pieces of each text."""
-        return premise_pieces(self._tokenizer, texts)
+        """Word pieces of each text (to choose a premise that fits)."""
+        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encoded]
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> NDArray[np.float32]:
         """``(len(pairs), 3)`` class probabilities in ``LABELS`` order, whatever the model's
@@ -324,7 +307,7 @@ class NLIEncoder:
         return result
 
 
-class TransformersEncoder:
+class TransformersEncoder(LoadedAgainWhenUnpickled):
     """Runs a sequence-classification cross-encoder with ``transformers`` on PyTorch (CPU).
 
     ``source`` is a folder that ``save_pretrained`` wrote or a hub id; ``revision`` pins a hub
@@ -333,6 +316,8 @@ class TransformersEncoder:
     that unpickles it. Threads: PyTorch's own setting (``torch.set_num_threads``), which is the
     application's, as it holds for the whole process.
     """
+
+    _ARGS = ("source", "revision")
 
     def __init__(self, source: str | Path, revision: str | None = None) -> None:
         self.source = str(source)
@@ -353,21 +338,13 @@ class TransformersEncoder:
             self.source, revision=self.revision
         ).eval()
         id2label = self._model.config.id2label
-        self.labels: tuple[str, ...] = tuple(id2label[k] for k in sorted(id2label, key=int))
+        self.labels = class_names(id2label)
         self._columns = label_columns(id2label)
         limit = getattr(self._tokenizer, "model_max_length", MAX_LENGTH)
         self._max_length = min(MAX_LENGTH, limit) if isinstance(limit, int) else MAX_LENGTH
         # A fast tokenizer called with padding or truncation changes its own settings, and
         # raises "Already borrowed" when two threads do so at once.
         self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"source": self.source, "revision": self.revision}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.source = state["source"]
-        self.revision = state["revision"]
-        self._setup()
 
     def pieces(self, texts: Sequence[str]) -> list[int]:
         """Word pieces of each text, in the model's own tokenizer."""
@@ -408,22 +385,3 @@ class PairClassifier(Protocol):
     def pieces(self, texts: Sequence[str]) -> list[int]: ...
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> NDArray[np.float32]: ...
-
-
-def load_encoder(
-    model: str | Path,
-    *,
-    threads: int = 1,
-    sha256: str | None = None,
-    revision: str | None = None,
-) -> PairClassifier:
-    """``model`` loaded by the runtime :func:`runtime_of` chooses (``sha256`` checks an ONNX
-    file, ``revision`` pins a hub model; each is ignored by the other runtime).
-
-    Raises:
-        FileNotFoundError: no model there; ``ValueError``: class names it cannot place, or a
-            checksum that does not match; ``ImportError``: the runtime's extra is missing.
-    """
-    if runtime_of(model) == "onnx":
-        return NLIEncoder(model, threads=threads, sha256=sha256)
-    return TransformersEncoder(model, revision=revision)

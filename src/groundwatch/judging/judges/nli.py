@@ -49,8 +49,9 @@ from ._features import ClaimFeatures
 from ._nli_model import (
     MAX_HYPOTHESIS_PIECES,
     MAX_LENGTH,
+    NLIEncoder,
     PairClassifier,
-    load_encoder,
+    TransformersEncoder,
     require,
     runtime_of,
 )
@@ -143,10 +144,12 @@ class NLIJudge:
             raise ValueError(
                 f"contradiction_threshold must be within [0, 1], got {contradiction_threshold!r}"
             )
+        not_found: FileNotFoundError | None = None
         try:
             runtime = runtime_of(model)
-        except FileNotFoundError:
-            runtime = "onnx"  # no model there: a counted load failure below, not a crash
+        except FileNotFoundError as exc:
+            # No model there: a counted load failure below, not a crash.
+            runtime, not_found = "onnx", exc
         try:
             require(runtime)  # a missing extra is a configuration error: say so at construction
         except ImportError as exc:
@@ -178,7 +181,7 @@ class NLIJudge:
         """Why the model did not load (``None`` once it has): the judge then gives the lexical
         verdicts."""
         self._count_lock = threading.Lock()
-        self.encoder = self._load()
+        self.encoder = self._load(not_found)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -190,11 +193,13 @@ class NLIJudge:
         self.__dict__.update(state)
         self._count_lock = threading.Lock()
 
-    def _load(self) -> PairClassifier | None:
+    def _load(self, not_found: FileNotFoundError | None) -> PairClassifier | None:
         try:
-            return load_encoder(
-                self.model, threads=self.threads, sha256=self.sha256, revision=self.revision
-            )
+            if not_found is not None:
+                raise not_found
+            if self.runtime == "onnx":
+                return NLIEncoder(self.model, threads=self.threads, sha256=self.sha256)
+            return TransformersEncoder(self.model, revision=self.revision)
         except Exception as exc:
             self.load_error = f"{type(exc).__name__}: {exc}"
             self._failed("nli_judge.load", exc)

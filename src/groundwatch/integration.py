@@ -36,9 +36,9 @@ import functools
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from ._capture import MAX_PASSAGES, ToolOutput, readable_tool_output, tool_output_text
 from ._config import raise_internal_errors
 from ._guard import bad_input, internal_error, user_error
-from ._inputs import MAX_PASSAGES, ToolOutput, readable_tool_output, tool_output_text
 from ._run_tracker import COUNTERS, MonitorLike, RunTracker, TrackedRun
 from ._suppression import SUPPRESS_INSTRUMENTATION_KEYS, suppressed, suppressed_context
 from ._weakhooks import reinit_after_fork, weak_callback

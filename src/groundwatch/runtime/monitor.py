@@ -23,20 +23,9 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import SpanContext, TracerProvider
 
 from .. import _config, _guard
-from .._inputs import MAX_PASSAGES
+from .._capture import MAX_PASSAGES, RagRecord
 from .._weakhooks import reinit_after_fork, weak_callback
-from ..judging import scoring
-from ..judging.evaluate import default_judge
-from ..judging.judges import CascadeJudge, Judge
-from ..judging.judges._base import is_async_judge, judge_name
-from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
-from ..telemetry.worker_export import WorkerExport, WorkerProviders, otlp_worker_providers
-from ..types import RagRecord
-from .feedback import DEFAULT_MEMORY, Feedback
-from .pipeline import LocalScoring
-from .results import ResultCallback, Results
-from .runners import runner_for
 from .sampling import (
     Decision,
     RateLimitSampler,
@@ -45,12 +34,22 @@ from .sampling import (
     inner_samplers,
     record_sampling_rate,
 )
-from .worker import Destination, RecordQueue, Worker
 
 if TYPE_CHECKING:
     from typing_extensions import Never
 
-__all__ = ["Monitor", "ResultCallback"]
+    from ..judging.judges import Judge
+    from ..judging.scoring import LabelPolicy
+    from ..telemetry.worker_export import WorkerExport, WorkerProviders
+    from .results import ResultCallback
+    from .worker import Destination, RecordQueue, Worker
+
+# What record() needs is imported above; the rest (the judge, the telemetry, the worker and the
+# runners) in the constructor, which an application reaches after its start-up imports:
+# ``from groundwatch import Monitor`` then defines no pydantic model and loads no judge
+# (tests/core/test_lazy_imports.py, benchmarks/import_cost.py).
+
+__all__ = ["Monitor"]
 
 _logger = logging.getLogger(__name__)
 
@@ -156,7 +155,8 @@ class Monitor:
             when the judge cannot be pickled or no process can start. Async judges run on
             the worker's event loop (on threads once one blocks the loop: see
             :mod:`groundwatch.runtime.asyncjudge`).
-        policy: thresholds that turn scores into a label.
+        policy: thresholds that turn scores into a label (:class:`~groundwatch.LabelPolicy`;
+            its defaults when ``None``).
         content_max_chars: cap per captured text attribute (``GROUNDWATCH_CONTENT_MAX_CHARS``).
         shutdown_on_exit: register an ``atexit`` hook that flushes the queue (default on).
         processes: worker processes for ``executor="process"`` (started on first use).
@@ -197,13 +197,13 @@ class Monitor:
         max_concurrency: int | None = None,
         evaluation_timeout_millis: int | None = None,
         executor: str | None = None,
-        policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
+        policy: LabelPolicy | None = None,
         content_max_chars: int | None = None,
         shutdown_on_exit: bool = True,
         processes: int = 1,
         queue: RecordQueue | None = None,
         export_from_worker: bool | WorkerProviders | None = None,
-        feedback_memory: int = DEFAULT_MEMORY,
+        feedback_memory: int | None = None,
     ) -> None:
         for name, value in (
             ("max_queue_size", max_queue_size),
@@ -214,8 +214,21 @@ class Monitor:
         ):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value!r}")
+        from ..judging.judges import CascadeJudge
+        from ..judging.scoring import DEFAULT_POLICY
+        from ..telemetry import Stats, Telemetry
+        from .feedback import DEFAULT_MEMORY, Feedback
+        from .pipeline import LocalScoring
+        from .results import Results
+        from .runners import runner_for
+        from .worker import Worker
+
         config = _config.from_env()
-        self.judge: Judge = judge if judge is not None else default_judge()
+        if judge is None:
+            from ..judging.evaluate import default_judge
+
+            judge = default_judge()
+        self.judge: Judge = judge
         self.sampler: Sampler = sampler if sampler is not None else default_sampler(config)
         self.route = route
         self._disabled = config.disabled
@@ -245,7 +258,10 @@ class Monitor:
             stats=self.stats,
         )
         self._feedback = Feedback(
-            self._telemetry, self.stats, memory=feedback_memory, route=self.route
+            self._telemetry,
+            self.stats,
+            memory=DEFAULT_MEMORY if feedback_memory is None else feedback_memory,
+            route=self.route,
         )
         self._bound: list[Any] = []
         for callback in callbacks:
@@ -269,7 +285,11 @@ class Monitor:
             )
             timeout_millis = evaluation_timeout_millis or config.evaluation_timeout_millis
             destination = LocalScoring(
-                runner, self._results, self.stats, policy=policy, timeout_s=timeout_millis / 1000
+                runner,
+                self._results,
+                self.stats,
+                policy=DEFAULT_POLICY if policy is None else policy,
+                timeout_s=timeout_millis / 1000,
             )
         self._worker: Worker = Worker(
             destination=destination,
@@ -285,6 +305,9 @@ class Monitor:
     def _worker_export(self, wanted: bool | WorkerProviders) -> WorkerExport | None:
         if wanted is False:
             return None
+        from ..judging.judges._base import is_async_judge, judge_name
+        from ..telemetry.worker_export import WorkerExport, otlp_worker_providers
+
         providers = otlp_worker_providers if wanted is True else wanted
         if self.executor == "thread" or is_async_judge(self.judge):
             _logger.warning(

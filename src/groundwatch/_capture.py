@@ -1,0 +1,277 @@
+"""What the request path captures, with nothing to load: the record, the size caps and tool
+outputs held by reference.
+
+:meth:`groundwatch.Monitor.record` builds a :class:`RagRecord` and the integrations put
+:class:`ToolOutput` objects among its contexts, on the host's request path; both import this
+module at start-up, so it imports no pydantic model (defining one costs about half of what
+importing pydantic and the OpenTelemetry API does: ``benchmarks/import_cost.py``). The worker
+turns what was captured into passages (:mod:`groundwatch._inputs`, :mod:`groundwatch.types`),
+which re-export these names for the rest of the package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from . import _config
+
+if TYPE_CHECKING:
+    from ._passage import Passage
+
+# Caps keep one pathological input from costing unbounded time or memory on the worker; the
+# environment may raise them (read in _config, once, at import: they size every record).
+DEFAULT_MAX_ANSWER_CHARS = _config.DEFAULT_MAX_ANSWER_CHARS
+DEFAULT_MAX_PASSAGE_CHARS = _config.DEFAULT_MAX_PASSAGE_CHARS
+DEFAULT_MAX_PASSAGES = _config.DEFAULT_MAX_PASSAGES
+DEFAULT_MAX_QUESTION_CHARS = 4_000
+
+MAX_ANSWER_CHARS, MAX_PASSAGE_CHARS, MAX_PASSAGES = _config.input_caps()
+MAX_QUESTION_CHARS = DEFAULT_MAX_QUESTION_CHARS
+
+
+# --- tool outputs --------------------------------------------------------------------------------
+
+UNREADABLE_TOOL_OUTPUT = "[tool output of type {type} that cannot be read as text]"
+"""The text of a tool output that turned out unreadable on the worker (a structure that JSON
+cannot hold: a reference cycle); outputs plainly unreadable are left out by the integration
+(:func:`readable_tool_output`) and counted there."""
+
+
+def readable_tool_output(output: Any) -> bool:
+    """Whether a tool's output can become a passage, asked on the request path: by its type
+    only (nothing is converted or called). Unreadable: ``None``, bytes, and objects whose only
+    text is Python's default ``<Foo object at 0x...>`` repr (what a framework sends the model
+    for them, which says nothing the answer could rest on)."""
+    if output is None or isinstance(output, (bytes, bytearray, memoryview)):
+        return False
+    if isinstance(output, (str, int, float, Mapping, list, tuple, BaseModel)):
+        return True
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        return True
+    kind: Any = type(output)
+    return kind.__str__ is not object.__str__ or kind.__repr__ is not object.__repr__
+
+
+class ToolOutput:
+    """One tool call's output, held by reference on the request path and turned into a
+    ``tool`` passage (:func:`tool_output_text`) only on the worker, for sampled records.
+
+    Integrations put these among a record's ``contexts`` beside documents and strings; the
+    monitor caps and counts them like any passage.
+    """
+
+    __slots__ = ("output", "tool")
+
+    def __init__(self, output: Any, tool: str | None) -> None:
+        self.output = output
+        self.tool = tool
+
+    def passage(self) -> Passage:
+        """The output as a ``tool`` passage (never raises for the output's sake)."""
+        from ._inputs import to_passage  # the worker's side (pydantic): not at start-up
+
+        return to_passage(self, 0)
+
+    def __repr__(self) -> str:
+        return f"ToolOutput(tool={self.tool!r}, type={type(self.output).__name__})"
+
+
+def tool_output_text(output: Any, limit: int) -> str:
+    """A tool's output as deterministic text, at most ``limit + 1`` characters (one more than
+    the cap, so that preparing the record sees the cut and marks it truncated).
+
+    A string is itself (a JSON object or array in a string is read and written again as
+    below, so the same data always reads the same); a message its text content; a mapping
+    JSON with sorted keys; a list of mappings (rows) one JSON object per line; other lists,
+    numbers and booleans JSON; a pydantic model or a dataclass as its fields. Values JSON
+    cannot hold are written as ``<TypeName>``. A large structure is written only up to the
+    cap: a 5 MB result costs the cap, not 5 MB. Never raises for the output's sake.
+    """
+    try:
+        return _tool_text(output, limit)[: limit + 1]
+    except Exception:
+        return UNREADABLE_TOOL_OUTPUT.format(type=type(output).__name__)
+
+
+def _tool_text(output: Any, limit: int) -> str:
+    if isinstance(output, str):
+        stripped = output.lstrip()
+        if stripped[:1] in ("{", "[") and len(output) <= limit:
+            try:
+                return _structured(json.loads(output), limit)
+            except ValueError:
+                pass
+        return output
+    content = getattr(output, "content", None)  # a message (LangChain ToolMessage, ...)
+    if content is not None and not isinstance(output, Mapping):
+        if isinstance(content, list):  # content blocks: the text parts, in order
+            parts = [
+                p if isinstance(p, str) else p.get("text", "")
+                for p in content
+                if isinstance(p, str) or (isinstance(p, Mapping) and p.get("type") == "text")
+            ]
+            return "".join(parts)
+        return _tool_text(content, limit)
+    return _structured(output, limit)
+
+
+def _structured(value: Any, limit: int) -> str:
+    value = _plain(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(row, Mapping) for row in value):
+        lines: list[str] = []
+        size = 0
+        for row in value:  # rows as lines: one sentence-like unit per row for the judges
+            line = _dump(row, limit - size)
+            lines.append(line)
+            size += len(line) + 1
+            if size > limit:
+                break
+        return "\n".join(lines)
+    return _dump(value, limit)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, default=lambda v: _json_default(v), check_circular=True
+)
+
+
+def _json_default(value: Any) -> Any:
+    plain = _plain(value)
+    if plain is not value:
+        return plain
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return f"<{type(value).__name__}>"
+
+
+def _dump(value: Any, limit: int) -> str:
+    """JSON with sorted keys, written only up to ``limit + 1`` characters."""
+    chunks: list[str] = []
+    size = 0
+    for chunk in _ENCODER.iterencode(value):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            break
+    return "".join(chunks)
+
+
+# --- the record --------------------------------------------------------------------------------
+
+
+class RagRecord:
+    """One captured RAG interaction: what was asked, retrieved and answered.
+
+    Built by :meth:`groundwatch.Monitor.record` on the host's request path, where it must cost
+    almost nothing: it is a plain slotted dataclass holding references, not a validated model.
+    ``contexts`` is the caller's sequence (strings, passages, mappings or documents) until the
+    background worker prepares the record; from then on (in samplers running on the worker, in
+    ``on_result`` callbacks) it is a list of :class:`Passage` capped to the size limits.
+
+    Attributes:
+        question: the user's question, if known.
+        contexts: the retrieved passages (see above).
+        answer: the generated answer.
+        route: a name for the pipeline or endpoint (per-route sampling, metric attribute).
+        attributes: extra span attributes given by the caller.
+        record_id: 16 hex digits, random; the sampling key when there is no trace.
+        trace_id, span_id: of the caller's span, ``0`` when there was none.
+        always_score: the caller asked for this record to be scored whatever the sampler says.
+        span_context: the caller's OpenTelemetry span context (``None`` when there was none).
+        truncated: inputs were cut to the size caps while preparing.
+    """
+
+    __slots__ = (
+        "always_score",
+        "answer",
+        "attributes",
+        "contexts",
+        "question",
+        "record_id",
+        "route",
+        "span_context",
+        "span_id",
+        "trace_id",
+        "truncated",
+    )
+
+    question: str | None
+    contexts: Sequence[Any]
+    answer: str
+    route: str | None
+    attributes: Mapping[str, Any] | None
+    record_id: str
+    trace_id: int
+    span_id: int
+    always_score: bool
+    span_context: Any
+    truncated: bool
+
+    def __init__(
+        self,
+        question: str | None = None,
+        contexts: Sequence[Any] = (),
+        answer: str = "",
+        route: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        record_id: str = "",
+        trace_id: int = 0,
+        span_id: int = 0,
+        always_score: bool = False,
+        span_context: Any = None,
+        truncated: bool = False,
+    ) -> None:
+        self.question = question
+        self.contexts = contexts
+        self.answer = answer
+        self.route = route
+        self.attributes = attributes
+        self.record_id = record_id
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.always_score = always_score
+        self.span_context = span_context
+        self.truncated = truncated
+
+    @property
+    def passages(self) -> list[Passage]:
+        """``contexts`` as passages (converted on the fly before the worker has prepared them)."""
+        from ._inputs import to_passage  # the worker's side (pydantic): not at start-up
+
+        return [to_passage(item, i) for i, item in enumerate(self.contexts)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (for sinks that store records): ids as hex, passages as dicts."""
+        return {
+            "record_id": self.record_id,
+            "trace_id": f"{self.trace_id:032x}" if self.trace_id else None,
+            "span_id": f"{self.span_id:016x}" if self.span_id else None,
+            "route": self.route,
+            "question": self.question,
+            "contexts": [p.model_dump() for p in self.passages],
+            "answer": self.answer,
+            "attributes": dict(self.attributes or {}),
+            "always_score": self.always_score,
+            "truncated": self.truncated,
+        }
+
+    def __repr__(self) -> str:
+        # Content stays out of reprs (they end up in logs).
+        return f"RagRecord(record_id={self.record_id!r}, route={self.route!r})"

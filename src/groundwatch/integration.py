@@ -21,7 +21,10 @@ needs these things from the core, all here (docs/integrations.md builds one):
 - the limits a capture should respect (:data:`MAX_PASSAGES`) and :func:`raise_internal_errors`
   (the switch our own test suites set to turn logged errors into failures);
 - :class:`MonitorOwner`: the monitor an OpenTelemetry instrumentor's ``instrument(**kwargs)``
-  records into (``opentelemetry-instrument`` passes none, so one is built from the environment);
+  records into (``opentelemetry-instrument`` passes none, so one is built from the environment),
+  and :func:`lazy_names`, with which the package hands the instrumentor on without importing it
+  (OpenTelemetry's ``BaseInstrumentor`` brings wrapt, packaging and ``importlib.metadata``,
+  more than an integration costs at start-up: ``benchmarks/import_cost.py``);
 - agents (docs/agents.md): :class:`ToolOutput`, a tool call's output held by reference among a
   record's contexts and read as a ``tool`` passage on the worker; :func:`readable_tool_output`,
   asked on the request path to leave out (and count) outputs with no text;
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ._capture import MAX_PASSAGES, ToolOutput, readable_tool_output, tool_output_text
 from ._config import raise_internal_errors
 from ._guard import bad_input, internal_error, user_error
+from ._lazy import lazy_names
 from ._run_tracker import COUNTERS, MonitorLike, RunTracker, TrackedRun
 from ._suppression import SUPPRESS_INSTRUMENTATION_KEYS, suppressed, suppressed_context
 from ._weakhooks import reinit_after_fork, weak_callback
@@ -61,6 +65,7 @@ __all__ = [
     "bad_input",
     "guarded",
     "internal_error",
+    "lazy_names",
     "raise_internal_errors",
     "readable_tool_output",
     "reinit_after_fork",

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import groundwatch
 
 INIT = Path(groundwatch.__file__)
@@ -57,6 +59,65 @@ def test_import_groundwatch_loads_no_heavy_part() -> None:
     assert sorted(loaded.intersection(HEAVY)) == []
 
 
+# What ``from groundwatch import Monitor`` must not load (benchmarks/import_cost.py measures the
+# cost): record() needs the record, the sampler and the counters; the judge, the scoring, the
+# worker, the runners and the telemetry come with the constructor. Each was once on this import.
+MONITOR_HEAVY = (
+    "asyncio",  # the worker's loop, the async runner
+    "concurrent.futures",
+    "groundwatch._inputs",  # passages: pydantic models
+    "groundwatch._passage",
+    "groundwatch._wire",
+    "groundwatch.judging.evaluate",  # default_judge: LocalJudge and its text toolkit
+    "groundwatch.judging.judges",
+    "groundwatch.judging.lexical",
+    "groundwatch.judging.numbers",
+    "groundwatch.judging.scoring",  # the default LabelPolicy
+    "groundwatch.judging.structured",
+    "groundwatch.runtime.feedback",
+    "groundwatch.runtime.pipeline",
+    "groundwatch.runtime.process",
+    "groundwatch.runtime.results",
+    "groundwatch.runtime.runners",
+    "groundwatch.runtime.worker",
+    "groundwatch.telemetry._emitter",
+    "groundwatch.telemetry.worker_export",
+    "groundwatch.types",  # pydantic models
+    "importlib.metadata",  # groundwatch.__version__, and pydantic's plugins at a first model
+    "multiprocessing",
+    "pickle",
+)
+
+
+def test_from_groundwatch_import_monitor_defines_no_model_and_loads_no_judge() -> None:
+    loaded, models = fresh(
+        "import json, sys\n"
+        "from pydantic import BaseModel\n"
+        "from groundwatch import Monitor\n"
+        "models = [c.__qualname__ for c in BaseModel.__subclasses__()]\n"
+        "print(json.dumps([sorted(sys.modules), models]))"
+    )
+    assert "groundwatch.runtime.monitor" in loaded
+    assert sorted(set(loaded) & set(MONITOR_HEAVY)) == []
+    # Defining the first pydantic model costs about half of importing pydantic and the OTel API.
+    assert models == []
+
+
+def test_a_monitor_still_loads_what_it_needs_when_built() -> None:
+    # The deferred imports resolve (a typo in one would surface only here, at construction).
+    result = fresh(
+        "import json, sys\n"
+        "from groundwatch import Monitor\n"
+        "m = Monitor(executor='thread', shutdown_on_exit=False)\n"
+        "m.record(question='q', contexts=['Paris is in France.'], answer='Paris is in France.')\n"
+        "ok = m.force_flush(60000)\n"
+        "m.shutdown()\n"
+        "scoring = 'groundwatch.judging.scoring' in sys.modules\n"
+        "print(json.dumps([ok, type(m.judge).__name__, scoring]))"
+    )
+    assert result == [True, "LocalJudge", True]
+
+
 def test_the_integrations_import_loads_no_scoring() -> None:
     # What groundwatch_langchain and groundwatch_llamaindex import when they are imported.
     loaded = modules_after(
@@ -74,6 +135,41 @@ def test_the_integrations_import_loads_no_scoring() -> None:
         "openai",
     }
     assert sorted(loaded & unwanted) == []
+
+
+def test_the_integrations_core_import_defines_no_model() -> None:
+    models = fresh(
+        "import json\n"
+        "from pydantic import BaseModel\n"
+        "import groundwatch.integration\n"
+        "from groundwatch.telemetry import semconv\n"
+        "print(json.dumps([c.__qualname__ for c in BaseModel.__subclasses__()]))"
+    )
+    assert models == []
+
+
+@pytest.mark.parametrize(
+    ("package", "instrumentor"),
+    [
+        ("groundwatch_langchain", "GroundwatchLangChainInstrumentor"),
+        ("groundwatch_llamaindex", "GroundwatchLlamaIndexInstrumentor"),
+    ],
+)
+def test_an_integration_loads_its_instrumentor_on_use(package: str, instrumentor: str) -> None:
+    # OpenTelemetry's BaseInstrumentor (wrapt, packaging, importlib.metadata) cost more than the
+    # rest of the integration's import; the entry point and instrument() read it on first use.
+    pytest.importorskip(package)
+    before, after, home = fresh(
+        "import json, sys\n"
+        f"import {package}\n"
+        "before = sorted(m for m in sys.modules if m.startswith('opentelemetry.instrumentation'))\n"
+        f"cls = {package}.{instrumentor}\n"
+        "after = 'opentelemetry.instrumentation.instrumentor' in sys.modules\n"
+        "print(json.dumps([before, after, cls.__module__]))"
+    )
+    assert before == []
+    assert after is True
+    assert home == f"{package}._instrumentor"
 
 
 def test_every_public_name_resolves_from_a_fresh_import() -> None:

@@ -18,11 +18,16 @@ or with no code change, ``opentelemetry-instrument python app.py``: the
 """
 
 import logging
+from typing import TYPE_CHECKING
+
+from groundwatch.integration import lazy_names
 
 from ._extract import ANSWER_KEYS, QUESTION_KEYS, SCORE_KEYS
 from ._handler import ROUTE_METADATA_KEY, GroundwatchCallbackHandler
 from ._instrument import instrumented_handler
-from ._instrumentor import GroundwatchLangChainInstrumentor, instrument, uninstrument
+
+if TYPE_CHECKING:
+    from ._instrumentor import GroundwatchLangChainInstrumentor, instrument, uninstrument
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -37,3 +42,16 @@ __all__ = [
     "instrumented_handler",
     "uninstrument",
 ]
+
+
+# The instrumentor subclasses OpenTelemetry's BaseInstrumentor, whose import costs more than the
+# rest of this package: it loads on first use (``opentelemetry-instrument`` and the entry point
+# read it as an attribute, which works the same).
+_WHERE = {
+    "GroundwatchLangChainInstrumentor": "._instrumentor",
+    "instrument": "._instrumentor",
+    "uninstrument": "._instrumentor",
+}
+
+if not TYPE_CHECKING:  # a module __getattr__ seen by mypy would type every unknown name Any
+    __getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__)

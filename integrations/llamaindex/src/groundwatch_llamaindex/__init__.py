@@ -22,10 +22,28 @@ With no code change, ``opentelemetry-instrument python app.py`` does the same: t
 """
 
 import logging
+from typing import TYPE_CHECKING
+
+from groundwatch.integration import lazy_names
 
 from ._instrument import is_instrumented
-from ._instrumentor import GroundwatchLlamaIndexInstrumentor, instrument, uninstrument
+
+if TYPE_CHECKING:
+    from ._instrumentor import GroundwatchLlamaIndexInstrumentor, instrument, uninstrument
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = ["GroundwatchLlamaIndexInstrumentor", "instrument", "is_instrumented", "uninstrument"]
+
+
+# The instrumentor subclasses OpenTelemetry's BaseInstrumentor, whose import costs more than the
+# rest of this package: it loads on first use (``opentelemetry-instrument`` and the entry point
+# read it as an attribute, which works the same).
+_WHERE = {
+    "GroundwatchLlamaIndexInstrumentor": "._instrumentor",
+    "instrument": "._instrumentor",
+    "uninstrument": "._instrumentor",
+}
+
+if not TYPE_CHECKING:  # a module __getattr__ seen by mypy would type every unknown name Any
+    __getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__)

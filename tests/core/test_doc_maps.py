@@ -1,0 +1,209 @@
+"""The maps in docs/ that name the code's files, names and tables stay true to the code.
+
+A reader trusts a detailed map; one that drifted (a file renamed, a table added) misleads more
+than none. Each check reads the map and the code and fails when they disagree:
+
+- ``docs/runtime-internals.md``: every file it names exists, every ``groundwatch.…`` name in
+  backticks resolves (a Python name, or a telemetry name that ``semconv`` defines);
+- the integrations import nothing of the core but what ``docs/integrations.md`` and the layout
+  of ``docs/runtime-internals.md`` say (read from the integrations' own imports);
+- ``docs/judges.md``'s list of what adding a built-in judge touches names files that exist and
+  every file that names all the built-in judges; the registry and both lazy-import tables agree.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groundwatch.telemetry import semconv
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+SRC = ROOT / "src" / "groundwatch"
+INTEGRATIONS = sorted((ROOT / "integrations").glob("*/src/groundwatch_*"))
+
+_FILE = re.compile(r"(?<![\w.])([\w/-]+\.(?:py|md|json|toml))\b")
+_DOTTED = re.compile(r"`(groundwatch(?:\.[A-Za-z_]\w*)+)`")
+
+
+def _repo_files() -> list[str]:
+    skip = {".venv", ".git", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache"}
+    return [
+        p.relative_to(ROOT).as_posix()
+        for p in ROOT.rglob("*.*")
+        if not skip.intersection(p.relative_to(ROOT).parts)
+    ]
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent that is a module, not a package
+        return False
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` is a module, or a module's attribute (a chain of them)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        if not _is_module(module_name):
+            continue
+        value: Any = importlib.import_module(module_name)
+        for attr in parts[cut:]:
+            if not hasattr(value, attr):
+                return False
+            value = getattr(value, attr)
+        return True
+    return False
+
+
+def _telemetry_names() -> set[str]:
+    return {v for k, v in vars(semconv).items() if k.isupper() and isinstance(v, str)}
+
+
+# --- docs/runtime-internals.md ------------------------------------------------------------------
+
+
+def test_every_file_runtime_internals_names_exists() -> None:
+    text = (DOCS / "runtime-internals.md").read_text(encoding="utf-8")
+    files = _repo_files()
+    named = set(_FILE.findall(text))
+    assert len(named) > 20  # the layout block alone names more: the pattern still matches
+    missing = sorted(
+        name for name in named if not any(f == name or f.endswith("/" + name) for f in files)
+    )
+    assert missing == []
+
+
+@pytest.mark.parametrize("page", ["runtime-internals.md", "integrations.md"])
+def test_every_groundwatch_name_in_backticks_resolves(page: str) -> None:
+    text = (DOCS / page).read_text(encoding="utf-8")
+    telemetry = _telemetry_names()
+    named = set(_DOTTED.findall(text))
+    assert named
+    unresolved = sorted(n for n in named if n not in telemetry and not _resolves(n))
+    assert unresolved == []
+
+
+# --- what the integrations import of the core ---------------------------------------------------
+
+
+def _core_modules_imported(package: Path) -> set[str]:
+    """The ``groundwatch`` modules a package's files import (at module level, in functions and
+    under ``TYPE_CHECKING`` alike); ``from groundwatch.telemetry import semconv`` counts as the
+    module ``groundwatch.telemetry.semconv``."""
+    found: set[str] = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.split(".")[0] == "groundwatch")
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.split(".")[0] != "groundwatch":
+                    continue
+                for alias in node.names:
+                    submodule = f"{node.module}.{alias.name}"
+                    found.add(submodule if _is_module(submodule) else node.module)
+    return found
+
+
+def _modules_in(text: str) -> set[str]:
+    return {n for n in _DOTTED.findall(text) if _is_module(n)}
+
+
+def test_the_integrations_import_of_the_core_is_what_the_docs_say() -> None:
+    assert len(INTEGRATIONS) >= 2
+    imported = set().union(*(_core_modules_imported(p) for p in INTEGRATIONS))
+    assert imported == {"groundwatch.integration", "groundwatch.telemetry.semconv"}
+
+    guide = (DOCS / "integrations.md").read_text(encoding="utf-8")
+    paragraph = next(
+        p for p in guide.split("\n\n") if "Everything it needs from the core" in " ".join(p.split())
+    )
+    assert _modules_in(paragraph) == imported
+
+    internals = (DOCS / "runtime-internals.md").read_text(encoding="utf-8")
+    line = next(x for x in internals.splitlines() if x.strip().startswith("integration.py"))
+    # The layout names modules by file: integration.py, telemetry/semconv.py.
+    as_files = {m.removeprefix("groundwatch.").replace(".", "/") + ".py" for m in imported}
+    assert {f for f in as_files if f in line or f.split("/")[-1] == line.split()[0]} == as_files
+
+
+# --- adding a judge -----------------------------------------------------------------------------
+
+
+def _builtin_judges() -> list[str]:
+    from groundwatch.judging import judges
+
+    return [name for name in judges.__all__ if name != "Judge"]
+
+
+def _lazy_tables(path: Path) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """A package face's ``if TYPE_CHECKING:`` imports, its ``_WHERE`` and its ``__all__``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    checked: dict[str, str] = {}
+    where: dict[str, str] = {}
+    public: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom)
+                for alias in imp.names:
+                    checked[alias.asname or alias.name] = "." * imp.level + (imp.module or "")
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_WHERE":
+            where = ast.literal_eval(node.value)
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
+            public = ast.literal_eval(node.value)
+    return checked, where, public
+
+
+def test_the_registry_and_the_lazy_tables_name_the_same_judges() -> None:
+    builtin = _builtin_judges()
+    assert {"LocalJudge", "OpenAIJudge", "CascadeJudge"} <= set(builtin)
+
+    checked, where, public = _lazy_tables(SRC / "judging" / "judges" / "__init__.py")
+    assert checked == where
+    assert sorted(where) == sorted(public)
+
+    _, top_where, top_public = _lazy_tables(SRC / "__init__.py")
+    for name in builtin:
+        assert top_where.get(name) == ".judging.judges", name
+        assert name in top_public, name
+
+    # Every built-in judge is built by a registry entry: its builder imports the class.
+    registry = ast.parse((SRC / "judging" / "registry.py").read_text(encoding="utf-8"))
+    imported = {
+        alias.name
+        for node in ast.walk(registry)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("judges")
+        for alias in node.names
+    }
+    assert sorted(set(builtin) - imported) == []
+
+
+def test_what_adding_a_judge_touches_is_every_file_that_names_them_all() -> None:
+    page = (DOCS / "judges.md").read_text(encoding="utf-8")
+    start = page.index("Adding a built-in judge touches")
+    section = page[start : page.index("\n\n", page.index("\n\n", start) + 2)]
+    listed = set(re.findall(r"`([\w/.]+\.(?:py|md|toml)|[\w/]+/)`", section))
+    assert listed
+    missing = sorted(p for p in listed if not (ROOT / p).exists() and not (DOCS / p).exists())
+    assert missing == []
+
+    # The files that name every built-in judge hold a table of them: each is on the list.
+    builtin = _builtin_judges()
+    candidates = [*SRC.rglob("*.py"), ROOT / "README.md"]
+    tables = {
+        p.relative_to(ROOT).as_posix()
+        for p in candidates
+        if all(name in p.read_text(encoding="utf-8") for name in builtin)
+    }
+    assert "src/groundwatch/judging/registry.py" in tables
+    assert sorted(tables - listed) == []

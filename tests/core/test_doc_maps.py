@@ -8,7 +8,9 @@ than none. Each check reads the map and the code and fails when they disagree:
 - the integrations import nothing of the core but what ``docs/integrations.md`` and the layout
   of ``docs/runtime-internals.md`` say (read from the integrations' own imports);
 - ``docs/judges.md``'s list of what adding a built-in judge touches names files that exist and
-  every file that names all the built-in judges; the registry and both lazy-import tables agree.
+  every file that names all the built-in judges; the registry and both lazy-import tables agree;
+- ``docs/integrations.md``'s list of what adding an integration touches names every file outside
+  docs/ and tests/ that names both built-in integrations' folders.
 """
 
 from __future__ import annotations
@@ -34,12 +36,27 @@ _DOTTED = re.compile(r"`(groundwatch(?:\.[A-Za-z_]\w*)+)`")
 
 
 def _repo_files() -> list[str]:
-    skip = {".venv", ".git", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache"}
+    skip = {
+        ".venv",
+        ".git",
+        "node_modules",
+        "__pycache__",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+    }
     return [
         p.relative_to(ROOT).as_posix()
-        for p in ROOT.rglob("*.*")
-        if not skip.intersection(p.relative_to(ROOT).parts)
+        for p in ROOT.rglob("*")
+        if p.is_file() and not skip.intersection(p.relative_to(ROOT).parts)
     ]
+
+
+def _names_all(path: Path, words: list[str]) -> bool:
+    if path.stat().st_size > 1_000_000:  # data and model files
+        return False
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return all(word in text for word in words)
 
 
 def _is_module(name: str) -> bool:
@@ -134,6 +151,19 @@ def test_the_integrations_import_of_the_core_is_what_the_docs_say() -> None:
     # The layout names modules by file: integration.py, telemetry/semconv.py.
     as_files = {m.removeprefix("groundwatch.").replace(".", "/") + ".py" for m in imported}
     assert {f for f in as_files if f in line or f.split("/")[-1] == line.split()[0]} == as_files
+
+
+def test_what_adding_an_integration_touches_is_every_file_that_names_them_all() -> None:
+    guide = (DOCS / "integrations.md").read_text(encoding="utf-8")
+    start = guide.index("## What adding one touches")
+    section = guide[start : guide.index("\n## ", start + 1)]
+    folders = [p.parent.parent.relative_to(ROOT).as_posix() for p in INTEGRATIONS]
+    skip = ("docs/", "tests/", "integrations/", "benchmarks/", "examples/")
+    naming_all = {
+        f for f in _repo_files() if not f.startswith(skip) and _names_all(ROOT / f, folders)
+    }
+    assert {"pyproject.toml", "requirements-dev.txt"} <= naming_all
+    assert sorted(f for f in naming_all if f"`{f}`" not in section) == []
 
 
 # --- adding a judge -----------------------------------------------------------------------------

@@ -1,19 +1,19 @@
-"""What the request path captures, with nothing to load: the record, the size caps and tool
-outputs held by reference.
+"""What the request path captures beside the record: the size caps and tool outputs held by
+reference.
 
-:meth:`groundwatch.Monitor.record` builds a :class:`RagRecord` and the integrations put
-:class:`ToolOutput` objects among its contexts, on the host's request path; both import this
-module at start-up, so it imports no pydantic model (defining one costs about half of what
-importing pydantic and the OpenTelemetry API does: ``benchmarks/import_cost.py``). The worker
-turns what was captured into passages (:mod:`groundwatch._inputs`, :mod:`groundwatch.types`),
-which re-export these names for the rest of the package.
+:meth:`groundwatch.Monitor.record` caps a record's contexts and the integrations put
+:class:`ToolOutput` objects among them, on the host's request path; both import this module at
+start-up, so it defines no pydantic model (the first one costs about half of what importing
+pydantic and the OpenTelemetry API does: ``benchmarks/import_cost.py``). The worker turns what
+was captured into passages (:mod:`groundwatch._inputs`, which re-exports these names for the
+rest of the package). The record itself is :mod:`groundwatch._record`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -73,9 +73,13 @@ class ToolOutput:
 
     def passage(self) -> Passage:
         """The output as a ``tool`` passage (never raises for the output's sake)."""
-        from ._inputs import to_passage  # the worker's side (pydantic): not at start-up
+        from ._passage import Passage  # a pydantic model: the worker's side, not at start-up
 
-        return to_passage(self, 0)
+        return Passage.model_construct(
+            text=tool_output_text(self.output, MAX_PASSAGE_CHARS),
+            kind="tool",
+            tool=self.tool,
+        )
 
     def __repr__(self) -> str:
         return f"ToolOutput(tool={self.tool!r}, type={type(self.output).__name__})"
@@ -171,107 +175,3 @@ def _dump(value: Any, limit: int) -> str:
         if size > limit:
             break
     return "".join(chunks)
-
-
-# --- the record --------------------------------------------------------------------------------
-
-
-class RagRecord:
-    """One captured RAG interaction: what was asked, retrieved and answered.
-
-    Built by :meth:`groundwatch.Monitor.record` on the host's request path, where it must cost
-    almost nothing: it is a plain slotted dataclass holding references, not a validated model.
-    ``contexts`` is the caller's sequence (strings, passages, mappings or documents) until the
-    background worker prepares the record; from then on (in samplers running on the worker, in
-    ``on_result`` callbacks) it is a list of :class:`Passage` capped to the size limits.
-
-    Attributes:
-        question: the user's question, if known.
-        contexts: the retrieved passages (see above).
-        answer: the generated answer.
-        route: a name for the pipeline or endpoint (per-route sampling, metric attribute).
-        attributes: extra span attributes given by the caller.
-        record_id: 16 hex digits, random; the sampling key when there is no trace.
-        trace_id, span_id: of the caller's span, ``0`` when there was none.
-        always_score: the caller asked for this record to be scored whatever the sampler says.
-        span_context: the caller's OpenTelemetry span context (``None`` when there was none).
-        truncated: inputs were cut to the size caps while preparing.
-    """
-
-    __slots__ = (
-        "always_score",
-        "answer",
-        "attributes",
-        "contexts",
-        "question",
-        "record_id",
-        "route",
-        "span_context",
-        "span_id",
-        "trace_id",
-        "truncated",
-    )
-
-    question: str | None
-    contexts: Sequence[Any]
-    answer: str
-    route: str | None
-    attributes: Mapping[str, Any] | None
-    record_id: str
-    trace_id: int
-    span_id: int
-    always_score: bool
-    span_context: Any
-    truncated: bool
-
-    def __init__(
-        self,
-        question: str | None = None,
-        contexts: Sequence[Any] = (),
-        answer: str = "",
-        route: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        record_id: str = "",
-        trace_id: int = 0,
-        span_id: int = 0,
-        always_score: bool = False,
-        span_context: Any = None,
-        truncated: bool = False,
-    ) -> None:
-        self.question = question
-        self.contexts = contexts
-        self.answer = answer
-        self.route = route
-        self.attributes = attributes
-        self.record_id = record_id
-        self.trace_id = trace_id
-        self.span_id = span_id
-        self.always_score = always_score
-        self.span_context = span_context
-        self.truncated = truncated
-
-    @property
-    def passages(self) -> list[Passage]:
-        """``contexts`` as passages (converted on the fly before the worker has prepared them)."""
-        from ._inputs import to_passage  # the worker's side (pydantic): not at start-up
-
-        return [to_passage(item, i) for i, item in enumerate(self.contexts)]
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (for sinks that store records): ids as hex, passages as dicts."""
-        return {
-            "record_id": self.record_id,
-            "trace_id": f"{self.trace_id:032x}" if self.trace_id else None,
-            "span_id": f"{self.span_id:016x}" if self.span_id else None,
-            "route": self.route,
-            "question": self.question,
-            "contexts": [p.model_dump() for p in self.passages],
-            "answer": self.answer,
-            "attributes": dict(self.attributes or {}),
-            "always_score": self.always_score,
-            "truncated": self.truncated,
-        }
-
-    def __repr__(self) -> str:
-        # Content stays out of reprs (they end up in logs).
-        return f"RagRecord(record_id={self.record_id!r}, route={self.route!r})"

@@ -67,9 +67,7 @@ def to_passage(item: Any, index: int) -> Passage:
     if isinstance(item, str):
         return Passage(text=item)
     if type(item) is ToolOutput:
-        return Passage.model_construct(
-            text=tool_output_text(item.output, MAX_PASSAGE_CHARS), kind="tool", tool=item.tool
-        )
+        return item.passage()
     # A plain dict (what both integrations hand over) skips the ABC check's machinery.
     if type(item) is dict or isinstance(item, Mapping):
         text = item.get("text")

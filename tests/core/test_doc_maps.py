@@ -4,7 +4,8 @@ A reader trusts a detailed map; one that drifted (a file renamed, a table added)
 than none. Each check reads the map and the code and fails when they disagree:
 
 - ``docs/runtime-internals.md``: every file it names exists, every ``groundwatch.…`` name in
-  backticks resolves (a Python name, or a telemetry name that ``semconv`` defines);
+  backticks resolves (a Python name, or a telemetry name that ``semconv`` defines), and no two
+  modules import each other, even through a function's or ``TYPE_CHECKING``'s import;
 - the integrations import nothing of the core but what ``docs/integrations.md`` and the layout
   of ``docs/runtime-internals.md`` say (read from the integrations' own imports);
 - ``docs/judges.md``'s list of what adding a built-in judge touches names files that exist and
@@ -108,6 +109,50 @@ def test_every_groundwatch_name_in_backticks_resolves(page: str) -> None:
     assert named
     unresolved = sorted(n for n in named if n not in telemetry and not _resolves(n))
     assert unresolved == []
+
+
+def _imports(path: Path, module: str, known: set[str]) -> set[str]:
+    """The package's modules ``module`` (at ``path``) imports anywhere in its file."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+            target = ".".join([*base, node.module] if node.module else base)
+            target = target if node.level else (node.module or "")
+            subs = [f"{target}.{a.name}" for a in node.names]
+            names = [sub if sub in known else target for sub in subs]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+    return found
+
+
+def test_no_two_modules_import_each_other() -> None:
+    files = {}
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    edges = {m: _imports(p, m, set(files)) for m, p in files.items()}
+    # A module that reaches itself again through its imports is in a circle.
+    circles = []
+    for start in edges:
+        seen, todo = set(), list(edges[start])
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo.extend(edges[m])
+        if start in seen:
+            circles.append(start)
+    assert len(files) > 80
+    assert sorted(circles) == []
 
 
 # --- what the integrations import of the core ---------------------------------------------------

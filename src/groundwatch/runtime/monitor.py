@@ -23,7 +23,8 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import SpanContext, TracerProvider
 
 from .. import _config, _guard
-from .._capture import MAX_PASSAGES, RagRecord
+from .._capture import MAX_PASSAGES
+from .._record import RagRecord
 from .._weakhooks import reinit_after_fork, weak_callback
 from ..telemetry import semconv as sc
 from .sampling import (

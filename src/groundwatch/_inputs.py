@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+# The caps and tool outputs live in _capture, which the request path imports with no pydantic
+# model; the worker's side reads them from here.
 from ._capture import DEFAULT_MAX_ANSWER_CHARS as DEFAULT_MAX_ANSWER_CHARS
 from ._capture import DEFAULT_MAX_PASSAGE_CHARS as DEFAULT_MAX_PASSAGE_CHARS
 from ._capture import DEFAULT_MAX_PASSAGES as DEFAULT_MAX_PASSAGES

@@ -140,6 +140,9 @@ class Evaluation(BaseModel):
         evidence_rejected: verdicts downgraded to ``unsupported`` because their evidence was not
             found in the named passage.
         truncated: the answer or the contexts were cut to the size caps before judging.
+        hallucination_probability: the judge's probability, in [0, 1], that a person would call
+            the answer hallucinated under the label policy (docs/rates.md); ``None`` only when
+            ``label`` is ``error``.
     """
 
     label: Label
@@ -154,6 +157,7 @@ class Evaluation(BaseModel):
     error_type: str | None = None
     evidence_rejected: int = 0
     truncated: bool = False
+    hallucination_probability: float | None = None
 
     @property
     def verdict_counts(self) -> dict[Verdict, int]:

@@ -39,6 +39,13 @@ GROUNDWATCH_EVIDENCE_REJECTED: Final = "groundwatch.evidence.rejected"
 GROUNDWATCH_TRUNCATED: Final = "groundwatch.truncated"
 """``true`` when the record's inputs were cut to the size caps before judging: on the evaluation
 span and on its ``groundwatch.evaluations`` point (absent when nothing was cut)."""
+GROUNDWATCH_HALLUCINATION_PROBABILITY: Final = "groundwatch.hallucination.probability"
+"""The judge's probability that a person would call the answer hallucinated under the label
+policy (``Evaluation.hallucination_probability``): on the evaluation span and its events, absent
+for an ``error`` evaluation."""
+GROUNDWATCH_AUDIT: Final = "groundwatch.audit"
+"""``true`` on the evaluation span and its events when the trace is in the random audit
+(``Monitor(audit_rate=...)``, docs/feedback.md "Audits"); absent otherwise."""
 GROUNDWATCH_COMPONENT: Final = "groundwatch.component"
 """Where an internal error happened (``groundwatch.errors``): ``record``, ``on_result``, ..."""
 

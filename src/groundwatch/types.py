@@ -124,6 +124,9 @@ class Judgement(BaseModel):
     usage: Usage | None = None
     error: str | None = None
     error_type: str | None = None
+    hallucination_probability: float | None = None
+    """The judge's probability that a person would call the answer hallucinated, where it
+    knows one; scoring carries it onto :attr:`Evaluation.hallucination_probability`."""
 
 
 class Evaluation(BaseModel):

@@ -316,6 +316,7 @@ def score(
                 "label": "no_claims",
                 "explanation": "the answer makes no checkable claim",
                 "evidence_rejected": rejected,
+                "hallucination_probability": judgement.hallucination_probability,
             }
         )
     counts = Counter(c.verdict for c in claims)
@@ -345,6 +346,7 @@ def score(
             "claims": claims,
             "explanation": explanation,
             "evidence_rejected": rejected,
+            "hallucination_probability": judgement.hallucination_probability,
         }
     )
 

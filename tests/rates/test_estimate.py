@@ -164,6 +164,27 @@ def test_rogan_gladen_widens_with_the_spread_across_sources() -> None:
     assert wide.upper - wide.lower > narrow.upper - narrow.lower > 0
 
 
+def test_rogan_gladen_spans_the_sources_pairs_not_the_box_of_their_extremes() -> None:
+    """Sources measured apart: the interval spans each source's (sensitivity, specificity),
+    so the worst sensitivity of one source never meets the worst specificity of another (a
+    judge no better than chance here, which would open the interval to [0, 1])."""
+    sources = {
+        "a": {"sensitivity": 0.9, "specificity": 0.4, "labelled": 100},
+        "b": {"sensitivity": 0.6, "specificity": 0.8, "labelled": 100},
+    }
+    rates = JudgeErrorRates(0.75, 0.6, 0.6, 0.9, 0.4, 0.8, sources=sources)
+    estimate = estimate_rate(RateTotals(scored=1000, flagged=480), error_rates=rates)
+    q_low, q_high = wilson_interval(480, 1000, Z90)
+    corrected = [
+        (q + sp - 1) / (se + sp - 1)
+        for se, sp in ((0.75, 0.6), (0.9, 0.4), (0.6, 0.8))
+        for q in (q_low, q_high)
+    ]
+    assert estimate.method == "rogan_gladen"
+    assert (estimate.lower, estimate.upper) == pytest.approx((min(corrected), max(corrected)))
+    assert estimate.upper < 1.0  # the box's corner (0.6, 0.4) would have opened it
+
+
 def test_rogan_gladen_clips_to_the_unit_interval() -> None:
     estimate = estimate_rate(RateTotals(scored=1000, flagged=300), error_rates=RATES)
     assert estimate.estimate == 0.0 and estimate.lower == 0.0  # (0.3 + 0.6 - 1) < 0

@@ -18,8 +18,8 @@ Methods, tried in this order (``docs/rates.md`` gives the formulas and the citat
 ``rogan_gladen``
     No audit labels: the flag share ``q`` corrected with the judge's shipped sensitivity and
     specificity, ``(q + sp - 1) / (se + sp - 1)``. Those rates differ from domain to domain, so
-    the interval spans the corrected rate over the box of their lows and highs across sources
-    and over the flag share's own sampling interval.
+    the interval spans the corrected rate over the rates measured on each source (or, without
+    them, the box of their lows and highs) and over the flag share's own sampling interval.
 ``flag_share``
     Nothing else applies (no labels, no measured error rates, or a judge no better than chance):
     the share the judge flags, with the sampling interval of that share, an interval for the
@@ -207,10 +207,10 @@ def rogan_gladen_interval(
     """The Rogan–Gladen corrected rate ``(estimate, lower, upper)``, or ``None`` where the
     judge is no better than chance (``sensitivity + specificity <= 1``).
 
-    The interval is the corrected rate's range over the flag share's Wilson interval and the
-    box of the sensitivity's and specificity's lows and highs: the correction is monotone in
-    each of the three, so the range is reached at the box's corners. A corner where the judge
-    would be no better than chance leaves that side unbounded (0 or 1).
+    The interval is the corrected rate's range over the flag share's Wilson interval and over
+    the error rates the judge has on different sources (:func:`error_rate_pairs`): the
+    correction is monotone in the flag share, so its range is reached at the share's bounds. A
+    pair where the judge would be no better than chance leaves both sides open (0 and 1).
     """
     youden = rates.sensitivity + rates.specificity - 1.0
     if scored <= 0 or youden <= 0.0:
@@ -219,15 +219,38 @@ def rogan_gladen_interval(
     estimate = (share + rates.specificity - 1.0) / youden
     low_share, high_share = wilson_interval(flagged, scored, z)
     lower, upper = 1.0, 0.0
-    for q in (low_share, high_share):
-        for se in (rates.sensitivity_low, rates.sensitivity_high):
-            for sp in (rates.specificity_low, rates.specificity_high):
-                j = se + sp - 1.0
-                if j <= 0.0:
-                    return estimate, 0.0, 1.0
-                corrected = (q + sp - 1.0) / j
-                lower, upper = min(lower, corrected), max(upper, corrected)
+    for se, sp in error_rate_pairs(rates):
+        j = se + sp - 1.0
+        if j <= 0.0:
+            return estimate, 0.0, 1.0
+        for q in (low_share, high_share):
+            corrected = (q + sp - 1.0) / j
+            lower, upper = min(lower, corrected), max(upper, corrected)
     return estimate, lower, upper
+
+
+def error_rate_pairs(rates: JudgeErrorRates) -> list[tuple[float, float]]:
+    """The (sensitivity, specificity) pairs the no-label interval spans: the pooled pair and
+    each source's, where at least two sources were measured; else the corners of the box of
+    the lows and highs.
+
+    A source's two rates move together (a judge that flags more on a source has a higher
+    sensitivity and a lower specificity there), so the worst sensitivity of one source beside
+    the worst specificity of another is a judge that exists nowhere; on the local judge's
+    English sources that corner is no better than chance, and the box would say only [0, 1].
+    """
+    pairs = [(rates.sensitivity, rates.specificity)]
+    for measured in rates.sources.values():
+        se, sp = measured.get("sensitivity"), measured.get("specificity")
+        if isinstance(se, (int, float)) and isinstance(sp, (int, float)):
+            pairs.append((float(se), float(sp)))
+    if len(pairs) >= 3:
+        return pairs
+    return [
+        (se, sp)
+        for se in (rates.sensitivity_low, rates.sensitivity_high)
+        for sp in (rates.specificity_low, rates.specificity_high)
+    ]
 
 
 def _clip(value: float) -> float:

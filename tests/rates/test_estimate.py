@@ -181,7 +181,9 @@ def test_rogan_gladen_spans_the_sources_pairs_not_the_box_of_their_extremes() ->
         for q in (q_low, q_high)
     ]
     assert estimate.method == "rogan_gladen"
-    assert (estimate.lower, estimate.upper) == pytest.approx((min(corrected), max(corrected)))
+    assert (estimate.lower, estimate.upper) == pytest.approx(
+        (max(0.0, min(corrected)), max(corrected))
+    )
     assert estimate.upper < 1.0  # the box's corner (0.6, 0.4) would have opened it
 
 

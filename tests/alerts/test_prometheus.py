@@ -31,6 +31,7 @@ from .conftest import prometheus_reader, require_tool
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "examples" / "prometheus" / "groundwatch-alerts.yml"
 RULE_TESTS = ROOT / "examples" / "prometheus" / "groundwatch-alerts.test.yml"
+RATE_RULE_TESTS = ROOT / "examples" / "prometheus" / "groundwatch-rates.test.yml"
 DASHBOARD = ROOT / "examples" / "grafana" / "groundwatch-dashboard.json"
 COLLECTOR = ROOT / "examples" / "otel-collector.yaml"
 
@@ -91,6 +92,7 @@ def exposition() -> Iterator[dict[str, set[str]]]:
     monitor = gw.Monitor(
         judge=_TokenJudge(),
         sampler=gw.RatioSampler(1.0),
+        audit_rate=1.0,  # every judged answer in the audit: groundwatch.audit.* on feedback
         meter_provider=provider,
         tracer_provider=NoOpTracerProvider(),
         logger_provider=NoOpLoggerProvider(),
@@ -117,6 +119,9 @@ def exposition() -> Iterator[dict[str, set[str]]]:
     monitor.feedback(label="hallucinated", trace_id=0xA1)
     monitor.feedback(label="hallucinated", trace_id=0xA2)
     monitor.feedback(label="grounded", trace_id=0xA3)
+    # Audit labels of the two audited traces: groundwatch.audit.*, the estimate's sums.
+    monitor.feedback(label="hallucinated", trace_id=0xA1, source="audit")
+    monitor.feedback(label="grounded", trace_id=0xA2, source="audit")
     # A second monitor on the same provider exposes the failure counters: a callback that
     # raises (groundwatch.errors) and records left queued at a short shutdown deadline
     # (groundwatch.evaluations.dropped).
@@ -161,8 +166,23 @@ def test_exposition_names(exposition: dict[str, set[str]]) -> None:
         "groundwatch_evaluations_dropped_total",
         "groundwatch_errors_total",
         "groundwatch_feedback_total",
+        # The sums behind the audited hallucination-rate estimate (docs/rates.md).
+        "groundwatch_rate_scored_total",
+        "groundwatch_rate_flagged_total",
+        "groundwatch_rate_probability_total",
+        "groundwatch_rate_probability_squares_total",
+        "groundwatch_audit_labelled_total",
+        "groundwatch_audit_label_sum_total",
+        "groundwatch_audit_flagged_total",
+        "groundwatch_audit_label_flag_total",
+        "groundwatch_audit_probability_total",
+        "groundwatch_audit_probability_squares_total",
+        "groundwatch_audit_label_probability_total",
     }
-    assert expected <= set(exposition)
+    assert expected <= set(exposition), expected - set(exposition)
+    for name in expected:
+        if name.startswith(("groundwatch_rate_", "groundwatch_audit_")):
+            assert {"groundwatch_route", "groundwatch_judge"} <= exposition[name], name
     assert {
         "groundwatch_label",
         "groundwatch_feedback_label",
@@ -229,13 +249,21 @@ def test_rules_use_real_names(exposition: dict[str, set[str]]) -> None:
     for rule in _rules():
         expr = str(rule["expr"])
         name = str(rule.get("record") or rule.get("alert"))
+        rule_labels = set(dict(rule.get("labels") or {}))  # type: ignore[call-overload]
+        if re.fullmatch(r"vector\([0-9.e-]+\)\s*", expr):
+            # A constant (the judges' shipped error rates), told apart by its rule's labels.
+            assert "record" in rule and rule_labels <= set().union(*exposition.values()), name
+            recorded[name] = recorded.get(name, set()) | rule_labels
+            continue
         used |= check_expr(expr, exposition, recorded, name)
         if "record" in rule:
             _, _, grouping = promql_names(expr)
-            recorded[str(rule["record"])] = grouping
+            recorded[str(rule["record"])] = grouping | rule_labels
+        # Labels the expression itself adds (label_replace) exist in what it returns.
+        added = set(re.findall(r'label_replace\([^"]*"(\w+)"', expr))
         for text in dict(rule.get("annotations") or {}).values():  # type: ignore[call-overload]
             for label in re.findall(r"\$labels\.(\w+)", str(text)):
-                assert label in set().union(*exposition.values()), f"{name}: {label}"
+                assert label in set().union(*exposition.values()) | added, f"{name}: {label}"
         if "alert" in rule:
             assert rule.get("for") or "groundwatch_alerts_total" in expr, f"{name}: no for:"
     assert {
@@ -244,6 +272,9 @@ def test_rules_use_real_names(exposition: dict[str, set[str]]) -> None:
         "groundwatch_evaluation_score_count",
         "groundwatch_alerts_total",
         "groundwatch_feedback_total",
+        "groundwatch_rate_scored_total",
+        "groundwatch_audit_labelled_total",
+        "groundwatch_audit_label_flag_total",
     } <= used
 
 
@@ -318,16 +349,17 @@ def test_promtool_check_rules() -> None:
         [_promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=30
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 14 rules found" in out.stdout
+    assert "SUCCESS: 51 rules found" in out.stdout
 
 
-def test_promtool_rule_unit_tests() -> None:
+@pytest.mark.parametrize("tests", [RULE_TESTS, RATE_RULE_TESTS], ids=lambda p: p.stem)
+def test_promtool_rule_unit_tests(tests: Path) -> None:
     out = subprocess.run(
-        [_promtool(), "test", "rules", str(RULE_TESTS)],
+        [_promtool(), "test", "rules", str(tests)],
         capture_output=True,
         text=True,
-        timeout=60,
-        cwd=RULE_TESTS.parent,
+        timeout=120,
+        cwd=tests.parent,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS" in out.stdout

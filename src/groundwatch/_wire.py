@@ -47,7 +47,7 @@ __all__ = [
     "as_evaluation",
 ]
 
-WIRE_VERSION = 2
+WIRE_VERSION = 3
 """The version of :class:`RecordFields` and :class:`EvaluationFields` between two processes
 (the Redis queue's JSON has its own: :data:`groundwatch.queue.wire.VERSION`)."""
 
@@ -90,6 +90,8 @@ class EvaluationView(Protocol):
     def evidence_rejected(self) -> int: ...
     @property
     def truncated(self) -> bool: ...
+    @property
+    def hallucination_probability(self) -> float | None: ...
     @property
     def verdict_counts(self) -> Mapping[Verdict, int]: ...
 
@@ -290,6 +292,7 @@ class EvaluationFields:
     error_type: str | None
     evidence_rejected: int
     truncated: bool
+    hallucination_probability: float | None
     verdict_counts: dict[Verdict, int]
     claims_blob: bytes = b""
     _full: Evaluation | None = field(default=None, repr=False)
@@ -309,6 +312,7 @@ class EvaluationFields:
             evaluation.error_type,
             evaluation.evidence_rejected,
             evaluation.truncated,
+            evaluation.hallucination_probability,
             evaluation.verdict_counts,
             pickle.dumps(claims, protocol=pickle.HIGHEST_PROTOCOL) if claims else b"",
             evaluation,
@@ -332,6 +336,7 @@ class EvaluationFields:
                 error_type=self.error_type,
                 evidence_rejected=self.evidence_rejected,
                 truncated=self.truncated,
+                hallucination_probability=self.hallucination_probability,
             )
         return self._full
 
@@ -352,6 +357,7 @@ class EvaluationFields:
             self.error_type,
             self.evidence_rejected,
             self.truncated,
+            self.hallucination_probability,
             tuple(counts[v] for v in VERDICTS),
             self.claims_blob,
         )
@@ -365,7 +371,8 @@ class EvaluationFields:
         """
         _check_version(value[0])
         (_, label, faithfulness, groundedness, judge, model, usage, explanation, error,
-         error_type, evidence_rejected, truncated, counts, claims_blob) = value  # fmt: skip
+         error_type, evidence_rejected, truncated, probability, counts,
+         claims_blob) = value  # fmt: skip
         return cls(
             label,
             faithfulness,
@@ -382,6 +389,7 @@ class EvaluationFields:
             error_type,
             evidence_rejected,
             truncated,
+            probability,
             dict(zip(VERDICTS, counts, strict=True)),
             claims_blob,
         )

@@ -1,0 +1,204 @@
+"""The counters behind the hallucination-rate estimate (docs/rates.md): sums that add up.
+
+Prometheus adds counters across replicas, and the estimate (prediction-powered inference, the
+labels alone, Rogan–Gladen) needs only sums (:class:`groundwatch.rates.RateTotals`), so each
+sum is one counter, by ``groundwatch.route`` and ``groundwatch.judge``:
+
+- ``groundwatch.rate.*``, over every judged answer: counted on the worker beside the other
+  metric points of an evaluation (:class:`~._emitter.MetricBatch` collects a batch's sums and
+  adds each once);
+- ``groundwatch.audit.*``, over the audited answers a person labelled: counted when the label
+  comes back (``Monitor.feedback(source="audit")`` on the caller's thread, ``groundwatch
+  feedback import``) into :class:`AuditSums`, plain floats under a lock that observable
+  counters read when the SDK collects.
+
+A judged answer whose judge gave no probability counts its flag (1 or 0) as the prediction,
+as :meth:`RateTotals.add <groundwatch.rates.RateTotals.add>` does.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from . import semconv as sc
+
+if TYPE_CHECKING:
+    import weakref
+
+    from ._stats import Stats
+
+RateKey = tuple[tuple[str, str], ...]
+"""A counter's attributes as a hashable key: ``groundwatch.route`` (when there is one) and
+``groundwatch.judge``."""
+
+
+def rate_key(route: str | None, judge: str) -> RateKey:
+    if route is None:
+        return ((sc.GROUNDWATCH_JUDGE, judge),)
+    return ((sc.GROUNDWATCH_ROUTE, route), (sc.GROUNDWATCH_JUDGE, judge))
+
+
+def audit_key(trace_id: int, record_id: str) -> int:
+    """What the audit's hash is taken of: the trace id, or, for a record without a trace, a
+    128-bit digest of its record id (as the sampler keys such a record by its id)."""
+    if trace_id:
+        return trace_id
+    return int.from_bytes(hashlib.blake2b(record_id.encode(), digest_size=16).digest(), "big")
+
+
+def prediction(flagged: bool, probability: float | None) -> float:
+    """The judge's prediction ``f`` of one answer: its probability, else its flag."""
+    return float(flagged) if probability is None else float(probability)
+
+
+# (instrument, unit, description) of the audit sums, in AuditSums' order.
+_AUDIT: tuple[tuple[str, str, str], ...] = (
+    (sc.METRIC_AUDIT_LABELLED, "{label}", "Audited answers a person labelled"),
+    (sc.METRIC_AUDIT_LABEL_SUM, "{label}", "Audited answers a person labelled hallucinated"),
+    (sc.METRIC_AUDIT_FLAGGED, "{label}", "Labelled audited answers the judge flagged"),
+    (
+        sc.METRIC_AUDIT_LABEL_FLAG,
+        "{label}",
+        "Labelled audited answers both labelled hallucinated and flagged by the judge",
+    ),
+    (
+        sc.METRIC_AUDIT_PROBABILITY,
+        "1",
+        "Sum of the judge's hallucination probability over labelled audited answers",
+    ),
+    (
+        sc.METRIC_AUDIT_PROBABILITY_SQUARES,
+        "1",
+        "Sum of the squared probability over labelled audited answers",
+    ),
+    (
+        sc.METRIC_AUDIT_LABEL_PROBABILITY,
+        "1",
+        "Sum of label times probability over labelled audited answers",
+    ),
+)
+
+
+class AuditSums:
+    """The ``groundwatch.audit.*`` sums of one monitor (or worker, or import), by
+    :data:`RateKey`: ``[labelled, label_sum, flagged, label_flag, f, f², y·f]``."""
+
+    __slots__ = ("_lock", "sums")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.sums: dict[RateKey, list[float]] = {}
+
+    def expect(self, key: RateKey) -> None:
+        """Publish ``key``'s sums at 0 from now on: a label that arrives later is then an
+        increase Prometheus sees (``increase()`` misses a series' first sample)."""
+        if key not in self.sums:
+            with self._lock:
+                self.sums.setdefault(key, [0.0] * len(_AUDIT))
+
+    def add(self, key: RateKey, label: bool, flagged: bool, probability: float) -> None:
+        """Count one labelled audited answer: the person's ``label`` (``True``:
+        hallucinated), the judge's flag and prediction."""
+        y = float(label)
+        f = probability
+        with self._lock:
+            sums = self.sums.setdefault(key, [0.0] * len(_AUDIT))
+            sums[0] += 1.0
+            sums[1] += y
+            sums[2] += float(flagged)
+            sums[3] += y * flagged
+            sums[4] += f
+            sums[5] += f * f
+            sums[6] += y * f
+
+    def snapshot(self) -> dict[RateKey, tuple[float, ...]]:
+        with self._lock:
+            return {key: tuple(values) for key, values in self.sums.items()}
+
+    def reinit_after_fork(self) -> None:
+        self._lock = threading.Lock()
+
+
+class RateInstruments:
+    """The counters of both families on one meter (registered once per meter provider, with
+    :class:`~._emitter._Instruments`); the audit sums are read from every source's
+    :class:`AuditSums`."""
+
+    def __init__(self, meter: Meter, sources: weakref.WeakSet[Stats]) -> None:
+        self.sources = sources
+        self.scored = meter.create_counter(
+            sc.METRIC_RATE_SCORED,
+            unit="{evaluation}",
+            description="Judged answers (label not error), the population of the rate estimate",
+        )
+        self.flagged = meter.create_counter(
+            sc.METRIC_RATE_FLAGGED,
+            unit="{evaluation}",
+            description="Judged answers the judge labelled hallucinated",
+        )
+        self.probability = meter.create_counter(
+            sc.METRIC_RATE_PROBABILITY,
+            unit="1",
+            description="Sum of the judge's hallucination probability over judged answers",
+        )
+        self.probability_squares = meter.create_counter(
+            sc.METRIC_RATE_PROBABILITY_SQUARES,
+            unit="1",
+            description="Sum of the squared hallucination probability over judged answers",
+        )
+        for index, (name, unit, description) in enumerate(_AUDIT):
+            meter.create_observable_counter(
+                name,
+                callbacks=[functools.partial(self._observe_audit, index)],
+                unit=unit,
+                description=description,
+            )
+
+    def add(self, sums: Mapping[RateKey, list[float]]) -> None:
+        """Add a batch's ``[scored, flagged, f, f²]`` sums, once per attribute set."""
+        for key, (n, flagged, f, f2) in sums.items():
+            attrs = dict(key)
+            self.scored.add(n, attrs)
+            self.flagged.add(flagged, attrs)
+            self.probability.add(f, attrs)
+            self.probability_squares.add(f2, attrs)
+
+    def _observe_audit(self, index: int, options: CallbackOptions) -> Iterable[Observation]:
+        total: dict[RateKey, float] = {}
+        for stats in list(self.sources):
+            for key, values in stats.audit.snapshot().items():
+                total[key] = total.get(key, 0.0) + values[index]
+        for key, value in total.items():
+            yield Observation(value, dict(key))
+
+
+def count_scored(
+    sums: dict[RateKey, list[float]], key: RateKey, flagged: bool, probability: float | None
+) -> None:
+    """Add one judged answer to a batch's ``[scored, flagged, f, f²]`` sums."""
+    f = prediction(flagged, probability)
+    found = sums.get(key)
+    if found is None:
+        sums[key] = [1.0, float(flagged), f, f * f]
+    else:
+        found[0] += 1
+        found[1] += flagged
+        found[2] += f
+        found[3] += f * f
+
+
+__all__: list[str] = [
+    "AuditSums",
+    "RateInstruments",
+    "RateKey",
+    "audit_key",
+    "count_scored",
+    "prediction",
+    "rate_key",
+]

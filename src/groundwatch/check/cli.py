@@ -92,6 +92,12 @@ class GateOptions:
     such row fails the gate."""
     max_regressions: int | None = None
     """With a baseline: rows that passed there and fail now tolerated (``None``: 0)."""
+    max_rate_upper_bound: float | None = None
+    """Fail when the upper bound of the hallucination rate's 90 % interval (the estimate of
+    :mod:`groundwatch.rates`, not the judge's flag share) is above this."""
+    labels_are_random: bool = False
+    """The labelled rows were chosen at random: their labels enter the rate estimate even
+    when neither every row is labelled nor the rows are marked ``audit``."""
 
 
 def _unit_interval(text: str) -> float:
@@ -200,6 +206,20 @@ def add_parser(subparsers: Any) -> None:
         metavar="X",
         help="fail when the share of scored answers labelled hallucinated is above X "
         "(default 0: any hallucinated answer fails)",
+    )
+    gate.add_argument(
+        "--max-rate-upper-bound",
+        type=_unit_interval,
+        metavar="X",
+        help="fail when the upper bound of the estimated hallucination rate's 90 %% interval "
+        "is above X: prediction-powered from the human labels of a random audit, else the "
+        "judge's flags corrected with its measured error rates (docs/check.md)",
+    )
+    gate.add_argument(
+        "--labels-are-random",
+        action="store_true",
+        help="the labelled rows were chosen at random from the file: use their labels in the "
+        'rate estimate (by default only a fully labelled file or rows marked "audit" are)',
     )
     gate.add_argument(
         "--max-errors",
@@ -508,7 +528,11 @@ def run_check(
     if rows_hint is None and concurrency > 1:
         rows_hint = count_rows(path, fmt)
     summary = CheckSummary(
-        source=str(path), judge=judge_name(judge), worst_kept=worst, baseline=diff
+        source=str(path),
+        judge=judge_name(judge),
+        worst_kept=worst,
+        baseline=diff,
+        labels_are_random=gate.labels_are_random,
     )
     sinks: list[Sink] = []
     try:
@@ -557,6 +581,7 @@ def run_check(
         max_errors=gate.max_errors,
         allow_truncated=gate.allow_truncated,
         max_regressions=(gate.max_regressions or 0) if diff is not None else None,
+        max_rate_upper_bound=gate.max_rate_upper_bound,
     )
     code = gate_exit_code(summary, thresholds)
     try:
@@ -606,6 +631,8 @@ def run(args: argparse.Namespace) -> int:
             max_errors=args.max_errors,
             allow_truncated=args.allow_truncated,
             max_regressions=args.max_regressions,
+            max_rate_upper_bound=args.max_rate_upper_bound,
+            labels_are_random=args.labels_are_random,
         )
         default = Caps()
         caps = Caps(

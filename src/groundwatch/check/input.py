@@ -23,6 +23,9 @@ from .._inputs import clean_text
 
 ExpectedLabel = Literal["faithful", "hallucinated"]
 
+# Spellings of the optional ``audit`` column: JSON booleans, or text in a CSV cell.
+AUDIT_VALUES = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
 # Human labels accepted in the optional ``label`` column, mapped onto the two classes the gate
 # compares against. Both vocabularies in use (ours: grounded; benchmark sets: faithful) work.
 LABEL_ALIASES: dict[str, ExpectedLabel] = {
@@ -66,6 +69,9 @@ class Row:
     """What the judge did not read in full (:meth:`Caps.cuts`), set when the row is judged."""
     answer_read: int | None = None
     """Characters of the answer the judge read, when it read only part of it."""
+    audit: bool = False
+    """The row is marked ``"audit": true``: chosen at random for a human audit (the rows
+    ``DatasetSink(when="audit")`` writes), so its ``label`` is a random sample's."""
 
     @property
     def name(self) -> str:
@@ -445,4 +451,12 @@ def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -
                 f"unknown label {raw_label!r}; use one of {', '.join(sorted(LABEL_ALIASES))}",
             )
         expected = LABEL_ALIASES[raw_label.strip().lower()]
-    return Row(number, row_id, question, contexts, answer, expected)
+    raw_audit = obj.get("audit")
+    audit = False
+    if isinstance(raw_audit, bool):
+        audit = raw_audit
+    elif isinstance(raw_audit, str) and raw_audit.strip().lower() in AUDIT_VALUES:
+        audit = AUDIT_VALUES[raw_audit.strip().lower()]
+    elif raw_audit not in (None, ""):
+        return bad("audit", f"expected true or false, got {raw_audit!r}")
+    return Row(number, row_id, question, contexts, answer, expected, audit=audit)

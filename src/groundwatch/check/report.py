@@ -43,6 +43,7 @@ from .summary import (
     EXPECTED_LABELS,
     FLAGGED_LABELS,
     HISTOGRAM_BINS,
+    METHOD_WORDS,
     VERDICT_ICONS,
     CheckSummary,
     Threshold,
@@ -427,6 +428,22 @@ def _invalid_text(bad: InvalidRow) -> str:
     return bad.message if bad.field is None else f"field {bad.field}: {bad.message}"
 
 
+def _rate_card(s: CheckSummary, state: str) -> tuple[str, str, str, str]:
+    """The hallucination rate's card: the estimate, its interval, and how it was obtained."""
+    r = s.rate
+    flags = r.method == "flag_share"  # nothing corrects it: the card says what the number is
+    how = f"{r.labelled} labelled of {r.scored}; " if r.labelled else ""
+    what = "flagged by the judge" if flags else "estimated hallucination rate"
+    return (
+        f"rate {state}",
+        f"{r.estimate:.1%}",
+        f"{what} ({r.confidence:.0%} interval {r.lower:.1%}–{r.upper:.1%})",
+        "uncorrected: no audit labels and no measured error rates for this judge"
+        if flags
+        else f"{how}{METHOD_WORDS[r.method]}; the judge flags {r.flag_share:.1%}",
+    )
+
+
 def histogram_svg(title: str, bins: list[int]) -> str:
     """A bar chart of score counts in ``HISTOGRAM_BINS`` bins over [0, 1], as inline SVG."""
     # The title sits above ``top`` and each bar's count just above the bar, so the tallest
@@ -539,6 +556,7 @@ class HtmlReportWriter:
                 f"hallucination rate ({s.labels['hallucinated']} of {s.scored} scored)",
                 "",
             ),
+            _rate_card(s, state("hallucination rate upper bound")),
             (state("mean faithfulness"), _score(s.mean_faithfulness), "mean faithfulness", ""),
             (state("mean groundedness"), _score(s.mean_groundedness), "mean groundedness", ""),
         ]

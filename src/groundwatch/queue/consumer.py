@@ -134,7 +134,8 @@ class StreamWorker:
         dead_letter_stream: default ``<stream>:dead``.
         dedup_ttl_s: lifetime of the per-record marker that suppresses duplicates.
         evaluation_timeout_millis, policy, capture_content, redact, content_max_chars,
-        tracer_provider, meter_provider, logger_provider: as for ``Monitor``.
+        tracer_provider, meter_provider, logger_provider, audit_rate: as for ``Monitor``
+            (``audit_rate``: the same as the producers', so that both mark the same traces).
     """
 
     def __init__(
@@ -161,6 +162,7 @@ class StreamWorker:
         logger_provider: LoggerProvider | None = None,
         block_millis: int = 1000,
         timeout_millis: int = 2000,
+        audit_rate: float = 0.0,
     ) -> None:
         for name, value in (
             ("concurrency", concurrency),
@@ -171,6 +173,8 @@ class StreamWorker:
         ):
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value!r}")
+        if not 0.0 <= audit_rate <= 1.0:
+            raise ValueError(f"audit_rate must be within [0, 1], got {audit_rate!r}")
         self.url = url
         self.stream = stream
         self.group = group
@@ -194,6 +198,7 @@ class StreamWorker:
             redact=redact,
             content_max_chars=content_max_chars,
             stats=self.stats,
+            audit_rate=audit_rate,
         )
         mp = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         mp.get_meter(sc.INSTRUMENTATION_NAME).create_observable_gauge(

@@ -19,7 +19,14 @@ import logging
 from typing import Any
 
 from .. import _config
-from .._commands import Console, add_console_options, run_command, stop_event, telemetry_destination
+from .._commands import (
+    Console,
+    add_audit_option,
+    add_console_options,
+    run_command,
+    stop_event,
+    telemetry_destination,
+)
 from .._errors import CommandError, UsageError, install_hint
 from ..check.cli import positive_int
 from ..judging import registry
@@ -191,6 +198,7 @@ def add_parser(subparsers: Any) -> None:
         metavar="ROUTE=RATE",
         help="sample rate of one route instead of --sample-rate (repeatable)",
     )
+    add_audit_option(g)
     g = p.add_argument_group("scoring")
     registry.add_judge_options(g)
     g.add_argument(
@@ -270,6 +278,7 @@ def build_service(args: argparse.Namespace, judge: Any) -> Any:
         evaluation_timeout_millis=args.evaluation_timeout_ms,
         queue=queue,
         shutdown_on_exit=False,
+        audit_rate=args.audit_rate,
     )
     assembler = TraceAssembler(
         quiet_s=args.quiet_period_ms / 1000,

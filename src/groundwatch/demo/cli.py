@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..alerts import Alert, AlertingHook, DropDetector, OTelAlertEmitter
 from ..judging.lexical import CJK, CJK_CHAR
 from ..types import Evaluation, RagRecord
+from . import audit as simulated_audit
 from . import data
 
 if TYPE_CHECKING:
@@ -86,6 +87,14 @@ def add_parser(subparsers: Any) -> None:
         help="share of requests scored (%(default)s)",
     )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed (%(default)s)")
+    parser.add_argument(
+        "--audit",
+        type=int,
+        default=simulated_audit.DEFAULT_AUDIT,
+        metavar="N",
+        help="scored answers a simulated random audit labels, for the rate's estimate "
+        "(%(default)s; 0: none)",
+    )
     parser.add_argument(
         "--prometheus-port",
         type=int,
@@ -548,8 +557,15 @@ def still_firing(alerts: Sequence[tuple[int, Alert]]) -> str:
     return "Still firing at the end: " + "; ".join(parts) + "."
 
 
-def summary(results: Sequence[Scored], drift_at: int, sampled: int, requests: int) -> list[str]:
-    """The final table: overall, before and after the drift, plus the worst answers."""
+def summary(
+    results: Sequence[Scored],
+    drift_at: int,
+    sampled: int,
+    requests: int,
+    rate_block: Sequence[str] = (),
+) -> list[str]:
+    """The final table: overall, before and after the drift, the ``rate_block`` lines, the
+    worst answers."""
     lines = []
     phases: list[tuple[str, Callable[[Scored], bool]]] = [
         ("all", lambda s: True),
@@ -585,10 +601,12 @@ def summary(results: Sequence[Scored], drift_at: int, sampled: int, requests: in
         )
         lines.append(f"{'':<60}claims: {vmix}")
     lines.append(f"sampled {sampled} of {requests} requests, scored {len(results)}")
+    if rate_block:
+        lines += ["", *rate_block]
     worst = sorted(
         (s for s in results if s.evaluation.label == "hallucinated"),
         key=_badness,
-    )[:3]
+    )[:2]
     if worst:
         lines.append("")
         lines.append("Worst answers:")
@@ -611,6 +629,11 @@ def summary(results: Sequence[Scored], drift_at: int, sampled: int, requests: in
 
 
 def run(args: argparse.Namespace) -> int:
+    # A namespace built by hand (a script, a test) may leave --audit out: the default then.
+    audit = getattr(args, "audit", simulated_audit.DEFAULT_AUDIT)
+    if audit < 0:
+        print("--audit must be at least 0", file=sys.stderr)
+        return 2
     if args.requests < 1:
         print("--requests must be at least 1", file=sys.stderr)
         return 2
@@ -696,7 +719,9 @@ def run(args: argparse.Namespace) -> int:
 
     results = sorted(collector.results, key=lambda s: s.request)
     print()
-    for line in summary(results, drift_at, sampled(), requests):
+    truth = [(s.evaluation, script.drifted[s.request]) for s in results if s.request >= 0]
+    rate_block = simulated_audit.rate_lines(truth, audit, seed)
+    for line in summary(results, drift_at, sampled(), requests, rate_block):
         print(line)
     fired = [(i, a) for i, a in collector.alerts if a.kind == "fired"]
     print()

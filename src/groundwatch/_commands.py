@@ -147,6 +147,39 @@ def add_audit_option(parser: Any) -> None:
             f"({_config.AUDIT_RATE}, default 0)"
         ),
     )
+    parser.add_argument(
+        "--audit-file",
+        metavar="PATH",
+        help=(
+            "write the audited answers here (JSON Lines, as DatasetSink(when='audit') writes "
+            "them) for people to label and bring back with groundwatch feedback import; needs "
+            "--capture-content and an audit rate"
+        ),
+    )
+
+
+def audit_sinks(args: argparse.Namespace) -> list[Any]:
+    """The ``DatasetSink(when="audit")`` that ``--audit-file`` asks for, if any.
+
+    Raises:
+        UsageError: ``--audit-file`` without ``--capture-content`` or without an audit rate.
+    """
+    path = getattr(args, "audit_file", None)
+    if not path:
+        return []
+    if not args.capture_content:
+        raise _errors.UsageError(
+            "--audit-file writes the question, passages and answer of each audited answer for "
+            "people to label: add --capture-content (and keep the file where the content may be)"
+        )
+    if not args.audit_rate:
+        raise _errors.UsageError(
+            "--audit-file keeps the audited answers and nothing is audited: add --audit-rate "
+            "0.02 (say), or set GROUNDWATCH_AUDIT_RATE"
+        )
+    from .runtime.dataset import DatasetSink
+
+    return [DatasetSink(path, when="audit")]
 
 
 def add_console_options(parser: Any) -> None:

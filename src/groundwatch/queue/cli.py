@@ -26,6 +26,7 @@ from .._commands import (
     Console,
     add_audit_option,
     add_console_options,
+    audit_sinks,
     run_command,
     stop_event,
     telemetry_destination,
@@ -241,6 +242,7 @@ async def _main(args: argparse.Namespace) -> int:
             evaluation_timeout_millis=args.evaluation_timeout_ms,
             capture_content=args.capture_content,
             audit_rate=args.audit_rate,
+            on_result=audit_sinks(args),
         )
         stop = stop_event()
         server = None

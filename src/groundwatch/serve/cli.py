@@ -23,6 +23,7 @@ from .._commands import (
     Console,
     add_audit_option,
     add_console_options,
+    audit_sinks,
     run_command,
     stop_event,
     telemetry_destination,
@@ -270,6 +271,7 @@ def build_service(args: argparse.Namespace, judge: Any) -> Any:
         kwargs = {"stream": args.stream} if args.stream else {}
         queue = gw.RedisQueue(args.redis, **kwargs)
     monitor = gw.Monitor(
+        on_result=audit_sinks(args),
         judge=judge,
         sampler=_sampler(args),
         max_queue_size=args.max_queue_size,

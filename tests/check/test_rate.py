@@ -7,6 +7,7 @@ import dataclasses
 import json
 import random
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from statistics import NormalDist
 
@@ -208,9 +209,9 @@ def test_a_bad_audit_cell_is_an_invalid_row() -> None:
 def test_check_on_a_fully_labelled_file(tmp_path: Path) -> None:
     """The golden set: every row labelled, 6 of 12 hallucinated. The line, --json's rate and
     the gate on the upper bound, end to end."""
-    out = tmp_path / "out.jsonl"
+    out, junit = tmp_path / "out.jsonl", tmp_path / "junit.xml"
     lower, upper = wilson_interval(6, 12, Z90)
-    common = ("--json", out, "--max-hallucination-rate", "1")
+    common = ("--json", out, "--junit", junit, "--max-hallucination-rate", "1")
     proc = run_cli(GOLDEN_SET, *common, "--max-rate-upper-bound", f"{upper - 0.01:.4f}")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (
@@ -229,4 +230,13 @@ def test_check_on_a_fully_labelled_file(tmp_path: Path) -> None:
         "scored": 12,
         "labelled": 12,
     }
+    properties = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
+    assert properties["rate_method"] == "labels"
+    assert float(properties["rate_upper"]) == pytest.approx(upper, abs=1e-6)
+    (gate,) = [
+        c
+        for c in ET.parse(junit).getroot().iter("testcase")
+        if c.get("name") == "gate: hallucination rate upper bound"
+    ]
+    assert gate.find("failure") is not None
     assert run_cli(GOLDEN_SET, *common, "--max-rate-upper-bound", "0.8").returncode == 0

@@ -76,3 +76,15 @@ def test_a_probability_outside_the_unit_interval_is_refused(probability: float) 
 def test_parallel_sequences_of_different_lengths_are_refused() -> None:
     with pytest.raises(ValueError, match="length"):
         RateTotals.from_answers([True, False], [0.5])
+
+
+def test_the_judges_error_rates_on_the_audit() -> None:
+    # Labelled: 3 hallucinated (2 flagged), 4 faithful (1 flagged); unlabelled rows ignored.
+    flags = [True, True, False, True, False, False, False, True]
+    labels = [True, True, True, False, False, False, False, None]
+    totals = RateTotals.from_answers(flags, None, labels)
+    assert totals.audit_sensitivity == pytest.approx(2 / 3)
+    assert totals.audit_specificity == pytest.approx(3 / 4)
+    assert RateTotals().audit_sensitivity is None and RateTotals().audit_specificity is None
+    only_faithful = RateTotals().add(True, None, False)
+    assert (only_faithful.audit_sensitivity, only_faithful.audit_specificity) == (None, 0.0)

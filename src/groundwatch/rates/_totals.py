@@ -92,6 +92,23 @@ class RateTotals:
             )
         )
 
+    @property
+    def audit_sensitivity(self) -> float | None:
+        """The judge's sensitivity on the audit: of the answers labelled hallucinated, the
+        share it flagged (``None`` without such a label). Set beside the shipped
+        :class:`~groundwatch.rates.JudgeErrorRates`, it tells a judge that drifted from an
+        app that did."""
+        return self.label_flag_sum / self.label_sum if self.label_sum > 0 else None
+
+    @property
+    def audit_specificity(self) -> float | None:
+        """The judge's specificity on the audit: of the answers labelled faithful, the share
+        it did not flag (``None`` without such a label)."""
+        faithful = self.labelled - self.label_sum
+        if faithful <= 0:
+            return None
+        return (faithful - (self.labelled_flagged - self.label_flag_sum)) / faithful
+
     @classmethod
     def from_answers(
         cls,

@@ -240,3 +240,37 @@ def test_check_on_a_fully_labelled_file(tmp_path: Path) -> None:
     ]
     assert gate.find("failure") is not None
     assert run_cli(GOLDEN_SET, *common, "--max-rate-upper-bound", "0.8").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("marked", "options", "expected"),
+    [
+        (True, (), "30 labelled of 36"),
+        (False, (), "the 30 labelled rows are not treated as an audit"),
+        (False, ("--labels-are-random",), "30 labelled of 36"),
+    ],
+)
+def test_check_on_a_partly_labelled_file(
+    tmp_path: Path, marked: bool, options: tuple[str, ...], expected: str
+) -> None:
+    """The golden set three times over, 30 of its 36 rows labelled: an audit when the rows say
+    so (``"audit": true``) or the option does, never by default."""
+    rows = [json.loads(line) for line in GOLDEN_SET.read_text("utf-8").splitlines()] * 3
+    data = tmp_path / "partly.jsonl"
+    with data.open("w", encoding="utf-8") as out:
+        for n, row in enumerate(rows):
+            row = {**row, "id": f"{row['id']}-{n}"}
+            if n >= 30:
+                row.pop("label")
+            elif marked:
+                row["audit"] = True
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    summary_out = tmp_path / "out.jsonl"
+    proc = run_cli(data, "--max-hallucination-rate", "1", "--json", summary_out, *options)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert expected in proc.stdout
+    summary = json.loads(summary_out.read_text("utf-8").splitlines()[-1])
+    assert summary["rate"]["labelled"] == (0 if "not treated" in expected else 30)
+    assert summary["rate_labels"] == {(True, ()): "audit", (False, ()): "not_random"}.get(
+        (marked, options), "declared"
+    )

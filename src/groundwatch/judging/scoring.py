@@ -12,6 +12,9 @@ The label rule (defaults chosen on the dev data, see docs/judges.md "How the lab
    claim is ``supported`` -> ``insufficient_context`` (scores still reported);
 4. ``faithfulness >= min_faithfulness`` and ``groundedness >= min_groundedness`` ->
    ``grounded``; otherwise ``hallucinated``.
+
+Every label but ``error`` also gets ``hallucination_probability``: the judge's own where it gives
+one, else computed from the checked claims by :mod:`.probability` (docs/rates.md).
 """
 
 from __future__ import annotations

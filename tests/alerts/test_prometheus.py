@@ -349,7 +349,7 @@ def test_promtool_check_rules() -> None:
         [_promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=30
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 51 rules found" in out.stdout
+    assert f"SUCCESS: {len(_rules())} rules found" in out.stdout
 
 
 @pytest.mark.parametrize("tests", [RULE_TESTS, RATE_RULE_TESTS], ids=lambda p: p.stem)

@@ -126,7 +126,7 @@ def rule_test(rules: Path, cases: list[Route]) -> dict[str, Any]:
                         "values": _series_values(total * share, reset),
                     }
                 )
-        selector = f'{{groundwatch_route="{route.name}"}}'
+        selector = f'{{groundwatch_route="{route.name}",job="app"}}'
         if route.method is None:
             for name in (ESTIMATE, LOWER, UPPER):
                 checks.append(

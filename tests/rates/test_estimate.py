@@ -187,6 +187,23 @@ def test_rogan_gladen_spans_the_sources_pairs_not_the_box_of_their_extremes() ->
     assert estimate.upper < 1.0  # the box's corner (0.6, 0.4) would have opened it
 
 
+def test_a_flag_share_below_every_false_alarm_rate_keeps_an_upper_bound() -> None:
+    """Flagging 5 % where every measured specificity predicts at least 30 % false alarms: the
+    specificities do not fit, so the upper bound is q/se (true whatever the specificity), not
+    a collapsed [0, 0] that would miss any true rate above zero."""
+    estimate = estimate_rate(RateTotals(scored=1000, flagged=50), error_rates=RATES)
+    q_high = wilson_interval(50, 1000, Z90)[1]
+    assert (estimate.method, estimate.estimate, estimate.lower) == ("rogan_gladen", 0.0, 0.0)
+    assert estimate.upper == pytest.approx(q_high / 0.7)  # the lowest sensitivity in the box
+
+
+def test_a_flag_share_above_every_pairs_reach_keeps_a_lower_bound() -> None:
+    estimate = estimate_rate(RateTotals(scored=1000, flagged=990), error_rates=RATES)
+    q_low = wilson_interval(990, 1000, Z90)[0]
+    assert (estimate.estimate, estimate.upper) == (1.0, 1.0)
+    assert estimate.lower == pytest.approx(1 - (1 - q_low) / 0.5)
+
+
 def test_rogan_gladen_clips_to_the_unit_interval() -> None:
     estimate = estimate_rate(RateTotals(scored=1000, flagged=300), error_rates=RATES)
     assert estimate.estimate == 0.0 and estimate.lower == 0.0  # (0.3 + 0.6 - 1) < 0

@@ -210,7 +210,9 @@ def rogan_gladen_interval(
     The interval is the corrected rate's range over the flag share's Wilson interval and over
     the error rates the judge has on different sources (:func:`error_rate_pairs`): the
     correction is monotone in the flag share, so its range is reached at the share's bounds. A
-    pair where the judge would be no better than chance leaves both sides open (0 and 1).
+    pair where the judge would be no better than chance leaves both sides open (0 and 1); a
+    flag share no measured pair can explain falls back to the bound that needs only the
+    sensitivity (or only the specificity).
     """
     youden = rates.sensitivity + rates.specificity - 1.0
     if scored <= 0 or youden <= 0.0:
@@ -218,14 +220,24 @@ def rogan_gladen_interval(
     share = flagged / scored
     estimate = (share + rates.specificity - 1.0) / youden
     low_share, high_share = wilson_interval(flagged, scored, z)
+    pairs = error_rate_pairs(rates)
     lower, upper = 1.0, 0.0
-    for se, sp in error_rate_pairs(rates):
+    for se, sp in pairs:
         j = se + sp - 1.0
         if j <= 0.0:
             return estimate, 0.0, 1.0
         for q in (low_share, high_share):
             corrected = (q + sp - 1.0) / j
             lower, upper = min(lower, corrected), max(upper, corrected)
+    # The judge flags ``q = se·θ + (1 - sp)·(1 - θ)``, so ``θ <= q / se`` whatever the
+    # specificity (and ``θ >= 1 - (1 - q) / sp`` whatever the sensitivity). A flag share below
+    # every measured false-alarm rate (every pair's correction under 0) says those
+    # specificities do not fit this traffic: the bound that needs none stands instead of a
+    # collapsed [0, 0]; likewise above every pair's reach.
+    if upper <= 0.0:
+        upper = high_share / min(se for se, _ in pairs)
+    if lower >= 1.0:
+        lower = 1.0 - (1.0 - low_share) / min(sp for _, sp in pairs)
     return estimate, lower, upper
 
 

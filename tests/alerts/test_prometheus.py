@@ -223,6 +223,21 @@ def _rules() -> list[dict[str, object]]:
     return [rule for group in doc["groups"] for rule in group["rules"]]
 
 
+def recorded_labels() -> dict[str, set[str]]:
+    """Record name -> the labels its series carry: the expression's grouping labels, the
+    rule's own ``labels:``, and those of the recorded series it is computed from."""
+    recorded: dict[str, set[str]] = {}
+    for rule in _rules():
+        if "record" not in rule:
+            continue
+        names, _, grouping = promql_names(str(rule["expr"]))
+        inherited = set().union(*(recorded[n] for n in names if n in recorded))
+        rule_labels = set(dict(rule.get("labels") or {}))  # type: ignore[call-overload]
+        name = str(rule["record"])
+        recorded[name] = recorded.get(name, set()) | grouping | rule_labels | inherited
+    return recorded
+
+
 def check_expr(
     expr: str, exposition: dict[str, set[str]], recorded: dict[str, set[str]], where: str
 ) -> set[str]:
@@ -279,9 +294,7 @@ def test_rules_use_real_names(exposition: dict[str, set[str]]) -> None:
 
 
 def test_dashboard_uses_real_names(exposition: dict[str, set[str]]) -> None:
-    recorded = {
-        str(r["record"]): promql_names(str(r["expr"]))[2] for r in _rules() if "record" in r
-    }
+    recorded = recorded_labels()
     dash = json.loads(DASHBOARD.read_text())
     used: set[str] = set()
     titles = []
@@ -328,6 +341,55 @@ def test_dashboard_uses_real_names(exposition: dict[str, set[str]]) -> None:
     ):
         assert metric in used, metric
     assert len(set(p["id"] for p in dash["panels"])) == len(titles)
+
+
+def test_dashboard_shows_the_audited_estimate_beside_the_flag_share() -> None:
+    """The estimate's band (lower / upper), the judge's flag share and the number of audit
+    labels behind them are on the dashboard, each from a series the rules record."""
+    recorded = recorded_labels()
+    dash = json.loads(DASHBOARD.read_text())
+    queries = {
+        panel["id"]: [target["expr"] for target in panel["targets"]] for panel in dash["panels"]
+    }
+
+    def panels_with(record: str) -> set[int]:
+        return {pid for pid, exprs in queries.items() if any(record in e for e in exprs)}
+
+    estimate = "groundwatch_route:hallucination_rate_estimate:audit7d"
+    band = panels_with(estimate)
+    assert band, "no panel shows the audited estimate"
+    for record in (
+        "groundwatch_route:hallucination_rate_lower:audit7d",
+        "groundwatch_route:hallucination_rate_upper:audit7d",
+        "groundwatch_route:hallucination_flag_share:ratio7d",
+    ):
+        assert band <= panels_with(record), f"{record} is not beside the estimate"
+    assert panels_with("groundwatch_route:audit_labelled:increase7d"), "no audit-label count"
+    assert panels_with("groundwatch_route_judge:judge_specificity:audit7d"), "no judge panel"
+    # Every recorded series a panel names is one the rules record, with the labels it selects.
+    used = set()
+    for exprs in queries.values():
+        for expr in exprs:
+            names, selectors, _ = promql_names(expr)
+            for name in names | set(selectors):
+                if ":" in name:
+                    used.add(name)
+                    assert name in recorded, f"{name} is not recorded by the rules"
+                    missing = selectors.get(name, set()) - recorded[name]
+                    assert not missing, f"{name} has no label {missing}"
+    assert estimate in used
+    # The band is drawn: the upper line fills down to the lower one, per route.
+    (panel,) = [p for p in dash["panels"] if p["id"] in band]
+    assert panel.get("repeat") == "route"
+    fills = {
+        o["matcher"]["options"]: prop["value"]
+        for o in panel["fieldConfig"]["overrides"]
+        for prop in o["properties"]
+        if prop["id"] == "custom.fillBelowTo"
+    }
+    legends = {t["refId"]: t["legendFormat"] for t in panel["targets"]}
+    assert set(fills.items()) <= {(a, b) for a in legends.values() for b in legends.values()}
+    assert any("upper" in a and "lower" in b for a, b in fills.items())
 
 
 def test_promql_name_extraction() -> None:

@@ -59,6 +59,7 @@ from groundwatch.judging.probability import (  # noqa: E402
     NO_CLAIMS_PROBABILITY,
     AnswerModel,
     answer_vector,
+    policy_probability,
 )
 from groundwatch.judging.scoring import DEFAULT_MIN_GROUNDEDNESS  # noqa: E402
 
@@ -231,6 +232,9 @@ class HeldOut:
     hallucinated: bool
     flagged: bool
     probability: float
+    policy: float = 0.0
+    """The probability judges without an answer model get (``policy_probability``), for
+    comparison."""
 
 
 def held_out_outputs(fits: Fits) -> tuple[list[HeldOut], dict[str, AnswerModel]]:
@@ -240,9 +244,13 @@ def held_out_outputs(fits: Fits) -> tuple[list[HeldOut], dict[str, AnswerModel]]
 
     def keep(judged: Judged, model: AnswerModel) -> None:
         a = judged.answer
-        out.append(
-            HeldOut(a.source, a.lang, a.hallucinated, judged.flagged, probability_of(model, judged))
+        policy = (
+            policy_probability(judged.verdicts, judged.confidences, 1.0, DEFAULT_MIN_GROUNDEDNESS)
+            if judged.verdicts
+            else NO_CLAIMS_PROBABILITY
         )
+        probability = probability_of(model, judged)
+        out.append(HeldOut(a.source, a.lang, a.hallucinated, judged.flagged, probability, policy))
 
     en_fit = [a for a in answers if a.source in EN_SOURCES]
     for left in EN_SOURCES:
@@ -330,10 +338,11 @@ def error_rates_entry(rows: Sequence[HeldOut], sources: Sequence[str]) -> dict[s
     }
 
 
-def auc(rows: Sequence[HeldOut]) -> float:
-    """Area under the ROC curve of the probability (ties count half)."""
-    pos = [r.probability for r in rows if r.hallucinated]
-    neg = [r.probability for r in rows if not r.hallucinated]
+def auc(rows: Sequence[HeldOut], policy: bool = False) -> float:
+    """Area under the ROC curve of the probability (ties count half); of the policy rule's
+    probability with ``policy``."""
+    pos = [r.policy if policy else r.probability for r in rows if r.hallucinated]
+    neg = [r.policy if policy else r.probability for r in rows if not r.hallucinated]
     if not pos or not neg:
         return float("nan")
     ranked = sorted([(p, 1) for p in pos] + [(p, 0) for p in neg])
@@ -372,11 +381,12 @@ def report(
     """The reliability table and the per-source figures, as Markdown."""
     say(f"\n#### {name}: reliability on each left-out source\n")
     say(
-        "| source | answers | AUC | Brier | mean predicted | share hallucinated | "
+        "| source | answers | AUC | AUC, policy rule | Brier | mean predicted | "
+        "share hallucinated | "
         + " | ".join(f"{lo:.1f}–{hi:.1f}" for lo, hi in itertools.pairwise(RELIABILITY_BINS))
         + " |"
     )
-    say("|" + "---|" * (6 + len(RELIABILITY_BINS) - 1))
+    say("|" + "---|" * (7 + len(RELIABILITY_BINS) - 1))
     for source in sources:
         part = [r for r in rows if r.source == source]
         brier = sum((r.probability - r.hallucinated) ** 2 for r in part) / len(part)
@@ -387,7 +397,8 @@ def report(
             for _, n, pred, obs in reliability(part)
         ]
         say(
-            f"| {source} | {len(part)} | {auc(part):.3f} | {brier:.3f} | {mean_p:.3f} | "
+            f"| {source} | {len(part)} | {auc(part):.3f} | {auc(part, policy=True):.3f} | "
+            f"{brier:.3f} | {mean_p:.3f} | "
             f"{share:.3f} | " + " | ".join(cells) + " |"
         )
 

@@ -261,3 +261,42 @@ def test_the_local_judges_error_rates_ship(language: str) -> None:
 
 def test_no_error_rates_for_a_judge_not_measured() -> None:
     assert judge_error_rates("openai", "en") is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "contexts"),
+    [
+        ("The Eiffel Tower was completed in 1889 and is 330 metres tall.", CONTEXT),
+        ("The Eiffel Tower was completed in 1925. Napoleon designed it.", CONTEXT),
+        ("Gustave Eiffel's company built it. It is in Paris. It is painted blue.", CONTEXT),
+        ("I don't know.", CONTEXT),
+        ("The tower is 330 metres tall.", ["Contents", "Chapter 1 .... 3"]),
+        ("该公司2023年营业收入为800万元。", ["2023年，该公司的营业收入为500万元。"]),
+    ],
+)
+def test_the_calibration_scripts_judge_as_scoring_does(answer: str, contexts: list[str]) -> None:
+    """training/calibrate_rates.py and benchmarks/rates.py decide verdicts, labels and
+    probabilities from cached measurements; with the shipped layers they must give what
+    gw.evaluate gives, or their figures describe another judge."""
+    import sys
+    from pathlib import Path
+
+    training = str(Path(__file__).resolve().parents[2] / "training")
+    if training not in sys.path:
+        sys.path.insert(0, training)
+    from calibrate_local import measure
+    from calibrate_rates import judge_answer, probability_of
+    from rates_data import Answer
+
+    from groundwatch.judging.judges._calibration import default_calibration
+
+    row = {"answer": answer, "context": contexts, "question": "", "label": "faithful"}
+    (measured,) = measure("test", [row])
+    cjk = any("\u4e00" <= ch <= "\u9fff" for ch in answer)
+    cached = Answer("test", "test", "zh" if cjk else "en", False, measured)
+    judged = judge_answer(cached, default_calibration(), None)
+    ev = gw.evaluate(answer, contexts)
+    assert judged.label == ev.label
+    assert judged.verdicts == [c.verdict for c in ev.claims]
+    model = shipped_models()["local"]["cjk" if cjk else "latin"]
+    assert probability_of(model, judged) == pytest.approx(ev.hallucination_probability)

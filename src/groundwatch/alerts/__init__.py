@@ -1,6 +1,7 @@
 """Alerting on score drops: :mod:`.detector` (the statistics, no I/O) and :mod:`.sinks`
 (where alerts go: an OpenTelemetry log event and counter, a log line, a webhook)."""
 
+from ._cusum import MeanDesign, RateDesign, cusum_arl, threshold_for_arl
 from .detector import (
     DEFAULT_FLOOR_MARGIN,
     DEFAULT_FLOOR_WINDOW,
@@ -15,11 +16,7 @@ from .detector import (
     SCORE_NAMES,
     Alert,
     DropDetector,
-    MeanDesign,
-    RateDesign,
     ScoreName,
-    cusum_arl,
-    threshold_for_arl,
 )
 from .sinks import (
     ALERT_EVENT_NAME,

@@ -56,7 +56,9 @@ def _sums(telemetry: GroundwatchTelemetry) -> dict[str, float]:
     return {name: telemetry.metric_total(name) for name in AUDIT_SUMS}
 
 
-def _import(rows: list[dict[str, Any]], into: GroundwatchTelemetry) -> None:
+def _import(rows: list[dict[str, Any]], into: GroundwatchTelemetry) -> Stats:
+    """Import ``rows`` into ``into``'s providers; the returned counts must be kept alive while
+    the metrics are read (the instruments hold their sources weakly, as a monitor's)."""
     summary = read_labels(json.dumps(row) for row in rows)
     assert summary.errors == []
     stats = Stats(lambda: 0)
@@ -70,6 +72,7 @@ def _import(rows: list[dict[str, Any]], into: GroundwatchTelemetry) -> None:
         stats=stats,
     )
     assert import_labels(summary.rows, telemetry, stats, meter_provider=into.meter_provider)
+    return stats
 
 
 def test_an_import_counts_what_monitor_feedback_counts(
@@ -84,7 +87,7 @@ def test_an_import_counts_what_monitor_feedback_counts(
     assert monitor.force_flush(10_000)
     # Elsewhere (serve, worker): the rows carry the verdict.
     imported = groundwatch_telemetry
-    _import(rows, imported)
+    stats = _import(rows, imported)
     assert _sums(imported) == pytest.approx(_sums(capgw))
     want = RateTotals.from_answers(
         [r["judge_label"] == "hallucinated" for r in rows],
@@ -97,6 +100,7 @@ def test_an_import_counts_what_monitor_feedback_counts(
     )
     # The same feedback counter, and one event per label in the answer's trace.
     assert imported.metric_total(sc.METRIC_FEEDBACK) == len(rows)
+    assert stats.audit.snapshot()
     events = imported.events()
     assert {f"{e.log_record.trace_id:032x}" for e in events} == {r["trace_id"] for r in rows}
     for event in events:
@@ -128,13 +132,16 @@ def test_rows_outside_the_audit_are_feedback_only(
     summary = read_labels(lines)
     assert (len(summary.rows), summary.audit_labels, summary.repeated) == (5, 1, 1)
     assert summary.skipped == {"unlabelled": 1}
-    _import([audit, thumbs_down, no_verdict, errored, unlabelled, again], groundwatch_telemetry)
+    stats = _import(
+        [audit, thumbs_down, no_verdict, errored, unlabelled, again], groundwatch_telemetry
+    )
     sums = _sums(groundwatch_telemetry)
     assert sums[sc.METRIC_AUDIT_LABELLED] == 1  # only the first audit label
     assert sums[sc.METRIC_AUDIT_LABEL_SUM] == 1
     assert sums[sc.METRIC_AUDIT_FLAGGED] == 0
     assert sums[sc.METRIC_AUDIT_PROBABILITY] == pytest.approx(0.3)
     assert groundwatch_telemetry.metric_total(sc.METRIC_FEEDBACK) == 5
+    assert stats.audit.snapshot()
 
 
 def test_a_file_with_a_bad_row_imports_nothing(

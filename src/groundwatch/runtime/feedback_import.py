@@ -40,6 +40,11 @@ _SAMPLED = int(TraceFlags(TraceFlags.SAMPLED))
 MAX_REPORTED = 10
 """Bad lines named in the error (the count says how many more)."""
 
+_KEPT: list[Stats] = []
+"""The counts of this process's imports, kept for its lifetime: the instruments hold their
+sources weakly (as a monitor's), and providers set up by others (``opentelemetry-instrument``)
+may collect them last at exit."""
+
 
 @dataclass(frozen=True)
 class LabelRow:
@@ -287,6 +292,7 @@ def run(args: argparse.Namespace) -> int:
                 "app exports to), or run under opentelemetry-instrument; --dry-run only checks"
             )
         stats = Stats(lambda: 0)
+        _KEPT.append(stats)
         telemetry = Telemetry(
             tracer_provider=None,
             meter_provider=None,

@@ -220,10 +220,11 @@ class MetricBatch:
     Histograms still get one point per evaluation (their values differ).
     """
 
-    __slots__ = ("claims", "evaluations", "instruments", "rates")
+    __slots__ = ("claims", "evaluations", "instruments", "rates", "stats")
 
-    def __init__(self, instruments: _Instruments) -> None:
+    def __init__(self, instruments: _Instruments, stats: Stats) -> None:
         self.instruments = instruments
+        self.stats = stats
         self.evaluations: Counter[tuple[tuple[str, Any], ...]] = Counter()
         self.claims: Counter[tuple[tuple[str, str], ...]] = Counter()
         self.rates: dict[RateKey, list[float]] = {}
@@ -236,7 +237,7 @@ class MetricBatch:
         for key, n in self.claims.items():
             ins.claims.add(n, dict(key))
         if self.rates:
-            ins.rates.add(self.rates)
+            self.stats.rates.merge(self.rates)
         self.evaluations.clear()
         self.claims.clear()
         self.rates.clear()
@@ -438,7 +439,7 @@ class Telemetry:
 
     def batch(self) -> MetricBatch:
         """A batch for :meth:`emit`'s counter increments; call its ``flush()`` after."""
-        return MetricBatch(self.instruments)
+        return MetricBatch(self.instruments, self.stats)
 
     def emit(
         self,

@@ -6,11 +6,12 @@ sum is one counter, by ``groundwatch.route`` and ``groundwatch.judge``:
 
 - ``groundwatch.rate.*``, over every judged answer: counted on the worker beside the other
   metric points of an evaluation (:class:`~._emitter.MetricBatch` collects a batch's sums and
-  adds each once);
+  adds them to the monitor's :class:`KeyedSums` under one lock);
 - ``groundwatch.audit.*``, over the audited answers a person labelled: counted when the label
   comes back (``Monitor.feedback(source="audit")`` on the caller's thread, ``groundwatch
-  feedback import``) into :class:`AuditSums`, plain floats under a lock that observable
-  counters read when the SDK collects.
+  feedback import``) into :class:`AuditSums`.
+
+Both are plain floats under a lock, read by observable counters when the SDK collects.
 
 A judged answer whose judge gave no probability counts its flag (1 or 0) as the prediction,
 as :meth:`RateTotals.add <groundwatch.rates.RateTotals.add>` does.
@@ -85,37 +86,32 @@ _AUDIT: tuple[tuple[str, str, str], ...] = (
 )
 
 
-class AuditSums:
-    """The ``groundwatch.audit.*`` sums of one monitor (or worker, or import), by
-    :data:`RateKey`: ``[labelled, label_sum, flagged, label_flag, f, f², y·f]``."""
+class KeyedSums:
+    """Running sums by :data:`RateKey`, plain floats under a lock: the request or worker
+    thread adds in a fraction of a microsecond, where a synchronous OpenTelemetry counter
+    costs about 10 us per ``add``; observable counters read them when the SDK collects."""
 
-    __slots__ = ("_lock", "sums")
+    __slots__ = ("_lock", "sums", "width")
 
-    def __init__(self) -> None:
+    def __init__(self, width: int) -> None:
+        self.width = width
         self._lock = threading.Lock()
         self.sums: dict[RateKey, list[float]] = {}
 
     def expect(self, key: RateKey) -> None:
-        """Publish ``key``'s sums at 0 from now on: a label that arrives later is then an
-        increase Prometheus sees (``increase()`` misses a series' first sample)."""
+        """Publish ``key``'s sums at 0 from now on: an increase that comes later is then one
+        Prometheus sees (``increase()`` misses a series' first sample)."""
         if key not in self.sums:
             with self._lock:
-                self.sums.setdefault(key, [0.0] * len(_AUDIT))
+                self.sums.setdefault(key, [0.0] * self.width)
 
-    def add(self, key: RateKey, label: bool, flagged: bool, probability: float) -> None:
-        """Count one labelled audited answer: the person's ``label`` (``True``:
-        hallucinated), the judge's flag and prediction."""
-        y = float(label)
-        f = probability
+    def merge(self, batch: Mapping[RateKey, list[float]]) -> None:
+        """Add a batch's sums (one lock for the whole batch)."""
         with self._lock:
-            sums = self.sums.setdefault(key, [0.0] * len(_AUDIT))
-            sums[0] += 1.0
-            sums[1] += y
-            sums[2] += float(flagged)
-            sums[3] += y * flagged
-            sums[4] += f
-            sums[5] += f * f
-            sums[6] += y * f
+            for key, values in batch.items():
+                sums = self.sums.setdefault(key, [0.0] * self.width)
+                for i, value in enumerate(values):
+                    sums[i] += value
 
     def snapshot(self) -> dict[RateKey, tuple[float, ...]]:
         with self._lock:
@@ -125,54 +121,66 @@ class AuditSums:
         self._lock = threading.Lock()
 
 
+class AuditSums(KeyedSums):
+    """The ``groundwatch.audit.*`` sums of one monitor (or worker, or import):
+    ``[labelled, label_sum, flagged, label_flag, f, f², y·f]``."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(len(_AUDIT))
+
+    def add(self, key: RateKey, label: bool, flagged: bool, probability: float) -> None:
+        """Count one labelled audited answer: the person's ``label`` (``True``:
+        hallucinated), the judge's flag and prediction."""
+        y = float(label)
+        f = probability
+        self.merge({key: [1.0, y, float(flagged), y * flagged, f, f * f, y * f]})
+
+
+# (instrument, unit, description) of the sums over judged answers, in count_scored's order.
+_RATE: tuple[tuple[str, str, str], ...] = (
+    (
+        sc.METRIC_RATE_SCORED,
+        "{evaluation}",
+        "Judged answers (label not error), the population of the rate estimate",
+    ),
+    (sc.METRIC_RATE_FLAGGED, "{evaluation}", "Judged answers the judge labelled hallucinated"),
+    (
+        sc.METRIC_RATE_PROBABILITY,
+        "1",
+        "Sum of the judge's hallucination probability over judged answers",
+    ),
+    (
+        sc.METRIC_RATE_PROBABILITY_SQUARES,
+        "1",
+        "Sum of the squared hallucination probability over judged answers",
+    ),
+)
+RATE_WIDTH = len(_RATE)
+
+
 class RateInstruments:
-    """The counters of both families on one meter (registered once per meter provider, with
-    :class:`~._emitter._Instruments`); the audit sums are read from every source's
-    :class:`AuditSums`."""
+    """The observable counters of both families on one meter (registered once per meter
+    provider, with :class:`~._emitter._Instruments`), reading every source's
+    :attr:`Stats.rates <._stats.Stats.rates>` and :attr:`Stats.audit <._stats.Stats.audit>`."""
 
     def __init__(self, meter: Meter, sources: weakref.WeakSet[Stats]) -> None:
         self.sources = sources
-        self.scored = meter.create_counter(
-            sc.METRIC_RATE_SCORED,
-            unit="{evaluation}",
-            description="Judged answers (label not error), the population of the rate estimate",
-        )
-        self.flagged = meter.create_counter(
-            sc.METRIC_RATE_FLAGGED,
-            unit="{evaluation}",
-            description="Judged answers the judge labelled hallucinated",
-        )
-        self.probability = meter.create_counter(
-            sc.METRIC_RATE_PROBABILITY,
-            unit="1",
-            description="Sum of the judge's hallucination probability over judged answers",
-        )
-        self.probability_squares = meter.create_counter(
-            sc.METRIC_RATE_PROBABILITY_SQUARES,
-            unit="1",
-            description="Sum of the squared hallucination probability over judged answers",
-        )
-        for index, (name, unit, description) in enumerate(_AUDIT):
-            meter.create_observable_counter(
-                name,
-                callbacks=[functools.partial(self._observe_audit, index)],
-                unit=unit,
-                description=description,
-            )
+        for family, instruments in (("rates", _RATE), ("audit", _AUDIT)):
+            for index, (name, unit, description) in enumerate(instruments):
+                meter.create_observable_counter(
+                    name,
+                    callbacks=[functools.partial(self._observe, family, index)],
+                    unit=unit,
+                    description=description,
+                )
 
-    def add(self, sums: Mapping[RateKey, list[float]]) -> None:
-        """Add a batch's ``[scored, flagged, f, f²]`` sums, once per attribute set."""
-        for key, (n, flagged, f, f2) in sums.items():
-            attrs = dict(key)
-            self.scored.add(n, attrs)
-            self.flagged.add(flagged, attrs)
-            self.probability.add(f, attrs)
-            self.probability_squares.add(f2, attrs)
-
-    def _observe_audit(self, index: int, options: CallbackOptions) -> Iterable[Observation]:
+    def _observe(self, family: str, index: int, options: CallbackOptions) -> Iterable[Observation]:
         total: dict[RateKey, float] = {}
         for stats in list(self.sources):
-            for key, values in stats.audit.snapshot().items():
+            sums: KeyedSums = getattr(stats, family)
+            for key, values in sums.snapshot().items():
                 total[key] = total.get(key, 0.0) + values[index]
         for key, value in total.items():
             yield Observation(value, dict(key))
@@ -194,7 +202,9 @@ def count_scored(
 
 
 __all__: list[str] = [
+    "RATE_WIDTH",
     "AuditSums",
+    "KeyedSums",
     "RateInstruments",
     "RateKey",
     "audit_key",

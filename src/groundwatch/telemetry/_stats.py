@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from ._rates import AuditSums
+from ._rates import RATE_WIDTH, AuditSums, KeyedSums
 
 
 class EscalationCounts(Protocol):
@@ -40,6 +40,8 @@ class Stats:
         self.feedback_routes: frozenset[str | None] = frozenset()
         """Routes with scored verdicts, whose label pairs ``groundwatch.feedback`` publishes at
         0 once feedback is in use (set by the monitor's verdict memory)."""
+        self.rates = KeyedSums(RATE_WIDTH)
+        """The ``groundwatch.rate.*`` sums over judged answers (added per batch)."""
         self.audit = AuditSums()
         """The ``groundwatch.audit.*`` sums of the labels of audited answers."""
 
@@ -64,6 +66,7 @@ class Stats:
 
     def reinit_after_fork(self) -> None:
         self.lock = threading.Lock()
+        self.rates.reinit_after_fork()
         self.audit.reinit_after_fork()
 
     def snapshot(self) -> tuple[dict[tuple[str, str | None], int], dict[str, int]]:

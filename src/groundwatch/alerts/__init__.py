@@ -6,6 +6,7 @@ from .detector import (
     DEFAULT_FLOOR_MARGIN,
     DEFAULT_FLOOR_WINDOW,
     DEFAULT_FLOORS,
+    DEFAULT_JUDGE_RATE_RISE,
     DEFAULT_MAX_ROUTES,
     DEFAULT_MEAN_SHIFT_SIGMAS,
     DEFAULT_MEAN_TARGET_ARL,
@@ -17,6 +18,7 @@ from .detector import (
     Alert,
     DropDetector,
     ScoreName,
+    flag_rate_after_rise,
 )
 from .sinks import (
     ALERT_EVENT_NAME,
@@ -34,6 +36,7 @@ __all__ = [
     "DEFAULT_FLOORS",
     "DEFAULT_FLOOR_MARGIN",
     "DEFAULT_FLOOR_WINDOW",
+    "DEFAULT_JUDGE_RATE_RISE",
     "DEFAULT_MAX_ROUTES",
     "DEFAULT_MEAN_SHIFT_SIGMAS",
     "DEFAULT_MEAN_TARGET_ARL",
@@ -52,6 +55,7 @@ __all__ = [
     "ScoreName",
     "WebhookAlert",
     "cusum_arl",
+    "flag_rate_after_rise",
     "log_alert",
     "threshold_for_arl",
 ]

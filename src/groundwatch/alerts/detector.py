@@ -2,7 +2,8 @@
 
 :class:`DropDetector` watches three series per route:
 
-* ``hallucination_rate`` -- the share of scored answers labelled ``hallucinated``; alerts on a rise;
+* ``hallucination_rate`` -- the share of scored answers the judge labels ``hallucinated`` (its
+  flag share, not the true rate: docs/rates.md); alerts on a rise;
 * ``groundedness`` and ``faithfulness`` -- per-answer scores; alerts on a drop of the mean.
 
 Each series has two triggers:
@@ -17,16 +18,20 @@ Each series has two triggers:
    statistic is a finite Markov chain and its average run length (ARL) is computed exactly by
    solving the chain (Brook & Evans, 1972) -- no tables, no asymptotics. The threshold ``h`` is the
    smallest one whose in-control ARL reaches ``target_arl`` evaluations for the rate (default
-   20,000) and ``mean_target_arl`` for each mean (default 50,000). The rate CUSUM is tuned for a
-   rise to ``p1 = max(3 p0, p0 + 0.05)``. The in-control law is the baseline: the rate at the
-   upper end of its one-standard-error interval (an unlucky, low warm-up would otherwise turn
-   into false alarms; cf. Gandy & Kvaloy, 2013, on guaranteed conditional performance), the
-   scores as the bootstrap (empirical) law of the warm-up shifted down one standard error, plus
-   0.4 % mass at score 0 because a warm-up of a few hundred answers under-samples the rare very
-   bad answer that the run length is most sensitive to.
+   20,000) and ``mean_target_arl`` for each mean (default 50,000). The rate CUSUM watches the
+   judge's flags and is tuned for the flag rate ``p1`` they show after a rise of the true rate:
+   with the judge's shipped sensitivity and specificity (:func:`flag_rate_after_rise`), ``p1 =
+   p0 + (sensitivity + specificity - 1) * 0.10``; for flags that are the truth (a judge without
+   measured error rates), ``p1 = max(3 p0, p0 + 0.05)``. The in-control law is the baseline:
+   the rate at the upper end of its one-standard-error interval (an unlucky, low warm-up would
+   otherwise turn into false alarms; cf. Gandy & Kvaloy, 2013, on guaranteed conditional
+   performance), the scores as the bootstrap (empirical) law of the warm-up shifted down one
+   standard error, plus 0.4 % mass at score 0 because a warm-up of a few hundred answers
+   under-samples the rare very bad answer that the run length is most sensitive to.
 2. **An absolute floor** (a ceiling for the rate) on the mean of the last ``floor_window``
    evaluations, so that an application that is bad from the start -- and so learns a bad baseline
-   -- or that degrades slowly still alerts.
+   -- or that degrades slowly still alerts. By default only faithfulness has one: the flag share
+   and groundedness are in the judge's units, far from the truth and different per domain.
 
 Hysteresis: a series fires once per episode and resolves once. While firing, the CUSUM is capped
 at ``2h``; the episode resolves when it has drained back to zero (evidence has swung back to the
@@ -72,6 +77,7 @@ from pydantic import BaseModel, ConfigDict
 from ._cusum import _MEAN_GRID, MeanDesign, RateDesign
 
 if TYPE_CHECKING:
+    from ..rates import JudgeErrorRates
     from ..types import Evaluation
 
 _logger = logging.getLogger(__name__)
@@ -84,21 +90,33 @@ SCORE_NAMES: tuple[ScoreName, ...] = ("hallucination_rate", "groundedness", "fai
 # verdict on the answer; ``insufficient_context`` is a retrieval failure, not a hallucination, so
 # it counts as "not hallucinated" (its scores still feed the means).
 _RATE_LABELS = frozenset({"grounded", "hallucinated", "insufficient_context"})
+# Below this sensitivity + specificity - 1 the judge's flag barely moves with the true rate: the
+# rate CUSUM is then designed as if the flags were the truth.
+_MIN_YOUDEN = 0.05
 
 DEFAULT_WARMUP = 500
 DEFAULT_TARGET_ARL = 20_000.0
 DEFAULT_MEAN_TARGET_ARL = 50_000.0
 DEFAULT_RATE_RISE = 3.0
 DEFAULT_MIN_RATE_RISE = 0.05
+# With the judge's error rates: the rise of the true rate the rate CUSUM is tuned for. Ten points
+# detected 5 % -> 20 % sooner than five on every domain of benchmarks/alerts.py, 5 % -> 10 % as
+# soon, at under half a false alarm per 10,000 evaluations.
+DEFAULT_JUDGE_RATE_RISE = 0.10
 DEFAULT_MEAN_SHIFT_SIGMAS = 1.0
 DEFAULT_FLOOR_WINDOW = 50
 DEFAULT_FLOOR_MARGIN = 0.05
 DEFAULT_MAX_ROUTES = 256
-DEFAULT_FLOORS: Mapping[ScoreName, float] = {
-    "hallucination_rate": 0.30,
-    "groundedness": 0.50,
-    "faithfulness": 0.70,
-}
+# No ceiling on the hallucination rate and no floor on groundedness by default: both are in the
+# judge's own units, and a judge with the local one's error rates puts a healthy service (5 %
+# hallucinated) at a flag share of 30-65 % and a mean groundedness of 0.37-0.83 depending on the
+# domain (benchmarks/alerts.py on ../shared/data), so a fixed line fires on healthy services.
+# The absolute ceiling belongs to the audited estimate's lower bound (the Prometheus rule
+# GroundwatchHallucinationRateHigh); ``floors=`` sets lines here for scores that are the truth
+# (people's labels, or a judge measured to be nearly exact). Faithfulness (contradictions) stays
+# near 1 on every healthy domain measured, so its floor stays.
+DEFAULT_FLOORS: Mapping[ScoreName, float] = {"faithfulness": 0.70}
+
 # An episode resolves when the evidence has swung back by this many thresholds: at the baseline
 # that takes about twice the in-control drift time from h, and it keeps a rate that hovers near
 # the detector's indifference point from flapping.
@@ -150,6 +168,33 @@ class Alert(BaseModel):
         )
 
 
+def flag_rate_after_rise(
+    p0: float,
+    error_rates: JudgeErrorRates | None,
+    *,
+    rate_rise: float = DEFAULT_RATE_RISE,
+    min_rate_rise: float = DEFAULT_MIN_RATE_RISE,
+    judge_rate_rise: float = DEFAULT_JUDGE_RATE_RISE,
+) -> float:
+    """The judge's flag rate the rate CUSUM is tuned to detect, from its baseline flag rate
+    ``p0``.
+
+    A judge flags a share ``p = sensitivity * r + (1 - specificity) * (1 - r)`` of the answers
+    at a true rate ``r``, so a rise of the true rate by ``d`` moves its flags by ``youden * d``
+    (``youden = sensitivity + specificity - 1``): with error rates, the design is for the flags
+    after a rise of ``judge_rate_rise`` in the true rate, ``p0 + youden * judge_rate_rise``. The
+    baseline true rate is not inferred from ``p0`` (a relative ``rate_rise`` would need it): the
+    judge's specificity differs so much from source to source that the corrected baseline is
+    off by tens of points (docs/rates.md). With no error rates (or a judge no better than
+    chance) the flags are taken as the truth: ``max(p0 * rate_rise, p0 + min_rate_rise)``.
+    """
+    if error_rates is not None:
+        youden = error_rates.sensitivity + error_rates.specificity - 1.0
+        if youden >= _MIN_YOUDEN:
+            return min(p0 + youden * judge_rate_rise, 0.99)
+    return min(max(p0 * rate_rise, p0 + min_rate_rise), 0.99)
+
+
 # --------------------------------------------------------------------------------------------
 # The detector
 
@@ -176,6 +221,7 @@ class _Series:
     seen: int = 0
     adapt_value: float | None = None
     design_value: float | None = None
+    judge: str | None = None  # the judge of the series' first evaluation (its error rates)
 
 
 class DropDetector:
@@ -190,14 +236,19 @@ class DropDetector:
             evaluations (default 20,000). Larger: fewer false alarms, longer detection delays
             (see the README's trade-off table).
         mean_target_arl: the same for each of the two mean CUSUMs (default 50,000).
-        rate_rise: the rate CUSUM is tuned for a rise to ``max(p0 * rate_rise, p0 +
+        rate_rise: without the judge's error rates (the flags taken as the truth), the rate
+            CUSUM is tuned for a rise from the baseline ``p0`` to ``max(p0 * rate_rise, p0 +
             min_rate_rise)``; larger rises are detected faster, smaller ones later.
         min_rate_rise: see ``rate_rise``.
+        judge_rate_rise: with the judge's error rates, the rise of the true rate the CUSUM is
+            tuned for (default 0.10), which moves the flags by ``(sensitivity + specificity -
+            1) * judge_rate_rise`` (:func:`flag_rate_after_rise`).
         mean_shift_sigmas: the mean CUSUMs are tuned for a drop of this many baseline standard
             deviations (reference value ``k`` = half of it).
         floors: absolute floors per score (a ceiling for ``hallucination_rate``); ``None`` or a
-            missing key turns that floor off. Default: rate 0.30, groundedness 0.50,
-            faithfulness 0.70.
+            missing key turns that floor off. Default: faithfulness 0.70 only (the judge's flag
+            share and groundedness sit far from the truth, domain by domain; the audited
+            estimate's Prometheus rule is the rate's ceiling, docs/alerts.md).
         floor_window: the floors compare the mean of this many most recent evaluations.
         floor_margin: a floor alert resolves once the windowed mean is this far back inside.
         adapt_halflife: if set, the baseline keeps adapting with this half-life (evaluations)
@@ -206,6 +257,13 @@ class DropDetector:
         max_routes: routes watched at most (memory stays bounded); evaluations of further routes
             are skipped and counted in :attr:`routes_dropped`.
         clock: returns the alert time (seconds); ``time.time`` by default.
+        error_rates: the judge's sensitivity and specificity for the rate CUSUM's design:
+            ``"shipped"`` (default) looks up the ones shipped for the judge that scored the
+            series' first evaluation (:func:`groundwatch.rates.judge_error_rates`; none for a
+            judge without a measurement, or for values fed through :meth:`observe`); a
+            :class:`~groundwatch.rates.JudgeErrorRates` for every series; ``None``: the flags
+            are the truth.
+        language: the answers' language, for the shipped error rates.
     """
 
     def __init__(
@@ -216,6 +274,7 @@ class DropDetector:
         mean_target_arl: float = DEFAULT_MEAN_TARGET_ARL,
         rate_rise: float = DEFAULT_RATE_RISE,
         min_rate_rise: float = DEFAULT_MIN_RATE_RISE,
+        judge_rate_rise: float = DEFAULT_JUDGE_RATE_RISE,
         mean_shift_sigmas: float = DEFAULT_MEAN_SHIFT_SIGMAS,
         floors: Mapping[ScoreName, float | None] | None = DEFAULT_FLOORS,
         floor_window: int = DEFAULT_FLOOR_WINDOW,
@@ -224,6 +283,8 @@ class DropDetector:
         scores: Iterable[ScoreName] = SCORE_NAMES,
         max_routes: int = DEFAULT_MAX_ROUTES,
         clock: Callable[[], float] = time.time,
+        error_rates: JudgeErrorRates | Literal["shipped"] | None = "shipped",
+        language: str = "en",
     ) -> None:
         if warmup < 2:
             raise ValueError("warmup must be at least 2 evaluations")
@@ -238,6 +299,7 @@ class DropDetector:
         self.mean_target_arl = float(mean_target_arl)
         self.rate_rise = float(rate_rise)
         self.min_rate_rise = float(min_rate_rise)
+        self.judge_rate_rise = float(judge_rate_rise)
         self.mean_shift_sigmas = float(mean_shift_sigmas)
         self.floors: dict[ScoreName, float] = {
             k: float(v) for k, v in (floors or {}).items() if v is not None
@@ -250,6 +312,8 @@ class DropDetector:
             if s not in SCORE_NAMES:
                 raise ValueError(f"unknown score {s!r}; expected one of {SCORE_NAMES}")
         self.max_routes = int(max_routes)
+        self.error_rates = error_rates
+        self.language = language
         self.routes_dropped = 0
         """Evaluations not watched because ``max_routes`` routes were already watched."""
         self._clock = clock
@@ -272,6 +336,8 @@ class DropDetector:
             now: float | None = None
             for score, value in values:
                 series = self._get_series(score, route)
+                if series is not None and series.judge is None:
+                    series.judge = evaluation.judge
                 if series is None:
                     continue
                 alert = self._observe(series, value)
@@ -348,7 +414,18 @@ class DropDetector:
                     out.append((score, min(1.0, max(0.0, float(v)))))
         return out
 
-    def _build_design(self, score: ScoreName, sample: Sequence[float]) -> RateDesign | MeanDesign:
+    def _judge_error_rates(self, judge: str | None) -> JudgeErrorRates | None:
+        if self.error_rates != "shipped":
+            return self.error_rates
+        if not judge:
+            return None
+        from ..rates import judge_error_rates
+
+        return judge_error_rates(judge, self.language)
+
+    def _build_design(
+        self, score: ScoreName, sample: Sequence[float], judge: str | None = None
+    ) -> RateDesign | MeanDesign:
         if score == "hallucination_rate":
             n = len(sample)
             hits = sum(1 for x in sample if x >= 0.5)
@@ -358,7 +435,13 @@ class DropDetector:
             centre = (p_hat + z * z / (2 * n)) / (1 + z * z / n)
             half = z * math.sqrt(p_hat * (1 - p_hat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
             p0 = min(max(centre + half, 0.002), 0.9)
-            p1 = min(max(p0 * self.rate_rise, p0 + self.min_rate_rise), 0.99)
+            p1 = flag_rate_after_rise(
+                p0,
+                self._judge_error_rates(judge),
+                rate_rise=self.rate_rise,
+                min_rate_rise=self.min_rate_rise,
+                judge_rate_rise=self.judge_rate_rise,
+            )
             return RateDesign.build(p0, p1, self.target_arl)
         return MeanDesign.build(sample, self.mean_shift_sigmas, self.mean_target_arl)
 
@@ -373,7 +456,7 @@ class DropDetector:
         if s.design is None:
             s.warmup_values.append(x)
             if len(s.warmup_values) >= self.warmup:
-                s.design = self._build_design(s.score, s.warmup_values)
+                s.design = self._build_design(s.score, s.warmup_values, s.judge)
                 s.baseline = sum(s.warmup_values) / len(s.warmup_values)
                 s.adapt_value = s.baseline
                 s.design_value = s.baseline
@@ -425,7 +508,7 @@ class DropDetector:
                 n = self.warmup
                 hits = round(s.adapt_value * n)
                 sample = [1.0] * hits + [0.0] * (n - hits)
-                new = self._build_design(s.score, sample)
+                new = self._build_design(s.score, sample, s.judge)
                 assert isinstance(new, RateDesign)
                 # Keep the evidence gathered so far, in the new design's units.
                 s.stat = min(new.h - 1, round(s.stat * new.scale / design.scale))

@@ -5,6 +5,7 @@ stages run where the executor says, and what crosses a process boundary is typed
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import pickle
 import threading
@@ -298,7 +299,7 @@ def test_every_field_of_an_evaluation_crosses_the_pipe_in_its_place() -> None:
         assert getattr(evaluation, name) != getattr(defaults, name), name
     back = pickle.loads(pickle.dumps(EvaluationFields.of(evaluation)))
     # What telemetry reads, without building the evaluation...
-    for name in EvaluationFields.__dataclass_fields__:
+    for name in (f.name for f in dataclasses.fields(EvaluationFields)):
         if name not in ("claims_blob", "_full"):
             want = getattr(evaluation, name)
             assert getattr(back, name) == want, name

@@ -8,11 +8,15 @@ The file is streamed: a bounded window of rows is in flight at a time, results a
 summary and the report writers in input order, and nothing per row is kept once written, so
 memory stays flat however long the file.
 
-Where the judging runs is the runtime's business (:mod:`groundwatch.runtime`): a sync judge (the
-local judge: CPU-bound) in ``--concurrency`` worker processes of the runtime's process executor,
-so N processes use N cores; an async judge (an LLM over the network) with ``--concurrency`` calls
-in flight on this process's loop. A small file, or ``--concurrency 1``, judges in this process:
-starting an interpreter costs more than judging a hundred short answers.
+The scoring is the runtime's pipeline (:mod:`groundwatch.runtime.pipeline`), as for a monitor:
+each row is prepared with the check's caps (:func:`~groundwatch.runtime.pipeline.prepare_inputs`;
+a row it rejects is bad input, exit 2) and each batch judged by
+:func:`~groundwatch.runtime.pipeline.judge_prepared` on the runner that
+:func:`~groundwatch.runtime.runners.runner_for` chose: a sync judge (the local judge: CPU-bound)
+in ``--concurrency`` worker processes, so N processes use N cores; an async judge (an LLM over
+the network) with ``--concurrency`` calls in flight on this process's loop. A small file, or
+``--concurrency 1``, judges in this process: starting an interpreter costs more than judging a
+hundred short answers.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from ..judging import registry, scoring
 from ..judging.judges import Judge
 from ..judging.judges._base import is_async_judge, judge_name
 from ..runtime.asyncjudge import AsyncRunner
+from ..runtime.pipeline import judge_prepared
 from ..runtime.runner import Prepared, Runner, Scored
 from ..runtime.runners import runner_for
 from ..types import Evaluation
@@ -426,7 +431,7 @@ async def _check_rows(
 
     async def judged(items: list[Prepared]) -> list[Scored]:
         async with sem:
-            return await runner.run(items, policy, JUDGE_TIMEOUT_S)
+            return await judge_prepared(runner, items, policy, JUDGE_TIMEOUT_S)
 
     def send(batch: _Batch) -> None:
         nonlocal filling
@@ -460,19 +465,20 @@ async def _check_rows(
                 window.append(item)
             else:
                 try:
-                    answer, passages, question, truncated = caps.prepare(item)
+                    prepared = caps.prepare(item)
                 except TypeError as exc:
                     # prepare() rejected the inputs: the row is bad, not the judge.
                     window.append(InvalidRow(item.number, None, str(exc), item.id))
                 else:
+                    read = len(prepared.answer)
                     row = dataclasses.replace(
                         item,
                         cuts=caps.cuts(item),
-                        answer_read=len(answer) if len(answer) < len(item.answer) else None,
+                        answer_read=read if read < len(item.answer) else None,
                     )
                     if filling is None:
                         filling = _Batch()
-                    filling.items.append(Prepared(answer, passages, question, truncated))
+                    filling.items.append(prepared)
                     window.append((row, filling, len(filling.items) - 1))
                     if len(filling.items) >= min(batch_rows, runner.batch_size()):
                         send(filling)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from .. import _inputs
 from .._inputs import clean_text
+from ..runtime.pipeline import Prepared, prepare_inputs
 
 ExpectedLabel = Literal["faithful", "hallucinated"]
 
@@ -149,10 +150,11 @@ class Caps:
             )
         return tuple(out)
 
-    def prepare(self, row: Row) -> tuple[str, list[Any], str | None, bool]:
-        """:func:`groundwatch._inputs.prepare` with these caps: ``(answer, passages, question,
-        truncated)``. Raises ``TypeError`` as it does."""
-        return _inputs.prepare(
+    def prepare(self, row: Row) -> Prepared:
+        """The row as the runner judges it, prepared by the scoring pipeline with these caps
+        (:func:`groundwatch.runtime.pipeline.prepare_inputs`). Raises ``TypeError`` as it
+        does."""
+        return prepare_inputs(
             row.answer,
             row.contexts,
             row.question,

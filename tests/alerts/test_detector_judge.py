@@ -1,7 +1,7 @@
 """The drop detector's defaults for a judge with the error rates it really has.
 
 A judge that flags far more answers than are hallucinated (the local judge: a flag share of
-30-65 % on services whose true rate is 5 %) must not make the default detector fire on a
+31-65 % on services whose true rate is 5 %) must not make the default detector fire on a
 healthy service, and its rate CUSUM is designed from the judge's shipped sensitivity and
 specificity: the flags move by ``sensitivity + specificity - 1`` times the rise of the true rate.
 """

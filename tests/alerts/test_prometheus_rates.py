@@ -8,10 +8,10 @@ the one ``estimate_rate`` gives for the same sums: PPI++ where it applies and is
 labels' Wilson interval elsewhere, nothing without a label.
 
 The judge-drift rules embed the judges' shipped sensitivity and specificity ranges; a test fails
-when they and ``src/groundwatch/rates/_judge_error_rates.json`` disagree. Running this file
-prints the block to paste between the BEGIN / END markers::
+when they and ``src/groundwatch/rates/_judge_error_rates.json`` disagree. Running this module
+prints the block that goes between the BEGIN / END markers, or writes it there with ``--write``::
 
-    python -m tests.alerts.test_prometheus_rates
+    python -m tests.alerts.test_prometheus_rates [--write]
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ def test_drift_rules_hold_the_shipped_error_rates() -> None:
     assert expected, "no judge has English error rates"
     assert embedded_block(RULES.read_text()) == expected, (
         "the judge-drift rules and _judge_error_rates.json disagree; regenerate with "
-        "`python -m tests.alerts.test_prometheus_rates`"
+        "`python -m tests.alerts.test_prometheus_rates --write`"
     )
     # And the rules parse into one constant per judge and bound.
     doc = yaml.safe_load(RULES.read_text())
@@ -275,4 +275,12 @@ def test_shipped_block_changes_with_the_json() -> None:
 
 
 if __name__ == "__main__":
-    print(_BEGIN + shipped_block(json.loads(ERROR_RATES.read_text())) + _END, end="")
+    import sys
+
+    block = shipped_block(json.loads(ERROR_RATES.read_text()))
+    if sys.argv[1:] == ["--write"]:
+        text = RULES.read_text()
+        start = text.index(_BEGIN) + len(_BEGIN)
+        RULES.write_text(text[:start] + block + text[text.index(_END) :])
+    else:
+        print(_BEGIN + block + _END, end="")

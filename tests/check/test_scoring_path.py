@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from groundwatch import LocalJudge, evaluate
-from groundwatch.check import cli as check_cli
+from groundwatch.check import stream as check_stream
 from groundwatch.check.cli import GateOptions, run_check
 from groundwatch.integration import suppressed
 from groundwatch.judging import evaluate as evaluate_module
@@ -109,12 +109,12 @@ def test_each_batch_starts_the_runner_before_running_it(
     # start() is where a worker process starts, outside every evaluation deadline; the check
     # awaits it before each batch as the monitor's worker does.
     calls: list[str] = []
-    real = check_cli.check_runner
+    real = check_stream.check_runner
 
     def recording(judge: Judge, concurrency: int, processes: int) -> Runner:
         return RecordingRunner(real(judge, concurrency, processes), calls)
 
-    monkeypatch.setattr(check_cli, "check_runner", recording)
+    monkeypatch.setattr(check_stream, "check_runner", recording)
     _, summary, _ = run_check(_rows(tmp_path, 5), LocalJudge(), OPEN_GATE, concurrency=1)
     assert summary.rows == 5
     runs = [c for c in calls if c.startswith("run")]

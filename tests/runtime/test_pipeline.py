@@ -25,7 +25,7 @@ from groundwatch._wire import (
     WireVersionError,
     as_evaluation,
 )
-from groundwatch.check.cli import check_runner
+from groundwatch.check.stream import check_runner
 from groundwatch.runtime.cascade import CascadeRunner
 from groundwatch.runtime.pipeline import LocalScoring, evaluate_records
 from groundwatch.runtime.process import ProcessRunner

@@ -23,16 +23,11 @@ import functools
 import hashlib
 import threading
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from . import semconv as sc
-
-if TYPE_CHECKING:
-    import weakref
-
-    from ._stats import Stats
 
 RateKey = tuple[tuple[str, str], ...]
 """A counter's attributes as a hashable key: ``groundwatch.route`` (when there is one) and
@@ -160,12 +155,20 @@ _RATE: tuple[tuple[str, str, str], ...] = (
 RATE_WIDTH = len(_RATE)
 
 
+class RateSource(Protocol):
+    """What the counters read of a source (:class:`~._stats.Stats`); a protocol, so that this
+    module, which ``_stats`` builds on, never imports it back."""
+
+    rates: KeyedSums
+    audit: AuditSums
+
+
 class RateInstruments:
     """The observable counters of both families on one meter (registered once per meter
     provider, with :class:`~._emitter._Instruments`), reading every source's
     :attr:`Stats.rates <._stats.Stats.rates>` and :attr:`Stats.audit <._stats.Stats.audit>`."""
 
-    def __init__(self, meter: Meter, sources: weakref.WeakSet[Stats]) -> None:
+    def __init__(self, meter: Meter, sources: Iterable[RateSource]) -> None:
         self.sources = sources
         for family, instruments in (("rates", _RATE), ("audit", _AUDIT)):
             for index, (name, unit, description) in enumerate(instruments):

@@ -30,6 +30,14 @@ if TYPE_CHECKING:
     )
     from .judging.scoring import LabelPolicy
     from .queue import RedisQueue
+    from .rates import (
+        JudgeErrorRates,
+        RateEstimate,
+        RateTotals,
+        estimate_rate,
+        is_audited,
+        judge_error_rates,
+    )
     from .runtime.dataset import DatasetSink
     from .runtime.monitor import Monitor
     from .runtime.sampling import (
@@ -61,6 +69,12 @@ _WHERE = {
     "SemanticJudge": ".judging.judges",
     "LabelPolicy": ".judging.scoring",
     "RedisQueue": ".queue",
+    "JudgeErrorRates": ".rates",
+    "RateEstimate": ".rates",
+    "RateTotals": ".rates",
+    "estimate_rate": ".rates",
+    "is_audited": ".rates",
+    "judge_error_rates": ".rates",
     "DatasetSink": ".runtime.dataset",
     "Monitor": ".runtime.monitor",
     "Decision": ".runtime.sampling",
@@ -91,6 +105,7 @@ __all__ = [
     "Evaluation",
     "Evidence",
     "Judge",
+    "JudgeErrorRates",
     "Judgement",
     "LabelPolicy",
     "LocalJudge",
@@ -99,7 +114,9 @@ __all__ = [
     "OpenAIJudge",
     "Passage",
     "RagRecord",
+    "RateEstimate",
     "RateLimitSampler",
+    "RateTotals",
     "RatioSampler",
     "RedisQueue",
     "RouteSampler",
@@ -109,7 +126,10 @@ __all__ = [
     "Usage",
     "__version__",
     "aevaluate",
+    "estimate_rate",
     "evaluate",
+    "is_audited",
+    "judge_error_rates",
     "otlp_worker_providers",
 ]
 

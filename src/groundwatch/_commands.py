@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import signal
 import sys
@@ -115,6 +116,70 @@ def telemetry_destination() -> str:
         "telemetry goes nowhere (no OTEL_EXPORTER_OTLP_ENDPOINT, not under "
         "opentelemetry-instrument): evaluations are scored and not exported; --verbose prints them"
     )
+
+
+def audit_rate(raw: str) -> float:
+    """An ``--audit-rate`` value: ``0.02`` or ``2%``, within [0, 1]."""
+    from . import _config
+
+    try:
+        value = _config._parse_fraction(raw.strip())
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share within [0, 1] or 0%-100%, got {raw}")
+    return value
+
+
+def add_audit_option(parser: Any) -> None:
+    """``--audit-rate``, as ``serve`` and ``worker`` take it: the same variable as the app's, so
+    every part of a deployment marks the same traces."""
+    from . import _config
+
+    parser.add_argument(
+        "--audit-rate",
+        type=audit_rate,
+        default=_config.env_float(_config.AUDIT_RATE, _config.DEFAULT_AUDIT_RATE, 0.0, 1.0),
+        metavar="SHARE",
+        help=(
+            "share of judged answers in the random audit, chosen by trace id as the app's "
+            "Monitor(audit_rate=...) chooses (docs/feedback.md#audits) "
+            f"({_config.AUDIT_RATE}, default 0)"
+        ),
+    )
+    parser.add_argument(
+        "--audit-file",
+        metavar="PATH",
+        help=(
+            "write the audited answers here (JSON Lines, as DatasetSink(when='audit') writes "
+            "them) for people to label and bring back with groundwatch feedback import; needs "
+            "--capture-content and an audit rate"
+        ),
+    )
+
+
+def audit_sinks(args: argparse.Namespace) -> list[Any]:
+    """The ``DatasetSink(when="audit")`` that ``--audit-file`` asks for, if any.
+
+    Raises:
+        UsageError: ``--audit-file`` without ``--capture-content`` or without an audit rate.
+    """
+    path = getattr(args, "audit_file", None)
+    if not path:
+        return []
+    if not args.capture_content:
+        raise _errors.UsageError(
+            "--audit-file writes the question, passages and answer of each audited answer for "
+            "people to label: add --capture-content (and keep the file where the content may be)"
+        )
+    if not args.audit_rate:
+        raise _errors.UsageError(
+            "--audit-file keeps the audited answers and nothing is audited: add --audit-rate "
+            "0.02 (say), or set GROUNDWATCH_AUDIT_RATE"
+        )
+    from .runtime.dataset import DatasetSink
+
+    return [DatasetSink(path, when="audit")]
 
 
 def add_console_options(parser: Any) -> None:

@@ -11,6 +11,7 @@ falls back to the default; it never raises. Shares take ``0.05`` or ``5%``; whol
 |---|---|---|
 | ``GROUNDWATCH_SAMPLE_RATE`` | ``1.0`` | share of records scored, in [0, 1] |
 | ``GROUNDWATCH_RATE_LIMIT_PER_MINUTE`` | unset | cap on records scored per minute |
+| ``GROUNDWATCH_AUDIT_RATE`` | ``0`` | share of judged answers in the random audit |
 | ``GROUNDWATCH_MAX_QUEUE_SIZE`` | ``1024`` | records waiting for the worker; more are dropped |
 | ``GROUNDWATCH_MAX_CONCURRENCY`` | ``8`` | evaluations in flight for async judges |
 | ``GROUNDWATCH_EVALUATION_TIMEOUT_MILLIS`` | ``60000`` | per-evaluation deadline |
@@ -72,6 +73,12 @@ rate limit) in production, where ``groundwatch.records{decision=queue_full}`` sh
 
 RATE_LIMIT_PER_MINUTE = "GROUNDWATCH_RATE_LIMIT_PER_MINUTE"
 DEFAULT_RATE_LIMIT_PER_MINUTE = None
+
+AUDIT_RATE = "GROUNDWATCH_AUDIT_RATE"
+DEFAULT_AUDIT_RATE = 0.0
+"""No audit by default: an audit asks people to label answers (docs/feedback.md "Audits");
+``0.02`` gives about 200 labels per 10,000 judged answers. The app, ``serve`` and every
+``worker`` of a deployment read the same variable, so they mark the same traces."""
 
 MAX_QUEUE_SIZE = "GROUNDWATCH_MAX_QUEUE_SIZE"
 DEFAULT_MAX_QUEUE_SIZE = 1024
@@ -347,6 +354,7 @@ class RuntimeConfig:
 
     sample_rate: float
     rate_limit_per_minute: float | None
+    audit_rate: float
     max_queue_size: int
     max_concurrency: int
     evaluation_timeout_millis: int
@@ -369,6 +377,7 @@ def from_env() -> RuntimeConfig:
     return RuntimeConfig(
         sample_rate=env_float(SAMPLE_RATE, DEFAULT_SAMPLE_RATE, 0.0, 1.0),
         rate_limit_per_minute=limit,
+        audit_rate=env_float(AUDIT_RATE, DEFAULT_AUDIT_RATE, 0.0, 1.0),
         max_queue_size=env_int(MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SIZE),
         max_concurrency=env_int(MAX_CONCURRENCY, DEFAULT_MAX_CONCURRENCY),
         evaluation_timeout_millis=env_int(

@@ -24,18 +24,26 @@ cost the runtime avoids; ``msgspec`` would be a new core dependency for what the
 do. The version comes first in every encoded value, so a worker process started from another
 groundwatch (a stale install on ``PYTHONPATH``) fails loudly instead of misreading fields.
 Plain ``pickle`` of the types works too (their ``__reduce__`` goes through the same codec).
+
+Each type's fields are declared once, in the dataclass: :func:`_derive_codec` writes its
+``to_wire`` and ``from_wire`` from that declaration (as :mod:`dataclasses` writes ``__init__``),
+as source compiled once at import, so they run as the hand-written tuples did and a field
+cannot be left out of, or put in another place in, one side of the codec only. A field whose
+wire form is not its value names its two conversions there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
-from .types import VERDICTS, Evaluation, Label, Passage, RagRecord, Usage, Verdict
+# VERDICTS is read by the derived codec's source (_derive_codec), not by name here.
+from .types import VERDICTS, Evaluation, Label, Passage, RagRecord, Usage, Verdict  # noqa: F401
 
 __all__ = [
     "WIRE_VERSION",
@@ -47,7 +55,7 @@ __all__ = [
     "as_evaluation",
 ]
 
-WIRE_VERSION = 2
+WIRE_VERSION = 3
 """The version of :class:`RecordFields` and :class:`EvaluationFields` between two processes
 (the Redis queue's JSON has its own: :data:`groundwatch.queue.wire.VERSION`)."""
 
@@ -62,6 +70,52 @@ def _check_version(version: int) -> None:
             f"wire version {version} received, {WIRE_VERSION} expected: the worker process "
             "runs another groundwatch"
         )
+
+
+def _derive_codec(cls: type, conversions: Mapping[str, tuple[str, str]]) -> None:
+    """Give ``cls`` its ``to_wire`` and ``from_wire``: a tuple of :data:`WIRE_VERSION`, then
+    every init field of the dataclass in declaration order.
+
+    Args:
+        cls: the dataclass.
+        conversions: per field whose wire form differs from its value, the expressions that
+            encode it (of ``{v}``, the value) and decode it (of ``{v}``, the wire form), in
+            this module's names.
+
+    Raises:
+        ValueError: a conversion names no field of ``cls``.
+    """
+    names = [f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
+    unknown = set(conversions) - set(names)
+    if unknown:
+        raise ValueError(f"conversions of fields {cls.__name__} does not have: {unknown}")
+    encoded = [conversions.get(n, ("{v}", ""))[0].format(v=f"self.{n}") for n in names]
+    decoded = [conversions.get(n, ("", "{v}"))[1].format(v=f"_{i}") for i, n in enumerate(names)]
+    unpacked = ", ".join(f"_{i}" for i in range(len(names)))
+    source = (
+        "def to_wire(self):\n"
+        f"    return (WIRE_VERSION, {', '.join(encoded)})\n"
+        "def from_wire(cls, value):\n"
+        "    _check_version(value[0])\n"
+        f"    (_, {unpacked}) = value\n"
+        f"    return cls({', '.join(decoded)})\n"
+    )
+    namespace: dict[str, Any] = {}
+    # In this module's globals themselves: WIRE_VERSION is read when a value is encoded.
+    exec(compile(source, f"<{cls.__name__} codec>", "exec"), globals(), namespace)
+    to_wire, from_wire = namespace["to_wire"], namespace["from_wire"]
+    to_wire.__qualname__ = f"{cls.__name__}.to_wire"
+    from_wire.__qualname__ = f"{cls.__name__}.from_wire"
+    to_wire.__doc__ = (
+        "Plain values for the pipe: the version, then each field in declaration order "
+        "(pickled in C, with no class looked up by name)."
+    )
+    from_wire.__doc__ = (
+        "The fields :meth:`to_wire` gave.\n\nRaises:\n    WireVersionError: they come from "
+        "another version."
+    )
+    cls.to_wire = to_wire  # type: ignore[attr-defined]
+    cls.from_wire = classmethod(from_wire)  # type: ignore[attr-defined]
 
 
 class EvaluationView(Protocol):
@@ -90,6 +144,8 @@ class EvaluationView(Protocol):
     def evidence_rejected(self) -> int: ...
     @property
     def truncated(self) -> bool: ...
+    @property
+    def hallucination_probability(self) -> float | None: ...
     @property
     def verdict_counts(self) -> Mapping[Verdict, int]: ...
 
@@ -212,55 +268,10 @@ class RecordFields:
             truncated=self.truncated,
         )
 
-    def to_wire(self) -> tuple[Any, ...]:
-        """Plain values for the pipe: pickled in C with no class looked up and no Python call
-        per passage (this runs on the host's worker thread for every record sent to a worker
-        process). The version comes first; :meth:`from_wire` checks it."""
-        trace = self.trace
-        return (
-            WIRE_VERSION,
-            self.record_id,
-            self.question,
-            self.answer,
-            [(p.text, p.id, p.score, p.metadata, p.kind, p.tool) for p in self.passages],
-            self.route,
-            self.attributes,
-            self.sampling_rate,
-            self.always_score,
-            self.truncated,
-            None if trace is None else trace.to_wire(),
-            self.enqueued_ns,
-        )
-
-    @classmethod
-    def from_wire(cls, value: tuple[Any, ...]) -> RecordFields:
-        """The fields :meth:`to_wire` gave.
-
-        Raises:
-            WireVersionError: they come from another version.
-        """
-        _check_version(value[0])
-        (_, record_id, question, answer, passages, route, attributes, rate, always, cut, trace,
-         enqueued_ns) = value  # fmt: skip
-        return cls(
-            record_id,
-            question,
-            answer,
-            [
-                # Prepared on the sending side already: not validated again.
-                Passage.model_construct(
-                    text=text, id=pid, score=score, metadata=metadata, kind=kind, tool=tool
-                )
-                for text, pid, score, metadata, kind, tool in passages
-            ],
-            route,
-            attributes,
-            rate,
-            always,
-            cut,
-            None if trace is None else TraceFields(*trace),
-            enqueued_ns,
-        )
+    # Derived from the fields above (_derive_codec, below the class): the passages as plain
+    # tuples, so that the host's worker thread pays no Python call per passage.
+    to_wire: ClassVar[Callable[[RecordFields], tuple[Any, ...]]]
+    from_wire: ClassVar[Callable[[tuple[Any, ...]], RecordFields]]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return RecordFields.from_wire, (self.to_wire(),)
@@ -290,6 +301,7 @@ class EvaluationFields:
     error_type: str | None
     evidence_rejected: int
     truncated: bool
+    hallucination_probability: float | None
     verdict_counts: dict[Verdict, int]
     claims_blob: bytes = b""
     _full: Evaluation | None = field(default=None, repr=False)
@@ -309,6 +321,7 @@ class EvaluationFields:
             evaluation.error_type,
             evaluation.evidence_rejected,
             evaluation.truncated,
+            evaluation.hallucination_probability,
             evaluation.verdict_counts,
             pickle.dumps(claims, protocol=pickle.HIGHEST_PROTOCOL) if claims else b"",
             evaluation,
@@ -332,59 +345,43 @@ class EvaluationFields:
                 error_type=self.error_type,
                 evidence_rejected=self.evidence_rejected,
                 truncated=self.truncated,
+                hallucination_probability=self.hallucination_probability,
             )
         return self._full
 
-    def to_wire(self) -> tuple[Any, ...]:
-        """Plain values for the pipe (see :meth:`RecordFields.to_wire`); the version first."""
-        usage = self.usage
-        counts = self.verdict_counts
-        return (
-            WIRE_VERSION,
-            self.label,
-            self.faithfulness,
-            self.groundedness,
-            self.judge,
-            self.model,
-            None if usage is None else (usage.input_tokens, usage.output_tokens, usage.calls),
-            self.explanation,
-            self.error,
-            self.error_type,
-            self.evidence_rejected,
-            self.truncated,
-            tuple(counts[v] for v in VERDICTS),
-            self.claims_blob,
-        )
-
-    @classmethod
-    def from_wire(cls, value: tuple[Any, ...]) -> EvaluationFields:
-        """The fields :meth:`to_wire` gave.
-
-        Raises:
-            WireVersionError: they come from another version.
-        """
-        _check_version(value[0])
-        (_, label, faithfulness, groundedness, judge, model, usage, explanation, error,
-         error_type, evidence_rejected, truncated, counts, claims_blob) = value  # fmt: skip
-        return cls(
-            label,
-            faithfulness,
-            groundedness,
-            judge,
-            model,
-            None
-            if usage is None
-            else Usage.model_construct(
-                input_tokens=usage[0], output_tokens=usage[1], calls=usage[2]
-            ),
-            explanation,
-            error,
-            error_type,
-            evidence_rejected,
-            truncated,
-            dict(zip(VERDICTS, counts, strict=True)),
-            claims_blob,
-        )
+    to_wire: ClassVar[Callable[[EvaluationFields], tuple[Any, ...]]]
+    from_wire: ClassVar[Callable[[tuple[Any, ...]], EvaluationFields]]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return EvaluationFields.from_wire, (self.to_wire(),)
+
+
+_derive_codec(
+    RecordFields,
+    {
+        "passages": (
+            "[(p.text, p.id, p.score, p.metadata, p.kind, p.tool) for p in {v}]",
+            # Prepared on the sending side already: not validated again.
+            "[Passage.model_construct(text=t, id=i, score=s, metadata=m, kind=k, tool=o)"
+            " for t, i, s, m, k, o in {v}]",
+        ),
+        "trace": (
+            "None if {v} is None else {v}.to_wire()",
+            "None if {v} is None else TraceFields(*{v})",
+        ),
+    },
+)
+_derive_codec(
+    EvaluationFields,
+    {
+        "usage": (
+            "None if {v} is None else ({v}.input_tokens, {v}.output_tokens, {v}.calls)",
+            "None if {v} is None else Usage.model_construct("
+            "input_tokens={v}[0], output_tokens={v}[1], calls={v}[2])",
+        ),
+        "verdict_counts": (
+            "tuple([{v}[x] for x in VERDICTS])",
+            "dict(zip(VERDICTS, {v}, strict=True))",
+        ),
+    },
+)

@@ -1,5 +1,6 @@
 """The ``groundwatch`` command line: ``check`` (offline gate), ``demo``, ``worker`` (a scoring
-process of a Redis pool) and ``serve`` (scores traces received over OTLP).
+process of a Redis pool), ``serve`` (scores traces received over OTLP) and ``feedback import``
+(people's labels back into telemetry).
 
 Each subcommand lives in its own private module and registers itself through ``add_parser``;
 this module wires them together and is where every command fails the same way
@@ -23,6 +24,7 @@ _SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("demo", "groundwatch.demo.cli"),
     ("worker", "groundwatch.queue.cli"),
     ("serve", "groundwatch.serve.cli"),
+    ("feedback", "groundwatch.runtime.feedback_import"),
 )
 
 

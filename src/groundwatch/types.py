@@ -125,6 +125,9 @@ class Judgement(BaseModel):
     usage: Usage | None = None
     error: str | None = None
     error_type: str | None = None
+    hallucination_probability: float | None = None
+    """The judge's probability that a person would call the answer hallucinated, where it
+    knows one; scoring carries it onto :attr:`Evaluation.hallucination_probability`."""
 
 
 class Evaluation(BaseModel):
@@ -141,6 +144,9 @@ class Evaluation(BaseModel):
         evidence_rejected: verdicts downgraded to ``unsupported`` because their evidence was not
             found in the named passage.
         truncated: the answer or the contexts were cut to the size caps before judging.
+        hallucination_probability: the judge's probability, in [0, 1], that a person would call
+            the answer hallucinated under the label policy (docs/rates.md); ``None`` only when
+            ``label`` is ``error``.
     """
 
     label: Label
@@ -155,6 +161,7 @@ class Evaluation(BaseModel):
     error_type: str | None = None
     evidence_rejected: int = 0
     truncated: bool = False
+    hallucination_probability: float | None = None
 
     @property
     def verdict_counts(self) -> dict[Verdict, int]:

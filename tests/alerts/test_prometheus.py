@@ -31,6 +31,7 @@ from .conftest import prometheus_reader, require_tool
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "examples" / "prometheus" / "groundwatch-alerts.yml"
 RULE_TESTS = ROOT / "examples" / "prometheus" / "groundwatch-alerts.test.yml"
+RATE_RULE_TESTS = ROOT / "examples" / "prometheus" / "groundwatch-rates.test.yml"
 DASHBOARD = ROOT / "examples" / "grafana" / "groundwatch-dashboard.json"
 COLLECTOR = ROOT / "examples" / "otel-collector.yaml"
 
@@ -91,6 +92,7 @@ def exposition() -> Iterator[dict[str, set[str]]]:
     monitor = gw.Monitor(
         judge=_TokenJudge(),
         sampler=gw.RatioSampler(1.0),
+        audit_rate=1.0,  # every judged answer in the audit: groundwatch.audit.* on feedback
         meter_provider=provider,
         tracer_provider=NoOpTracerProvider(),
         logger_provider=NoOpLoggerProvider(),
@@ -117,6 +119,9 @@ def exposition() -> Iterator[dict[str, set[str]]]:
     monitor.feedback(label="hallucinated", trace_id=0xA1)
     monitor.feedback(label="hallucinated", trace_id=0xA2)
     monitor.feedback(label="grounded", trace_id=0xA3)
+    # Audit labels of the two audited traces: groundwatch.audit.*, the estimate's sums.
+    monitor.feedback(label="hallucinated", trace_id=0xA1, source="audit")
+    monitor.feedback(label="grounded", trace_id=0xA2, source="audit")
     # A second monitor on the same provider exposes the failure counters: a callback that
     # raises (groundwatch.errors) and records left queued at a short shutdown deadline
     # (groundwatch.evaluations.dropped).
@@ -161,8 +166,23 @@ def test_exposition_names(exposition: dict[str, set[str]]) -> None:
         "groundwatch_evaluations_dropped_total",
         "groundwatch_errors_total",
         "groundwatch_feedback_total",
+        # The sums behind the audited hallucination-rate estimate (docs/rates.md).
+        "groundwatch_rate_scored_total",
+        "groundwatch_rate_flagged_total",
+        "groundwatch_rate_probability_total",
+        "groundwatch_rate_probability_squares_total",
+        "groundwatch_audit_labelled_total",
+        "groundwatch_audit_label_sum_total",
+        "groundwatch_audit_flagged_total",
+        "groundwatch_audit_label_flag_total",
+        "groundwatch_audit_probability_total",
+        "groundwatch_audit_probability_squares_total",
+        "groundwatch_audit_label_probability_total",
     }
-    assert expected <= set(exposition)
+    assert expected <= set(exposition), expected - set(exposition)
+    for name in expected:
+        if name.startswith(("groundwatch_rate_", "groundwatch_audit_")):
+            assert {"groundwatch_route", "groundwatch_judge"} <= exposition[name], name
     assert {
         "groundwatch_label",
         "groundwatch_feedback_label",
@@ -203,6 +223,21 @@ def _rules() -> list[dict[str, object]]:
     return [rule for group in doc["groups"] for rule in group["rules"]]
 
 
+def recorded_labels() -> dict[str, set[str]]:
+    """Record name -> the labels its series carry: the expression's grouping labels, the
+    rule's own ``labels:``, and those of the recorded series it is computed from."""
+    recorded: dict[str, set[str]] = {}
+    for rule in _rules():
+        if "record" not in rule:
+            continue
+        names, _, grouping = promql_names(str(rule["expr"]))
+        inherited = set().union(*(recorded[n] for n in names if n in recorded))
+        rule_labels = set(dict(rule.get("labels") or {}))  # type: ignore[call-overload]
+        name = str(rule["record"])
+        recorded[name] = recorded.get(name, set()) | grouping | rule_labels | inherited
+    return recorded
+
+
 def check_expr(
     expr: str, exposition: dict[str, set[str]], recorded: dict[str, set[str]], where: str
 ) -> set[str]:
@@ -229,13 +264,21 @@ def test_rules_use_real_names(exposition: dict[str, set[str]]) -> None:
     for rule in _rules():
         expr = str(rule["expr"])
         name = str(rule.get("record") or rule.get("alert"))
+        rule_labels = set(dict(rule.get("labels") or {}))  # type: ignore[call-overload]
+        if re.fullmatch(r"vector\([0-9.e-]+\)\s*", expr):
+            # A constant (the judges' shipped error rates), told apart by its rule's labels.
+            assert "record" in rule and rule_labels <= set().union(*exposition.values()), name
+            recorded[name] = recorded.get(name, set()) | rule_labels
+            continue
         used |= check_expr(expr, exposition, recorded, name)
         if "record" in rule:
             _, _, grouping = promql_names(expr)
-            recorded[str(rule["record"])] = grouping
+            recorded[str(rule["record"])] = grouping | rule_labels
+        # Labels the expression itself adds (label_replace) exist in what it returns.
+        added = set(re.findall(r'label_replace\([^"]*"(\w+)"', expr))
         for text in dict(rule.get("annotations") or {}).values():  # type: ignore[call-overload]
             for label in re.findall(r"\$labels\.(\w+)", str(text)):
-                assert label in set().union(*exposition.values()), f"{name}: {label}"
+                assert label in set().union(*exposition.values()) | added, f"{name}: {label}"
         if "alert" in rule:
             assert rule.get("for") or "groundwatch_alerts_total" in expr, f"{name}: no for:"
     assert {
@@ -244,13 +287,14 @@ def test_rules_use_real_names(exposition: dict[str, set[str]]) -> None:
         "groundwatch_evaluation_score_count",
         "groundwatch_alerts_total",
         "groundwatch_feedback_total",
+        "groundwatch_rate_scored_total",
+        "groundwatch_audit_labelled_total",
+        "groundwatch_audit_label_flag_total",
     } <= used
 
 
 def test_dashboard_uses_real_names(exposition: dict[str, set[str]]) -> None:
-    recorded = {
-        str(r["record"]): promql_names(str(r["expr"]))[2] for r in _rules() if "record" in r
-    }
+    recorded = recorded_labels()
     dash = json.loads(DASHBOARD.read_text())
     used: set[str] = set()
     titles = []
@@ -299,6 +343,55 @@ def test_dashboard_uses_real_names(exposition: dict[str, set[str]]) -> None:
     assert len(set(p["id"] for p in dash["panels"])) == len(titles)
 
 
+def test_dashboard_shows_the_audited_estimate_beside_the_flag_share() -> None:
+    """The estimate's band (lower / upper), the judge's flag share and the number of audit
+    labels behind them are on the dashboard, each from a series the rules record."""
+    recorded = recorded_labels()
+    dash = json.loads(DASHBOARD.read_text())
+    queries = {
+        panel["id"]: [target["expr"] for target in panel["targets"]] for panel in dash["panels"]
+    }
+
+    def panels_with(record: str) -> set[int]:
+        return {pid for pid, exprs in queries.items() if any(record in e for e in exprs)}
+
+    estimate = "groundwatch_route:hallucination_rate_estimate:audit7d"
+    band = panels_with(estimate)
+    assert band, "no panel shows the audited estimate"
+    for record in (
+        "groundwatch_route:hallucination_rate_lower:audit7d",
+        "groundwatch_route:hallucination_rate_upper:audit7d",
+        "groundwatch_route:hallucination_flag_share:ratio7d",
+    ):
+        assert band <= panels_with(record), f"{record} is not beside the estimate"
+    assert panels_with("groundwatch_route:audit_labelled:increase7d"), "no audit-label count"
+    assert panels_with("groundwatch_route_judge:judge_specificity:audit7d"), "no judge panel"
+    # Every recorded series a panel names is one the rules record, with the labels it selects.
+    used = set()
+    for exprs in queries.values():
+        for expr in exprs:
+            names, selectors, _ = promql_names(expr)
+            for name in names | set(selectors):
+                if ":" in name:
+                    used.add(name)
+                    assert name in recorded, f"{name} is not recorded by the rules"
+                    missing = selectors.get(name, set()) - recorded[name]
+                    assert not missing, f"{name} has no label {missing}"
+    assert estimate in used
+    # The band is drawn: the upper line fills down to the lower one, per route.
+    (panel,) = [p for p in dash["panels"] if p["id"] in band]
+    assert panel.get("repeat") == "route"
+    fills = {
+        o["matcher"]["options"]: prop["value"]
+        for o in panel["fieldConfig"]["overrides"]
+        for prop in o["properties"]
+        if prop["id"] == "custom.fillBelowTo"
+    }
+    legends = {t["refId"]: t["legendFormat"] for t in panel["targets"]}
+    assert set(fills.items()) <= {(a, b) for a in legends.values() for b in legends.values()}
+    assert any("upper" in a and "lower" in b for a, b in fills.items())
+
+
 def test_promql_name_extraction() -> None:
     names, selectors, grouping = promql_names(
         'sum by (le, groundwatch_route) (rate(foo_bucket{a="x",b=~"y|z"}[$__rate_interval]))'
@@ -318,16 +411,17 @@ def test_promtool_check_rules() -> None:
         [_promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=30
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 14 rules found" in out.stdout
+    assert f"SUCCESS: {len(_rules())} rules found" in out.stdout
 
 
-def test_promtool_rule_unit_tests() -> None:
+@pytest.mark.parametrize("tests", [RULE_TESTS, RATE_RULE_TESTS], ids=lambda p: p.stem)
+def test_promtool_rule_unit_tests(tests: Path) -> None:
     out = subprocess.run(
-        [_promtool(), "test", "rules", str(RULE_TESTS)],
+        [_promtool(), "test", "rules", str(tests)],
         capture_output=True,
         text=True,
-        timeout=60,
-        cwd=RULE_TESTS.parent,
+        timeout=120,
+        cwd=tests.parent,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS" in out.stdout

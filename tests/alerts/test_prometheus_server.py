@@ -4,12 +4,19 @@ The detector's first alert creates the ``groundwatch_alerts_total`` series at 1 
 OpenTelemetry counter appears at its first add), which an ``increase()``-only rule never sees.
 Here Prometheus (Debian's ``prometheus`` package, installed by ``.ci/run``) scrapes every second
 and evaluates ``examples/prometheus/groundwatch-alerts.yml``; ``GroundwatchDropDetected`` must
-fire on that first alert.
+fire on that first alert. And the audited hallucination-rate estimate: a monitor whose judge's
+flags and probabilities are scripted against answers of a known true rate, with audit labels
+brought back by ``feedback(source="audit")``, must make Prometheus record an estimate near the
+true rate, with bounds around it, far from the judge's flag share.
+
+The rule groups run here every second (a copy of the shipped file with each group's
+``interval`` set to 1s): the expressions are the shipped ones.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import socket
 import subprocess
 import time
@@ -20,14 +27,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from opentelemetry._logs import NoOpLoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.trace import NoOpTracerProvider
+from opentelemetry.trace import NoOpTracerProvider, SpanContext, TraceFlags
 from prometheus_client import CollectorRegistry, start_http_server
 
 import groundwatch as gw
+from groundwatch import Judgement
 from groundwatch.alerts import AlertingHook, DropDetector, OTelAlertEmitter
+from groundwatch.rates import RateTotals, estimate_rate
 
+from ..runtime.judges import EchoJudge
 from .conftest import prometheus_reader, require_tool
 
 RULES = Path(__file__).resolve().parents[2] / "examples" / "prometheus" / "groundwatch-alerts.yml"
@@ -93,10 +104,15 @@ def exporter_port() -> Iterator[tuple[int, MeterProvider]]:
 def prometheus(tmp_path: Path, exporter_port: tuple[int, MeterProvider]) -> Iterator[Server]:
     binary = _prometheus()
     port = _port()
+    rules = yaml.safe_load(RULES.read_text())
+    for group in rules["groups"]:
+        group["interval"] = "1s"
+    fast_rules = tmp_path / "rules.yml"
+    fast_rules.write_text(yaml.safe_dump(rules, sort_keys=False))
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        f"rule_files: [{json.dumps(str(RULES))}]\n"
+        f"rule_files: [{json.dumps(str(fast_rules))}]\n"
         "scrape_configs:\n"
         "  - job_name: app\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{exporter_port[0]}']}}]\n"
@@ -241,3 +257,138 @@ def test_failure_counters_read_zero_on_a_healthy_service_and_increase_sees_the_f
         )
     finally:
         healthy.shutdown(timeout_millis=5_000)
+
+
+# GOOD occurs verbatim in it (the echo judge's "supported"), BAD does not.
+RATED_CONTEXT = f"{GOOD} Charging takes 90 minutes."
+
+
+class _ScriptedJudge(EchoJudge):
+    """The echo judge (GOOD is in RATED_CONTEXT: grounded; BAD is not: hallucinated) with the
+    probability the script gives the question, as a judge hands its own probability over."""
+
+    name = "scripted"
+
+    def __init__(self, probabilities: dict[str, float]) -> None:
+        super().__init__()
+        self.probabilities = probabilities
+
+    def judge(self, answer: str, contexts: Any, question: str | None) -> Judgement:
+        result = super().judge(answer, contexts, question)
+        probability = self.probabilities[question or ""]
+        return result.model_copy(update={"hallucination_probability": probability})
+
+
+def test_audited_estimate_lands_near_the_true_rate(
+    prometheus: Server, exporter_port: tuple[int, MeterProvider]
+) -> None:
+    """A true rate of 20 %; the judge flags a hallucinated answer 3 times in 4 and a faithful
+    one 3 times in 10 (a flag share near 40 %), its probability higher for the flagged ones;
+    a quarter of the judged answers are audited and their true labels come back. Prometheus
+    adds the counters and records PPI++'s estimate and bounds, which must hold the true rate,
+    agree with ``estimate_rate`` on the same answers, and fire the rate alert's condition."""
+    _, provider = exporter_port
+    true_rate = 0.2
+    rng = random.Random(39)
+    answers: list[tuple[int, str, bool, bool, float]] = []  # trace, question, truth, flag, f
+    for i in range(1_201):
+        hallucinated = rng.random() < true_rate
+        flagged = rng.random() < (0.75 if hallucinated else 0.3)
+        f = min(1.0, max(0.0, (0.55 if flagged else 0.25) + 0.1 * hallucinated + rng.gauss(0, 0.1)))
+        answers.append((0x5EED0000 + i, f"q{i}", hallucinated, flagged, round(f, 4)))
+    monitor = gw.Monitor(
+        judge=_ScriptedJudge({q: f for _, q, _, _, f in answers}),
+        sampler=gw.RatioSampler(1.0),
+        audit_rate=0.25,
+        meter_provider=provider,
+        tracer_provider=NoOpTracerProvider(),
+        logger_provider=NoOpLoggerProvider(),
+        executor="thread",
+        max_queue_size=2_000,  # every answer judged: none dropped for a full queue
+        feedback_memory=2_000,
+        shutdown_on_exit=False,
+    )
+
+    def send(batch: list[tuple[int, str, bool, bool, float]]) -> RateTotals:
+        sums = RateTotals()
+        for trace_id, question, _, flagged, _ in batch:
+            ctx = SpanContext(trace_id, 0xB1, is_remote=True, trace_flags=TraceFlags(1))
+            monitor.record(
+                question=question,
+                contexts=[RATED_CONTEXT],
+                answer=BAD if flagged else GOOD,
+                route="rated",
+                span_context=ctx,
+            )
+        assert monitor.force_flush(timeout_millis=30_000)
+        for trace_id, _, hallucinated, flagged, f in batch:
+            audited = monitor.audited(trace_id)
+            if audited:
+                label = "hallucinated" if hallucinated else "grounded"
+                monitor.feedback(label=label, trace_id=trace_id, source="audit")
+            sums = sums.add(flagged, f, hallucinated if audited else None)
+        return sums
+
+    try:
+        # One answer outside the audit first, so that every counter series exists before the
+        # rest: Prometheus's increase() cannot see what a series counted before its first
+        # scrape. (The audit counters start at 0 with a route's first judged answer.)
+        seed = next(a for a in answers if not monitor.audited(a[0]))
+        answers.remove(seed)
+        send([seed])
+        prometheus.wait(
+            "the first answer",
+            lambda: prometheus.query('groundwatch_audit_labelled_total{groundwatch_route="rated"}'),
+        )
+        totals = send(answers)
+    finally:
+        monitor.shutdown(timeout_millis=5_000)
+    expected = estimate_rate(totals)
+    assert expected.method == "ppi", expected
+    assert expected.flag_share > 0.35
+    # Every label scraped, then a few more scrapes. increase() extrapolates the sums to the
+    # window's edges by the same factor for every series (scraped at the same instants), which
+    # the estimate's ratios cancel.
+    prometheus.wait(
+        "every audit label",
+        lambda: prometheus.query(
+            f'groundwatch_audit_labelled_total{{groundwatch_route="rated"}} == {totals.labelled}'
+        ),
+    )
+    time.sleep(5)
+
+    def recorded() -> dict[str, float] | None:
+        out = {}
+        for name in (
+            "hallucination_rate_estimate:audit7d",
+            "hallucination_rate_lower:audit7d",
+            "hallucination_rate_upper:audit7d",
+            "hallucination_flag_share:ratio7d",
+            "audit_labelled:increase7d",
+        ):
+            found = prometheus.query(f'groundwatch_route:{name}{{groundwatch_route="rated"}}')
+            if not found:
+                return None
+            out[name.split(":")[0]] = float(found[0]["value"][1])
+        return out
+
+    got = prometheus.wait("the recorded estimate", recorded)
+    estimate = got["hallucination_rate_estimate"]
+    lower, upper = got["hallucination_rate_lower"], got["hallucination_rate_upper"]
+    assert lower <= true_rate <= upper, got
+    assert abs(estimate - true_rate) < 0.05, got
+    assert upper - lower < 0.12, got
+    # The rules compute what estimate_rate computes; the bounds narrow a little with
+    # increase()'s extrapolation of the counts.
+    assert abs(estimate - expected.estimate) < 0.002, (got, expected)
+    assert abs(got["hallucination_flag_share"] - expected.flag_share) < 0.002, (got, expected)
+    assert abs(lower - expected.lower) < 0.01 and abs(upper - expected.upper) < 0.01, got
+    assert abs(got["hallucination_flag_share"] - true_rate) > 0.15, got
+    assert totals.labelled <= got["audit_labelled"] <= 1.5 * totals.labelled, (got, totals)
+    # The rate alert's condition holds on the lower bound (it fires after `for: 30m`).
+    prometheus.wait(
+        "GroundwatchHallucinationRateHigh pending",
+        lambda: prometheus.query(
+            'ALERTS{alertname="GroundwatchHallucinationRateHigh",groundwatch_route="rated"}'
+        ),
+    )

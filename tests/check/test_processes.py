@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from groundwatch.check import cli as check_cli
+from groundwatch.check import stream as check_stream
 from groundwatch.check.cli import GateOptions, run_check
 
 from .conftest import CONTEXT, GROUNDED, INVENTED
@@ -33,7 +33,7 @@ def test_a_sync_judge_runs_in_n_worker_processes_in_input_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Small files stay in this process (an interpreter's start costs more than they do).
-    monkeypatch.setattr(check_cli, "ROWS_PER_PROCESS", 10, raising=False)
+    monkeypatch.setattr(check_stream, "ROWS_PER_PROCESS", 10)
     data = _rows(tmp_path / "rows.jsonl", 120)
     out = tmp_path / "out.jsonl"
     code, summary, _ = run_check(
@@ -54,7 +54,7 @@ def test_a_sync_judge_runs_in_n_worker_processes_in_input_order(
 def test_concurrency_1_and_small_files_judge_in_this_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(check_cli, "ROWS_PER_PROCESS", 10, raising=False)
+    monkeypatch.setattr(check_stream, "ROWS_PER_PROCESS", 10)
     data = _rows(tmp_path / "rows.jsonl", 30)
     for concurrency, rows in ((1, 30), (4, 5)):
         small = _rows(tmp_path / f"rows{rows}.jsonl", rows) if rows != 30 else data
@@ -67,7 +67,7 @@ def test_concurrency_1_and_small_files_judge_in_this_process(
 def test_an_async_judge_stays_on_this_process_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(check_cli, "ROWS_PER_PROCESS", 10, raising=False)
+    monkeypatch.setattr(check_stream, "ROWS_PER_PROCESS", 10)
     data = _rows(tmp_path / "rows.jsonl", 40)
     out = tmp_path / "out.jsonl"
     gate = GateOptions(max_hallucination_rate=1.0)
@@ -81,9 +81,9 @@ def test_default_concurrency_is_the_usable_cores_for_a_sync_judge(
 ) -> None:
     # More worker processes than cores cost memory (one interpreter each) and buy nothing.
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert check_cli.default_concurrency(PidJudge()) == 2
+    assert check_stream.default_concurrency(PidJudge()) == 2
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
-    assert check_cli.default_concurrency(PidJudge()) == check_cli.DEFAULT_CONCURRENCY
+    assert check_stream.default_concurrency(PidJudge()) == check_stream.DEFAULT_CONCURRENCY
     # An async judge waits on the network: its calls in flight do not need cores.
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert check_cli.default_concurrency(AsyncPidJudge()) == check_cli.DEFAULT_CONCURRENCY
+    assert check_stream.default_concurrency(AsyncPidJudge()) == check_stream.DEFAULT_CONCURRENCY

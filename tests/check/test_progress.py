@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from groundwatch.check import cli as check_cli
-from groundwatch.check.cli import Progress
+from groundwatch.check import progress as check_progress
+from groundwatch.check.progress import Progress
 
 
 class Terminal(io.StringIO):
@@ -18,7 +18,7 @@ class Terminal(io.StringIO):
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     now = [1000.0]
-    monkeypatch.setattr(check_cli.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(check_progress.time, "monotonic", lambda: now[0])
     return now
 
 

@@ -131,6 +131,19 @@ def test_report_in_chromium(browser: Any, tmp_path: Path) -> None:
     assert visible == ["row-4"]  # hostile: human says faithful, groundwatch says hallucinated
     browser.find_element(By.ID, "only-mismatch").click()
 
+    # The hallucination rate's card: every valid row is labelled, so the labels' own rate
+    # (2 of 5) with its interval, beside the judge's flag share.
+    card = browser.find_element(By.CSS_SELECTOR, ".card.rate")
+    rate = summary.rate
+    assert card.is_displayed() and (rate.method, rate.estimate) == ("labels", 0.4)
+    assert card.find_element(By.CLASS_NAME, "n").text == "40.0%"
+    assert card.find_element(By.CLASS_NAME, "k").text == (
+        f"estimated hallucination rate (90% interval {rate.lower:.1%}–{rate.upper:.1%})"
+    )
+    assert card.find_element(By.CLASS_NAME, "why").text == (
+        f"5 labelled of 5; labels alone; the judge flags {rate.flag_share:.1%}"
+    )
+
     # The summary chart: one bar per bin, counts adding up to the scored answers.
     bars = browser.find_elements(By.CSS_SELECTOR, "svg.chart")[0].find_elements(
         By.CLASS_NAME, "bar"

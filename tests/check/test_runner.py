@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import groundwatch as gw
-from groundwatch.check import cli as check_cli
-from groundwatch.check.cli import GateOptions, check_rows, run_check
+from groundwatch.check import stream as check_stream
+from groundwatch.check.cli import GateOptions, run_check
 from groundwatch.check.input import Row
+from groundwatch.check.stream import check_rows
 from groundwatch.check.summary import CheckSummary
 from groundwatch.types import Claim, Evaluation, Judgement, Passage
 
@@ -129,7 +130,7 @@ def test_memory_does_not_grow_with_the_number_of_rows(
 ) -> None:
     # Both runs judge in 4 worker processes (the host's per-process pipes and threads are the
     # same), so any difference is per row.
-    monkeypatch.setattr(check_cli, "ROWS_PER_PROCESS", 10)
+    monkeypatch.setattr(check_stream, "ROWS_PER_PROCESS", 10)
     # Warm up (imports, caches) so both measured runs start from the same state.
     _peak_bytes(tmp_path, 100)
     small = _peak_bytes(tmp_path, 200)

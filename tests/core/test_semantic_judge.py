@@ -51,6 +51,20 @@ def test_paraphrase_the_local_judge_rejects_is_inferred_with_located_evidence(
     assert ev.evidence_rejected == 0
 
 
+def test_its_probability_comes_from_its_own_answer_model(judge: gw.SemanticJudge) -> None:
+    from groundwatch.judging.probability import answer_vector, shipped_models
+
+    ev = gw.evaluate(PARAPHRASE, CONTEXT, judge=judge)
+    local = gw.evaluate(PARAPHRASE, CONTEXT, judge=gw.LocalJudge())
+    model = shipped_models()["semantic"]["latin"]
+    x = answer_vector(ev.label, [c.verdict for c in ev.claims], [c.confidence for c in ev.claims])
+    assert ev.hallucination_probability == pytest.approx(model.probability(x))
+    # The paraphrase the second look backs reads less likely hallucinated than the local
+    # judge's rejection of it.
+    assert local.hallucination_probability is not None
+    assert ev.hallucination_probability < local.hallucination_probability
+
+
 def test_the_calibrated_second_look_decides_by_probability() -> None:
     judge = gw.SemanticJudge(calibrated=True)
     assert judge.local.calibration is not None

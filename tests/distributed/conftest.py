@@ -52,7 +52,15 @@ class WorkerProcess:
         self.log = open(out.with_suffix(".log"), "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, str(HARNESS), str(out), "worker", *args],
-            env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+            # The repository first (the tests' judges), then what the caller put there (a
+            # checkout's src/ ahead of an installed groundwatch).
+            env={
+                **os.environ,
+                **env,
+                "PYTHONPATH": os.pathsep.join(
+                    p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+                ),
+            },
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )

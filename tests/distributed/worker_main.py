@@ -4,6 +4,8 @@ are read by an in-memory reader and written to ``<out>.metrics.json`` at a clean
 
 ``GW_TEST_JUDGE_SLEEP_S``: LocalJudge sleeps this long per answer (a worker that holds
 entries while it is killed).
+``GW_TEST_PROBABILITY_JUDGE``: ``--judge probability`` is the runtime tests' ProbabilityJudge
+(a judge that gives each answer a known hallucination probability).
 
 Usage: python worker_main.py OUT worker --redis URL --group NAME ...
 """
@@ -74,6 +76,13 @@ def main() -> int:
             return original(self, *args, **kwargs)
 
         groundwatch.LocalJudge.judge = slow  # type: ignore[method-assign]
+    if os.environ.get("GW_TEST_PROBABILITY_JUDGE"):
+        from groundwatch.judging import registry
+        from tests.runtime.judges import ProbabilityJudge
+
+        registry.register(
+            "probability", lambda options: ProbabilityJudge(), summary="tests' known probability"
+        )
     tp = TracerProvider()
     tp.add_span_processor(SimpleSpanProcessor(JsonlSpanExporter(out.with_suffix(".spans.jsonl"))))
     trace.set_tracer_provider(tp)

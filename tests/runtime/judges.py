@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import threading
 import time
@@ -283,3 +284,22 @@ class AsyncMalformedJudge(MalformedJudge):
     ) -> Judgement:
         await asyncio.sleep(0)
         return MalformedJudge.judge(self, answer, contexts, question)
+
+
+def known_probability(answer: str) -> float:
+    """The probability :class:`ProbabilityJudge` gives an answer: one that differs from
+    answer to answer (so that a value carried onto another record's span would show), and
+    that no scoring rule would compute from the claims."""
+    digest = hashlib.blake2b(answer.encode(), digest_size=4).digest()
+    return round(int.from_bytes(digest, "big") / 2**32, 6)
+
+
+class ProbabilityJudge(EchoJudge):
+    """EchoJudge that sets the judge's own ``hallucination_probability`` on its judgement
+    (:func:`known_probability`); picklable, for executor="process" too."""
+
+    name = "probability"
+
+    def judge(self, answer: str, contexts: Sequence[Passage], question: str | None) -> Judgement:
+        result = super().judge(answer, contexts, question)
+        return result.model_copy(update={"hallucination_probability": known_probability(answer)})

@@ -28,6 +28,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         "GROUNDWATCH_EXECUTOR",
         "GROUNDWATCH_DISABLED",
         "GROUNDWATCH_EXPORT_FROM_WORKER",
+        "GROUNDWATCH_AUDIT_RATE",
         "OTEL_SDK_DISABLED",
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
     ):
@@ -35,6 +36,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _config.from_env() == _config.RuntimeConfig(
         sample_rate=1.0,
         rate_limit_per_minute=None,
+        audit_rate=0.0,
         max_queue_size=1024,
         max_concurrency=8,
         evaluation_timeout_millis=60_000,
@@ -53,8 +55,10 @@ def test_values_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GROUNDWATCH_CAPTURE_CONTENT", "TRUE")
     monkeypatch.setenv("GROUNDWATCH_EXECUTOR", "Process")
     monkeypatch.setenv("GROUNDWATCH_EXPORT_FROM_WORKER", "yes")
+    monkeypatch.setenv("GROUNDWATCH_AUDIT_RATE", "2%")
     config = _config.from_env()
     assert config.export_from_worker is True
+    assert config.audit_rate == 0.02
     assert (config.sample_rate, config.rate_limit_per_minute, config.max_queue_size) == (
         0.25,
         120.0,
@@ -103,6 +107,8 @@ BAD_VALUES: list[tuple[str, str, Callable[[], Any], Any]] = [
     ("GROUNDWATCH_SAMPLE_RATE", "half", _runtime("sample_rate"), 1.0),
     ("GROUNDWATCH_SAMPLE_RATE", "150%", _runtime("sample_rate"), 1.0),
     ("GROUNDWATCH_SAMPLE_RATE", "nan", _runtime("sample_rate"), 1.0),
+    ("GROUNDWATCH_AUDIT_RATE", "2", _runtime("audit_rate"), 0.0),
+    ("GROUNDWATCH_AUDIT_RATE", "some", _runtime("audit_rate"), 0.0),
     ("GROUNDWATCH_RATE_LIMIT_PER_MINUTE", "0", _runtime("rate_limit_per_minute"), None),
     ("GROUNDWATCH_RATE_LIMIT_PER_MINUTE", "inf", _runtime("rate_limit_per_minute"), None),
     ("GROUNDWATCH_MAX_QUEUE_SIZE", "-3", _runtime("max_queue_size"), 1024),

@@ -259,13 +259,18 @@ def test_verdict_memory_is_bounded_to_ids_and_labels() -> None:
 
     memory = VerdictMemory(3)
     for trace in range(1, 11):
-        memory.remember(trace, trace * 10, 1, "grounded", "faq")
+        memory.remember(trace, Verdict("grounded", "faq", trace * 10, 1, "local", 0.25))
     assert len(memory) == 3
     assert memory.recall(1) is None
-    assert memory.recall(10) == Verdict("grounded", "faq", 100, 1)
+    assert memory.recall(10) == Verdict("grounded", "faq", 100, 1, "local", 0.25, False)
     # A trace scored again moves to the newest end with its newest label.
-    memory.remember(8, 80, 1, "hallucinated", "faq")
-    memory.remember(11, 110, 1, "grounded", "faq")
-    assert memory.recall(8) == Verdict("hallucinated", "faq", 80, 1)
+    memory.remember(8, Verdict("hallucinated", "faq", 80, 1, "local", 0.9, True))
+    memory.remember(11, Verdict("grounded", "faq", 110, 1))
+    assert memory.recall(8) == Verdict("hallucinated", "faq", 80, 1, "local", 0.9, True)
     assert memory.recall(9) is None
+    # An audited trace's label counts once; the mark goes with the trace when it is forgotten.
+    assert memory.first_label(8) and not memory.first_label(8)
+    for trace in range(20, 23):
+        memory.remember(trace, Verdict("grounded", "faq", 1, 1))
+    assert memory.recall(8) is None and 8 not in memory._labelled
     assert TraceFlags(1).sampled

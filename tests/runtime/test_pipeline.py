@@ -5,6 +5,7 @@ stages run where the executor says, and what crosses a process boundary is typed
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import pickle
 import threading
@@ -24,7 +25,7 @@ from groundwatch._wire import (
     WireVersionError,
     as_evaluation,
 )
-from groundwatch.check.cli import check_runner
+from groundwatch.check.stream import check_runner
 from groundwatch.runtime.cascade import CascadeRunner
 from groundwatch.runtime.pipeline import LocalScoring, evaluate_records
 from groundwatch.runtime.process import ProcessRunner
@@ -269,6 +270,43 @@ def test_evaluation_fields_cross_a_pipe_and_rebuild_the_evaluation() -> None:
     assert back.full() == evaluation
 
 
+def _distinct_evaluation() -> gw.Evaluation:
+    """An evaluation whose every field differs from its default and from the fields of the
+    same type (so that a field left out of the codec, or two swapped, shows)."""
+    base = _evaluation()
+    return base.model_copy(
+        update={
+            "label": "insufficient_context",
+            "faithfulness": 0.125,
+            "groundedness": 0.375,
+            "judge": "judge-name",
+            "model": "model-name",
+            "usage": Usage(input_tokens=3, output_tokens=5, calls=7),
+            "explanation": "why",
+            "error": "error-text",
+            "error_type": "error-type",
+            "evidence_rejected": 11,
+            "truncated": True,
+            "hallucination_probability": 0.625,
+        }
+    )
+
+
+def test_every_field_of_an_evaluation_crosses_the_pipe_in_its_place() -> None:
+    evaluation = _distinct_evaluation()
+    defaults = gw.Evaluation(label="grounded")
+    for name in gw.Evaluation.model_fields:
+        assert getattr(evaluation, name) != getattr(defaults, name), name
+    back = pickle.loads(pickle.dumps(EvaluationFields.of(evaluation)))
+    # What telemetry reads, without building the evaluation...
+    for name in (f.name for f in dataclasses.fields(EvaluationFields)):
+        if name not in ("claims_blob", "_full"):
+            want = getattr(evaluation, name)
+            assert getattr(back, name) == want, name
+    # ...and the whole evaluation, every field in its place.
+    assert back.full().model_dump() == evaluation.model_dump()
+
+
 def test_record_fields_cross_a_pipe_with_every_field() -> None:
     fields = RecordFields(
         "00000000000000ab",
@@ -287,6 +325,11 @@ def test_record_fields_cross_a_pipe_with_every_field() -> None:
     assert back == fields
     record = back.to_record()
     assert record.contexts[0].tool == "lookup" and record.span_context.trace_state.get("k") == "v"
+    # The two flags one at a time: swapped on the wire, each would read as the other.
+    for always_score, truncated in ((True, False), (False, True)):
+        fields.always_score, fields.truncated = always_score, truncated
+        back = pickle.loads(pickle.dumps(fields))
+        assert (back.always_score, back.truncated) == (always_score, truncated)
 
 
 @pytest.mark.parametrize(

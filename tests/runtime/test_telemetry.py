@@ -51,6 +51,7 @@ def test_span_attributes_are_exactly_the_documented_ones(capgw: GroundwatchTelem
     assert attrs.pop(sc.GROUNDWATCH_ROUTE) == "faq"
     assert attrs.pop(sc.GROUNDWATCH_SAMPLING_RATE) == 1.0
     assert len(attrs.pop(sc.GROUNDWATCH_RECORD_ID)) == 16
+    assert 0.0 <= attrs.pop(sc.GROUNDWATCH_HALLUCINATION_PROBABILITY) <= 1.0
     assert attrs == {}, "no content, nothing undocumented, without capture_content"
 
 
@@ -73,6 +74,12 @@ def test_events_one_per_score_in_the_evaluation_spans_context(capgw: Groundwatch
         assert attrs.pop(sc.GEN_AI_EVALUATION_SCORE_VALUE) == value
         assert attrs.pop(sc.GEN_AI_EVALUATION_SCORE_LABEL) == "hallucinated"
         assert "1 supported" in attrs.pop(sc.GEN_AI_EVALUATION_EXPLANATION)
+        assert (
+            attrs.pop(sc.GROUNDWATCH_HALLUCINATION_PROBABILITY)
+            == (
+                span.attributes[sc.GROUNDWATCH_HALLUCINATION_PROBABILITY]  # type: ignore[index]
+            )
+        )
         assert attrs == {}
 
 

@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
-from .judges import AsyncEchoJudge, EchoJudge, TriggerJudge
+from .judges import AsyncEchoJudge, EchoJudge, ProbabilityJudge, TriggerJudge, known_probability
 from .otlp_receiver import (  # noqa: F401  (the fixtures)
     OtlpReceiver,
     otlp_grpc_receiver,
@@ -238,3 +238,36 @@ def test_grpc_and_a_signal_turned_off_follow_the_standard_variables(
     assert span.name == sc.SPAN_EVALUATION and span.attributes[sc.GROUNDWATCH_LABEL]
     assert otlp_grpc_receiver.logs == [] and otlp_receiver.spans == []
     assert capgw.events() == []  # turned off, not handed back to the host
+
+
+def test_the_worker_process_exports_the_probability_and_the_audit_mark(
+    otlp_receiver: OtlpReceiver,  # noqa: F811
+    capgw: GroundwatchTelemetry,
+) -> None:
+    judge = ProbabilityJudge()
+    monitor = capgw.monitor(judge, executor="process", export_from_worker=True, audit_rate=0.5)
+    answers = [f"{GOOD} Answer {i}." for i in range(40)]
+    for answer in answers:
+        monitor.record(question="Height?", contexts=PASSAGES, answer=answer)
+    assert monitor.force_flush(10_000)
+    spans = [s for s in otlp_receiver.spans if s.name == sc.SPAN_EVALUATION]
+    assert len(spans) == 40 and capgw.spans() == []
+    probabilities = {known_probability(a) for a in answers}
+    audited = {}
+    for span in spans:
+        assert span.attributes[sc.GROUNDWATCH_HALLUCINATION_PROBABILITY] in probabilities
+        # No trace here: the worker process keys the audit by the record id, as the host does.
+        audited[span.span_id] = span.attributes.get(sc.GROUNDWATCH_AUDIT, False)
+    assert 5 < sum(audited.values()) < 35
+    host = monitor._telemetry
+    for record, evaluation in capgw.results():
+        # The host's own decision (its verdict memory, DatasetSink) matches the mark exported.
+        span = next(s for s in spans if s.attributes[sc.GROUNDWATCH_RECORD_ID] == record.record_id)
+        assert host.audited(record, evaluation) == audited[span.span_id]
+        assert span.attributes[sc.GROUNDWATCH_HALLUCINATION_PROBABILITY] == (
+            evaluation.hallucination_probability
+        )
+    for event in otlp_receiver.logs:
+        span_audited = audited[event.span_id]
+        assert event.attributes.get(sc.GROUNDWATCH_AUDIT, False) == span_audited
+        assert sc.GROUNDWATCH_HALLUCINATION_PROBABILITY in event.attributes

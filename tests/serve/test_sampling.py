@@ -183,3 +183,39 @@ def test_rate_limit_applies_at_scoring_time_only(
     assert len(capgw.spans()) == 2
     assert capgw.metric_total(sc.METRIC_RECORDS, groundwatch__decision="throttled") == 2
     assert receiver.service.health()["traces"] == {"interaction": 4, "no_interaction": 3}
+
+
+def test_the_audit_marks_the_traces_the_app_would_and_the_option_sets_it(
+    capgw: GroundwatchTelemetry,
+    make_receiver: Callable[..., RunningReceiver],
+    monkeypatch: Any,
+) -> None:
+    receiver = make_receiver(audit_rate=0.5, max_queue_size=512)
+    app = capgw.monitor(audit_rate=0.5)  # the app's own monitor, same rate
+    with recorded() as (provider, exported):
+        for _ in range(60):
+            openinference_trace(provider)
+        spans = exported.get_finished_spans()
+    assert post(receiver.url, protobuf(spans)).status == 200
+    settle(capgw, receiver, 60)
+    evaluations = capgw.spans()
+    assert len(evaluations) == 60
+    marked = [bool((s.attributes or {}).get(sc.GROUNDWATCH_AUDIT)) for s in evaluations]
+    assert marked == [app.audited(s.context.trace_id) for s in evaluations]
+    assert 15 < sum(marked) < 45
+    assert all(
+        sc.GROUNDWATCH_HALLUCINATION_PROBABILITY in (s.attributes or {}) for s in evaluations
+    )
+
+    # `groundwatch serve --audit-rate` (or GROUNDWATCH_AUDIT_RATE) reaches its monitor.
+    from groundwatch.cli import build_parser
+    from groundwatch.serve.cli import build_service
+
+    monkeypatch.setenv("GROUNDWATCH_AUDIT_RATE", "0.25")
+    for argv, rate in ((["serve"], 0.25), (["serve", "--audit-rate", "2%"], 0.02)):
+        args = build_parser().parse_args(argv)
+        service = build_service(args, gw.LocalJudge())
+        try:
+            assert service.monitor.audit_rate == rate
+        finally:
+            service.monitor.shutdown()

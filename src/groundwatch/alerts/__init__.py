@@ -1,10 +1,12 @@
 """Alerting on score drops: :mod:`.detector` (the statistics, no I/O) and :mod:`.sinks`
 (where alerts go: an OpenTelemetry log event and counter, a log line, a webhook)."""
 
+from ._cusum import MeanDesign, RateDesign, cusum_arl, threshold_for_arl
 from .detector import (
     DEFAULT_FLOOR_MARGIN,
     DEFAULT_FLOOR_WINDOW,
     DEFAULT_FLOORS,
+    DEFAULT_JUDGE_RATE_RISE,
     DEFAULT_MAX_ROUTES,
     DEFAULT_MEAN_SHIFT_SIGMAS,
     DEFAULT_MEAN_TARGET_ARL,
@@ -15,11 +17,8 @@ from .detector import (
     SCORE_NAMES,
     Alert,
     DropDetector,
-    MeanDesign,
-    RateDesign,
     ScoreName,
-    cusum_arl,
-    threshold_for_arl,
+    flag_rate_after_rise,
 )
 from .sinks import (
     ALERT_EVENT_NAME,
@@ -37,6 +36,7 @@ __all__ = [
     "DEFAULT_FLOORS",
     "DEFAULT_FLOOR_MARGIN",
     "DEFAULT_FLOOR_WINDOW",
+    "DEFAULT_JUDGE_RATE_RISE",
     "DEFAULT_MAX_ROUTES",
     "DEFAULT_MEAN_SHIFT_SIGMAS",
     "DEFAULT_MEAN_TARGET_ARL",
@@ -55,6 +55,7 @@ __all__ = [
     "ScoreName",
     "WebhookAlert",
     "cusum_arl",
+    "flag_rate_after_rise",
     "log_alert",
     "threshold_for_arl",
 ]

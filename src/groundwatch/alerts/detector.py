@@ -2,7 +2,8 @@
 
 :class:`DropDetector` watches three series per route:
 
-* ``hallucination_rate`` -- the share of scored answers labelled ``hallucinated``; alerts on a rise;
+* ``hallucination_rate`` -- the share of scored answers the judge labels ``hallucinated`` (its
+  flag share, not the true rate: docs/rates.md); alerts on a rise;
 * ``groundedness`` and ``faithfulness`` -- per-answer scores; alerts on a drop of the mean.
 
 Each series has two triggers:
@@ -17,16 +18,20 @@ Each series has two triggers:
    statistic is a finite Markov chain and its average run length (ARL) is computed exactly by
    solving the chain (Brook & Evans, 1972) -- no tables, no asymptotics. The threshold ``h`` is the
    smallest one whose in-control ARL reaches ``target_arl`` evaluations for the rate (default
-   20,000) and ``mean_target_arl`` for each mean (default 50,000). The rate CUSUM is tuned for a
-   rise to ``p1 = max(3 p0, p0 + 0.05)``. The in-control law is the baseline: the rate at the
-   upper end of its one-standard-error interval (an unlucky, low warm-up would otherwise turn
-   into false alarms; cf. Gandy & Kvaloy, 2013, on guaranteed conditional performance), the
-   scores as the bootstrap (empirical) law of the warm-up shifted down one standard error, plus
-   0.4 % mass at score 0 because a warm-up of a few hundred answers under-samples the rare very
-   bad answer that the run length is most sensitive to.
+   20,000) and ``mean_target_arl`` for each mean (default 50,000). The rate CUSUM watches the
+   judge's flags and is tuned for the flag rate ``p1`` they show after a rise of the true rate:
+   with the judge's shipped sensitivity and specificity (:func:`flag_rate_after_rise`), ``p1 =
+   p0 + (sensitivity + specificity - 1) * 0.10``; for flags that are the truth (a judge without
+   measured error rates), ``p1 = max(3 p0, p0 + 0.05)``. The in-control law is the baseline:
+   the rate at the upper end of its one-standard-error interval (an unlucky, low warm-up would
+   otherwise turn into false alarms; cf. Gandy & Kvaloy, 2013, on guaranteed conditional
+   performance), the scores as the bootstrap (empirical) law of the warm-up shifted down one
+   standard error, plus 0.4 % mass at score 0 because a warm-up of a few hundred answers
+   under-samples the rare very bad answer that the run length is most sensitive to.
 2. **An absolute floor** (a ceiling for the rate) on the mean of the last ``floor_window``
    evaluations, so that an application that is bad from the start -- and so learns a bad baseline
-   -- or that degrades slowly still alerts.
+   -- or that degrades slowly still alerts. By default only faithfulness has one: the flag share
+   and groundedness are in the judge's units, far from the truth and different per domain.
 
 Hysteresis: a series fires once per episode and resolves once. While firing, the CUSUM is capped
 at ``2h``; the episode resolves when it has drained back to zero (evidence has swung back to the
@@ -46,13 +51,16 @@ more than 10 %. Keep the half-life well above the detection delay (thousands of 
 a step is learned before it is detected. Adapting follows seasonal drift, but a slow enough decay
 is learned as normal: only the floors catch that.
 
-The false-alarm / detection-delay trade-off, measured by ``python benchmarks/alerts.py --sweep``
-(warm-up estimation included) next to the exact figures for a known baseline, is tabulated in
-docs/alerts.md: with the defaults, 0.57 false alarms per 10,000 evaluations over all
-three series and a median delay of 53 evaluations after a step from 5 % to 20 % hallucinated.
+The false-alarm / detection-delay trade-off, measured by ``python benchmarks/alerts.py``
+(warm-up estimation included), is tabulated in docs/alerts.md: with perfect labels, about half a
+false alarm per 10,000 evaluations over all three series and a median delay of 52 evaluations
+after a step from 5 % to 20 % hallucinated; with the local judge's held-out outputs on
+``../shared/data``, 0.2-0.3 false alarms of the rate per 10,000 and a median of 747-1,378
+evaluations for the same step, the judge's flags moving by only a fraction of the true rate's.
 
 :meth:`DropDetector.update` is pure computation: thread-safe, no I/O, no telemetry. Where its
-alerts go is :mod:`groundwatch.alerts.sinks`.
+alerts go is :mod:`groundwatch.alerts.sinks`; the integer CUSUMs and their run lengths are in
+:mod:`groundwatch.alerts._cusum`.
 """
 
 from __future__ import annotations
@@ -64,12 +72,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ._cusum import _MEAN_GRID, MeanDesign, RateDesign
+
 if TYPE_CHECKING:
+    from ..rates import JudgeErrorRates
     from ..types import Evaluation
 
 _logger = logging.getLogger(__name__)
@@ -82,28 +92,34 @@ SCORE_NAMES: tuple[ScoreName, ...] = ("hallucination_rate", "groundedness", "fai
 # verdict on the answer; ``insufficient_context`` is a retrieval failure, not a hallucination, so
 # it counts as "not hallucinated" (its scores still feed the means).
 _RATE_LABELS = frozenset({"grounded", "hallucinated", "insufficient_context"})
+# Below this sensitivity + specificity - 1 the judge's flag barely moves with the true rate: the
+# rate CUSUM is then designed as if the flags were the truth.
+_MIN_YOUDEN = 0.05
 
 DEFAULT_WARMUP = 500
 DEFAULT_TARGET_ARL = 20_000.0
 DEFAULT_MEAN_TARGET_ARL = 50_000.0
 DEFAULT_RATE_RISE = 3.0
 DEFAULT_MIN_RATE_RISE = 0.05
+# With the judge's error rates: the rise of the true rate the rate CUSUM is tuned for. On the
+# judge traffic of benchmarks/alerts.py (a run with 60 step runs per cell), ten points detected
+# 5 % -> 20 % sooner than five on every domain (747-1,442 evaluations against 963-1,632) and
+# 5 % -> 10 % about as soon, at under half a false alarm per 10,000 evaluations.
+DEFAULT_JUDGE_RATE_RISE = 0.10
 DEFAULT_MEAN_SHIFT_SIGMAS = 1.0
 DEFAULT_FLOOR_WINDOW = 50
 DEFAULT_FLOOR_MARGIN = 0.05
 DEFAULT_MAX_ROUTES = 256
-DEFAULT_FLOORS: Mapping[ScoreName, float] = {
-    "hallucination_rate": 0.30,
-    "groundedness": 0.50,
-    "faithfulness": 0.70,
-}
-# Grid of the integer CUSUM: the larger step of the rate CUSUM spans this many units, the mean
-# CUSUM moves in steps of this fraction of a standard deviation. Finer grids change run lengths by
-# well under a percent and cost quadratically more to solve.
-_RATE_GRID = 20
-_MEAN_GRID = 0.25
-_MEAN_CLAMP_SIGMAS = 6.0
-_MIN_SIGMA = 0.05
+# No ceiling on the hallucination rate and no floor on groundedness by default: both are in the
+# judge's own units, and a judge with the local one's error rates puts a healthy service (5 %
+# hallucinated) at a flag share of 31-65 % and a mean groundedness of 0.36-0.83 depending on the
+# domain (benchmarks/alerts.py on ../shared/data), so a fixed line fires on healthy services.
+# The absolute ceiling belongs to the audited estimate's lower bound (the Prometheus rule
+# GroundwatchHallucinationRateHigh); ``floors=`` sets lines here for scores that are the truth
+# (people's labels, or a judge measured to be nearly exact). Faithfulness (contradictions) stays
+# near 1 on every healthy domain measured, so its floor stays.
+DEFAULT_FLOORS: Mapping[ScoreName, float] = {"faithfulness": 0.70}
+
 # An episode resolves when the evidence has swung back by this many thresholds: at the baseline
 # that takes about twice the in-control drift time from h, and it keeps a rate that hovers near
 # the detector's indifference point from flapping.
@@ -155,190 +171,31 @@ class Alert(BaseModel):
         )
 
 
-# --------------------------------------------------------------------------------------------
-# Exact run lengths of an integer CUSUM
+def flag_rate_after_rise(
+    p0: float,
+    error_rates: JudgeErrorRates | None,
+    *,
+    rate_rise: float = DEFAULT_RATE_RISE,
+    min_rate_rise: float = DEFAULT_MIN_RATE_RISE,
+    judge_rate_rise: float = DEFAULT_JUDGE_RATE_RISE,
+) -> float:
+    """The judge's flag rate the rate CUSUM is tuned to detect, from its baseline flag rate
+    ``p0``.
 
-
-def cusum_arl(increments: Mapping[int, float], threshold: int) -> float:
-    """Average run length of the integer CUSUM ``S = max(0, S + X)`` started at 0.
-
-    ``X`` takes the integer value ``i`` with probability ``increments[i]`` (independently each
-    step); the run ends at the first ``S >= threshold``. Exact for the chain: it solves
-    ``(I - P) L = 1`` over the transient states ``0 .. threshold-1`` (Brook & Evans, 1972) with a
-    banded elimination, ``O(threshold * max|X|^2)``.
-
-    Returns ``math.inf`` when the threshold can never be reached.
+    A judge flags a share ``p = sensitivity * r + (1 - specificity) * (1 - r)`` of the answers
+    at a true rate ``r``, so a rise of the true rate by ``d`` moves its flags by ``youden * d``
+    (``youden = sensitivity + specificity - 1``): with error rates, the design is for the flags
+    after a rise of ``judge_rate_rise`` in the true rate, ``p0 + youden * judge_rate_rise``. The
+    baseline true rate is not inferred from ``p0`` (a relative ``rate_rise`` would need it): the
+    judge's specificity differs so much from source to source that the corrected baseline is
+    off by tens of points (docs/rates.md). With no error rates (or a judge no better than
+    chance) the flags are taken as the truth: ``max(p0 * rate_rise, p0 + min_rate_rise)``.
     """
-    h = int(threshold)
-    if h <= 0:
-        return 1.0
-    probs = {int(i): float(p) for i, p in increments.items() if p > 0.0}
-    if not probs or max(probs) <= 0:
-        return math.inf
-    lo = max(0, -min(probs))
-    hi = max(0, max(probs))
-    width = lo + hi + 1
-    # Row s of (I - P) holds the columns s-lo .. s+hi at offsets 0 .. width-1.
-    rows = [[0.0] * width for _ in range(h)]
-    rhs = [1.0] * h
-    for s in range(h):
-        row = rows[s]
-        row[lo] += 1.0
-        for step, p in probs.items():
-            nxt = s + step
-            if nxt >= h:
-                continue  # absorbed: the alarm
-            nxt = max(nxt, 0)
-            row[nxt - s + lo] -= p
-    # (I - P) is a non-singular M-matrix when the alarm is reachable, so elimination without
-    # pivoting is stable and fill-in stays inside the band.
-    for i in range(h):
-        pivot_row = rows[i]
-        pivot = pivot_row[lo]
-        if pivot <= 1e-300:
-            return math.inf
-        last_col = min(h - 1, i + hi)
-        for r in range(i + 1, min(h, i + lo + 1)):
-            row = rows[r]
-            factor = row[i - r + lo]
-            if factor == 0.0:
-                continue
-            factor /= pivot
-            for c in range(i, last_col + 1):
-                row[c - r + lo] -= factor * pivot_row[c - i + lo]
-            rhs[r] -= factor * rhs[i]
-    arl = [0.0] * h
-    for i in range(h - 1, -1, -1):
-        row = rows[i]
-        acc = rhs[i]
-        for c in range(i + 1, min(h - 1, i + hi) + 1):
-            acc -= row[c - i + lo] * arl[c]
-        arl[i] = acc / row[lo]
-    return arl[0] if arl[0] > 0 else math.inf
-
-
-def threshold_for_arl(increments: Mapping[int, float], target_arl: float) -> int:
-    """Smallest integer threshold whose in-control run length is at least ``target_arl``."""
-    key = tuple(sorted((int(i), float(p)) for i, p in increments.items() if p > 0.0))
-    return _threshold_for_arl(key, float(target_arl))
-
-
-@lru_cache(maxsize=256)
-def _threshold_for_arl(key: tuple[tuple[int, float], ...], target: float) -> int:
-    incs = dict(key)
-    lo_h, hi_h = 1, max(1, max(incs))
-    while cusum_arl(incs, hi_h) < target:
-        lo_h, hi_h = hi_h, hi_h * 2
-        if hi_h > 1_000_000:  # pragma: no cover - only for a degenerate law
-            return hi_h
-    while lo_h < hi_h:
-        mid = (lo_h + hi_h) // 2
-        if cusum_arl(incs, mid) >= target:
-            hi_h = mid
-        else:
-            lo_h = mid + 1
-    return hi_h
-
-
-# --------------------------------------------------------------------------------------------
-# Designs: how one series turns an observation into an integer CUSUM step
-
-
-@dataclass(frozen=True)
-class RateDesign:
-    """Bernoulli CUSUM for a rise of a rate from ``p0`` to ``p1``, in integer steps.
-
-    A hallucination adds ``up``, any other answer subtracts ``down``; ``up / down`` approximates
-    ``ln(p1/p0) / -ln((1-p1)/(1-p0))`` and ``scale`` converts back to log-likelihood units.
-    """
-
-    p0: float
-    p1: float
-    up: int
-    down: int
-    scale: float
-    h: int
-
-    @classmethod
-    def build(cls, p0: float, p1: float, target_arl: float) -> RateDesign:
-        a = math.log(p1 / p0)
-        b = -math.log((1.0 - p1) / (1.0 - p0))
-        scale = max(_RATE_GRID / max(a, b), 2.0 / min(a, b))
-        scale = min(scale, 10 * _RATE_GRID / min(a, b))
-        up = max(1, round(a * scale))
-        down = max(1, round(b * scale))
-        h = threshold_for_arl({up: p0, -down: 1.0 - p0}, target_arl)
-        return cls(p0=p0, p1=p1, up=up, down=down, scale=scale, h=h)
-
-    def step(self, x: float) -> int:
-        return self.up if x >= 0.5 else -self.down
-
-    @property
-    def indifference(self) -> float:
-        """The rate at which the statistic does not move on average (between ``p0`` and
-        ``p1``): above it, evidence for the rise builds up; below it, it drains."""
-        return self.down / (self.up + self.down)
-
-    def in_control(self, mean: float) -> bool:
-        """Whether a recent rate is on the baseline's side of :attr:`indifference`."""
-        return mean < self.indifference
-
-    def arl(self, p: float) -> float:
-        """Run length from zero when the true rate is ``p``."""
-        return cusum_arl({self.up: p, -self.down: 1.0 - p}, self.h)
-
-
-@dataclass(frozen=True)
-class MeanDesign:
-    """Lower CUSUM on a standardised score, ``S = max(0, S + (mu0 - x)/sigma0 - k)``, on a grid."""
-
-    mu0: float
-    sigma0: float
-    k: float
-    h: int
-
-    @classmethod
-    def build(
-        cls,
-        sample: Sequence[float],
-        shift_sigmas: float,
-        target_arl: float,
-        se_shift: float = 1.0,
-        tail_mass: float = 0.004,
-    ) -> MeanDesign:
-        n = len(sample)
-        mu0 = sum(sample) / n
-        var = sum((x - mu0) ** 2 for x in sample) / max(1, n - 1)
-        sigma0 = max(math.sqrt(var), _MIN_SIGMA)
-        design = cls(mu0=mu0, sigma0=sigma0, k=shift_sigmas / 2.0, h=1)
-        # In-control law: the bootstrap law of the warm-up, shifted down by one standard error so
-        # that an optimistic warm-up mean does not turn into false alarms, plus ``tail_mass`` at
-        # the worst score (0): a few hundred answers under-sample the rare very bad answer, and
-        # the run length is most sensitive to exactly that tail.
-        se = se_shift * sigma0 / math.sqrt(n)
-        law: dict[int, float] = {}
-        for x in sample:
-            step = design.step(x - se)
-            law[step] = law.get(step, 0.0) + (1.0 - tail_mass) / n
-        worst = design.step(0.0)
-        law[worst] = law.get(worst, 0.0) + tail_mass
-        h = threshold_for_arl(law, target_arl)
-        return cls(mu0=mu0, sigma0=sigma0, k=design.k, h=h)
-
-    def step(self, x: float) -> int:
-        z = (self.mu0 - x) / self.sigma0
-        z = min(max(z, -_MEAN_CLAMP_SIGMAS), _MEAN_CLAMP_SIGMAS)
-        return round((z - self.k) / _MEAN_GRID)
-
-    @property
-    def indifference(self) -> float:
-        """The mean at which the statistic does not move on average: ``k`` standard
-        deviations below the baseline, half way to the drop the design is tuned for."""
-        return self.mu0 - self.k * self.sigma0
-
-    def in_control(self, mean: float) -> bool:
-        """Whether a recent mean is on the baseline's side of :attr:`indifference`."""
-        return mean > self.indifference
+    if error_rates is not None:
+        youden = error_rates.sensitivity + error_rates.specificity - 1.0
+        if youden >= _MIN_YOUDEN:
+            return min(p0 + youden * judge_rate_rise, 0.99)
+    return min(max(p0 * rate_rise, p0 + min_rate_rise), 0.99)
 
 
 # --------------------------------------------------------------------------------------------
@@ -367,6 +224,7 @@ class _Series:
     seen: int = 0
     adapt_value: float | None = None
     design_value: float | None = None
+    judge: str | None = None  # the judge of the series' first evaluation (its error rates)
 
 
 class DropDetector:
@@ -381,14 +239,19 @@ class DropDetector:
             evaluations (default 20,000). Larger: fewer false alarms, longer detection delays
             (see the README's trade-off table).
         mean_target_arl: the same for each of the two mean CUSUMs (default 50,000).
-        rate_rise: the rate CUSUM is tuned for a rise to ``max(p0 * rate_rise, p0 +
+        rate_rise: without the judge's error rates (the flags taken as the truth), the rate
+            CUSUM is tuned for a rise from the baseline ``p0`` to ``max(p0 * rate_rise, p0 +
             min_rate_rise)``; larger rises are detected faster, smaller ones later.
         min_rate_rise: see ``rate_rise``.
+        judge_rate_rise: with the judge's error rates, the rise of the true rate the CUSUM is
+            tuned for (default 0.10), which moves the flags by ``(sensitivity + specificity -
+            1) * judge_rate_rise`` (:func:`flag_rate_after_rise`).
         mean_shift_sigmas: the mean CUSUMs are tuned for a drop of this many baseline standard
             deviations (reference value ``k`` = half of it).
         floors: absolute floors per score (a ceiling for ``hallucination_rate``); ``None`` or a
-            missing key turns that floor off. Default: rate 0.30, groundedness 0.50,
-            faithfulness 0.70.
+            missing key turns that floor off. Default: faithfulness 0.70 only (the judge's flag
+            share and groundedness sit far from the truth, domain by domain; the audited
+            estimate's Prometheus rule is the rate's ceiling, docs/alerts.md).
         floor_window: the floors compare the mean of this many most recent evaluations.
         floor_margin: a floor alert resolves once the windowed mean is this far back inside.
         adapt_halflife: if set, the baseline keeps adapting with this half-life (evaluations)
@@ -397,6 +260,13 @@ class DropDetector:
         max_routes: routes watched at most (memory stays bounded); evaluations of further routes
             are skipped and counted in :attr:`routes_dropped`.
         clock: returns the alert time (seconds); ``time.time`` by default.
+        error_rates: the judge's sensitivity and specificity for the rate CUSUM's design:
+            ``"shipped"`` (default) looks up the ones shipped for the judge that scored the
+            series' first evaluation (:func:`groundwatch.rates.judge_error_rates`; none for a
+            judge without a measurement, or for values fed through :meth:`observe`); a
+            :class:`~groundwatch.rates.JudgeErrorRates` for every series; ``None``: the flags
+            are the truth.
+        language: the answers' language, for the shipped error rates.
     """
 
     def __init__(
@@ -407,6 +277,7 @@ class DropDetector:
         mean_target_arl: float = DEFAULT_MEAN_TARGET_ARL,
         rate_rise: float = DEFAULT_RATE_RISE,
         min_rate_rise: float = DEFAULT_MIN_RATE_RISE,
+        judge_rate_rise: float = DEFAULT_JUDGE_RATE_RISE,
         mean_shift_sigmas: float = DEFAULT_MEAN_SHIFT_SIGMAS,
         floors: Mapping[ScoreName, float | None] | None = DEFAULT_FLOORS,
         floor_window: int = DEFAULT_FLOOR_WINDOW,
@@ -415,6 +286,8 @@ class DropDetector:
         scores: Iterable[ScoreName] = SCORE_NAMES,
         max_routes: int = DEFAULT_MAX_ROUTES,
         clock: Callable[[], float] = time.time,
+        error_rates: JudgeErrorRates | Literal["shipped"] | None = "shipped",
+        language: str = "en",
     ) -> None:
         if warmup < 2:
             raise ValueError("warmup must be at least 2 evaluations")
@@ -429,6 +302,7 @@ class DropDetector:
         self.mean_target_arl = float(mean_target_arl)
         self.rate_rise = float(rate_rise)
         self.min_rate_rise = float(min_rate_rise)
+        self.judge_rate_rise = float(judge_rate_rise)
         self.mean_shift_sigmas = float(mean_shift_sigmas)
         self.floors: dict[ScoreName, float] = {
             k: float(v) for k, v in (floors or {}).items() if v is not None
@@ -441,6 +315,8 @@ class DropDetector:
             if s not in SCORE_NAMES:
                 raise ValueError(f"unknown score {s!r}; expected one of {SCORE_NAMES}")
         self.max_routes = int(max_routes)
+        self.error_rates = error_rates
+        self.language = language
         self.routes_dropped = 0
         """Evaluations not watched because ``max_routes`` routes were already watched."""
         self._clock = clock
@@ -463,6 +339,8 @@ class DropDetector:
             now: float | None = None
             for score, value in values:
                 series = self._get_series(score, route)
+                if series is not None and series.judge is None:
+                    series.judge = evaluation.judge
                 if series is None:
                     continue
                 alert = self._observe(series, value)
@@ -539,7 +417,18 @@ class DropDetector:
                     out.append((score, min(1.0, max(0.0, float(v)))))
         return out
 
-    def _build_design(self, score: ScoreName, sample: Sequence[float]) -> RateDesign | MeanDesign:
+    def _judge_error_rates(self, judge: str | None) -> JudgeErrorRates | None:
+        if self.error_rates != "shipped":
+            return self.error_rates
+        if not judge:
+            return None
+        from ..rates import judge_error_rates
+
+        return judge_error_rates(judge, self.language)
+
+    def _build_design(
+        self, score: ScoreName, sample: Sequence[float], judge: str | None = None
+    ) -> RateDesign | MeanDesign:
         if score == "hallucination_rate":
             n = len(sample)
             hits = sum(1 for x in sample if x >= 0.5)
@@ -549,7 +438,13 @@ class DropDetector:
             centre = (p_hat + z * z / (2 * n)) / (1 + z * z / n)
             half = z * math.sqrt(p_hat * (1 - p_hat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
             p0 = min(max(centre + half, 0.002), 0.9)
-            p1 = min(max(p0 * self.rate_rise, p0 + self.min_rate_rise), 0.99)
+            p1 = flag_rate_after_rise(
+                p0,
+                self._judge_error_rates(judge),
+                rate_rise=self.rate_rise,
+                min_rate_rise=self.min_rate_rise,
+                judge_rate_rise=self.judge_rate_rise,
+            )
             return RateDesign.build(p0, p1, self.target_arl)
         return MeanDesign.build(sample, self.mean_shift_sigmas, self.mean_target_arl)
 
@@ -564,7 +459,7 @@ class DropDetector:
         if s.design is None:
             s.warmup_values.append(x)
             if len(s.warmup_values) >= self.warmup:
-                s.design = self._build_design(s.score, s.warmup_values)
+                s.design = self._build_design(s.score, s.warmup_values, s.judge)
                 s.baseline = sum(s.warmup_values) / len(s.warmup_values)
                 s.adapt_value = s.baseline
                 s.design_value = s.baseline
@@ -616,7 +511,7 @@ class DropDetector:
                 n = self.warmup
                 hits = round(s.adapt_value * n)
                 sample = [1.0] * hits + [0.0] * (n - hits)
-                new = self._build_design(s.score, sample)
+                new = self._build_design(s.score, sample, s.judge)
                 assert isinstance(new, RateDesign)
                 # Keep the evidence gathered so far, in the new design's units.
                 s.stat = min(new.h - 1, round(s.stat * new.scale / design.scale))

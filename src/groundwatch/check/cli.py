@@ -2,17 +2,8 @@
 
 Scores every answer of a JSONL or CSV file, prints a summary, writes the requested reports and
 exits 0 when every threshold is met, 1 when one failed (or the run failed), 2 on bad input or
-a bad command line.
-
-The file is streamed: a bounded window of rows is in flight at a time, results are handed to the
-summary and the report writers in input order, and nothing per row is kept once written, so
-memory stays flat however long the file.
-
-Where the judging runs is the runtime's business (:mod:`groundwatch.runtime`): a sync judge (the
-local judge: CPU-bound) in ``--concurrency`` worker processes of the runtime's process executor,
-so N processes use N cores; an async judge (an LLM over the network) with ``--concurrency`` calls
-in flight on this process's loop. A small file, or ``--concurrency 1``, judges in this process:
-starting an interpreter costs more than judging a hundred short answers.
+a bad command line. This module holds the command: its options, the gate and the outputs; the
+rows are scored as a stream through the runtime's pipeline in :mod:`.stream`.
 """
 
 from __future__ import annotations
@@ -20,54 +11,37 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import io
-import math
 import sys
 import time
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from .. import _config, _errors
-from .._config import usable_cores
 from .._errors import UsageError
-from .._wire import as_evaluation
-from ..judging import registry, scoring
+from ..judging import registry
 from ..judging.judges import Judge
-from ..judging.judges._base import is_async_judge, judge_name
-from ..runtime.asyncjudge import AsyncRunner
-from ..runtime.runner import Prepared, Runner, Scored
-from ..runtime.runners import runner_for
-from ..types import Evaluation
+from ..judging.judges._base import judge_name
 from .baseline import BaselineDiff
-from .input import Caps, InputFileError, InvalidRow, Row, count_rows, read_rows
+from .input import Caps, InputFileError, count_rows, read_rows
 from .outputs import JsonLinesWriter, JUnitWriter, Sink
+from .progress import Progress
 from .report import DEFAULT_MAX_CASES_PER_LABEL, HtmlReportWriter
+from .stream import (
+    DEFAULT_CONCURRENCY,
+    ROWS_PER_PROCESS,
+    check_rows,
+    default_concurrency,
+    process_count,
+)
 from .summary import CheckSummary, Threshold
 
 EXIT_OK = 0
 EXIT_THRESHOLD = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
-
-DEFAULT_CONCURRENCY = 4
-WINDOW_PER_WORKER = 4
-"""Rows read ahead per concurrent evaluation: keeps workers busy while bounding memory."""
-
-BATCH_ROWS = 8
-"""Rows handed to a worker process in one message at most: fewer messages for short answers,
-few rows held per process for long ones."""
-
-ROWS_PER_PROCESS = 100
-"""A worker process is started for every this many rows of the file at most (up to
-``--concurrency``): starting an interpreter that imports groundwatch costs about as much as the
-local judge spends on a hundred short answers, so a small file is judged in this process."""
-
-JUDGE_TIMEOUT_S = 600.0
-"""An answer the judge has not scored within this long is a judge error (``timeout``)."""
 
 
 DEFAULT_MAX_HALLUCINATION_RATE = 0.0
@@ -92,6 +66,12 @@ class GateOptions:
     such row fails the gate."""
     max_regressions: int | None = None
     """With a baseline: rows that passed there and fail now tolerated (``None``: 0)."""
+    max_rate_upper_bound: float | None = None
+    """Fail when the upper bound of the hallucination rate's 90 % interval (the estimate of
+    :mod:`groundwatch.rates`, not the judge's flag share) is above this."""
+    labels_are_random: bool = False
+    """The labelled rows were chosen at random: their labels enter the rate estimate even
+    when neither every row is labelled nor the rows are marked ``audit``."""
 
 
 def _unit_interval(text: str) -> float:
@@ -202,6 +182,20 @@ def add_parser(subparsers: Any) -> None:
         "(default 0: any hallucinated answer fails)",
     )
     gate.add_argument(
+        "--max-rate-upper-bound",
+        type=_unit_interval,
+        metavar="X",
+        help="fail when the upper bound of the estimated hallucination rate's 90 %% interval "
+        "is above X: prediction-powered from the human labels of a random audit, else the "
+        "judge's flags corrected with its measured error rates (docs/check.md)",
+    )
+    gate.add_argument(
+        "--labels-are-random",
+        action="store_true",
+        help="the labelled rows were chosen at random from the file: use their labels in the "
+        'rate estimate (by default only a fully labelled file or rows marked "audit" are)',
+    )
+    gate.add_argument(
         "--max-errors",
         type=_non_negative_int,
         default=0,
@@ -257,216 +251,6 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
-# --- progress -----------------------------------------------------------------------------------
-
-
-class Progress:
-    """A progress bar on a terminal; on CI logs an occasional line, never a flood."""
-
-    LINE_INTERVAL_S = 30.0
-    BAR_INTERVAL_S = 0.1
-
-    def __init__(self, stream: IO[str], total: int | None, mode: str) -> None:
-        if mode == "auto":
-            mode = "bar" if stream.isatty() else "lines"
-        self.stream = stream
-        self.total = total
-        self.mode = mode
-        self.start = time.monotonic()
-        self._last = self.start
-        self._drawn = False
-
-    def update(self, done: int) -> None:
-        if self.mode == "none":
-            return
-        now = time.monotonic()
-        interval = self.BAR_INTERVAL_S if self.mode == "bar" else self.LINE_INTERVAL_S
-        last_row = self.mode == "bar" and done == self.total
-        if now - self._last < interval and not last_row:
-            return
-        self._last = now
-        rate = done / max(now - self.start, 1e-9)
-        if self.mode == "bar":
-            if self.total:
-                width = 30
-                filled = int(width * min(done, self.total) / self.total)
-                bar = "█" * filled + "·" * (width - filled)
-                text = f"\r{bar} {done}/{self.total} rows  {rate:.0f} rows/s"
-            else:
-                text = f"\r{done} rows  {rate:.0f} rows/s"
-            self.stream.write(text)
-            self._drawn = True
-        else:
-            of = f"/{self.total}" if self.total else ""
-            self.stream.write(f"groundwatch check: {done}{of} rows, {rate:.0f} rows/s\n")
-            self._drawn = True
-        self.stream.flush()
-
-    def finish(self, done: int | None = None) -> None:
-        """Clear the bar; after progress lines, end with one line saying the run is done."""
-        if not self._drawn:
-            return
-        if self.mode == "bar":
-            self.stream.write("\r\x1b[K")
-        else:
-            seconds = time.monotonic() - self.start
-            self.stream.write(f"groundwatch check: done, {done} rows in {seconds:.0f} s\n")
-        self.stream.flush()
-
-
-# --- the run ------------------------------------------------------------------------------------
-
-
-def default_concurrency(judge: Judge) -> int:
-    """``--concurrency`` when not given: :data:`DEFAULT_CONCURRENCY` calls in flight for an
-    async judge; for a sync (CPU-bound) judge as many worker processes as there are usable
-    cores, at most :data:`DEFAULT_CONCURRENCY` (more processes than cores only cost memory)."""
-    if is_async_judge(judge):
-        return DEFAULT_CONCURRENCY
-    return min(DEFAULT_CONCURRENCY, usable_cores())
-
-
-def process_count(concurrency: int, rows: int | None) -> int:
-    """Worker processes for a sync judge: ``concurrency``, at most one per
-    :data:`ROWS_PER_PROCESS` rows (``rows`` unknown: ``concurrency``); 1 means this process."""
-    if rows is None:
-        return concurrency
-    return max(1, min(concurrency, math.ceil(rows / ROWS_PER_PROCESS)))
-
-
-def check_runner(judge: Judge, concurrency: int, processes: int) -> Runner:
-    """Where the judge runs, chosen as for a Monitor (:func:`runner_for`) with the ``auto``
-    executor: an async judge on this loop with ``concurrency`` calls in flight; a sync judge
-    in ``processes`` worker processes, or on a thread of this process when ``processes`` is 1
-    (or the judge cannot be pickled, or no worker process can start); a cascade's stages each
-    so. Unlike a Monitor's, these worker processes keep this process's priority: the judging
-    is the work here, not background work beside an app's requests."""
-    executor = _config.EXECUTOR_AUTO if processes > 1 else "thread"
-    return runner_for(judge, executor, processes, concurrency, nice=False)
-
-
-def _as_evaluation(result: Scored) -> tuple[Evaluation, float]:
-    return as_evaluation(result.evaluation), max(0, result.end_ns - result.start_ns) / 1e9
-
-
-class _Batch:
-    """Rows sent to the runner in one call, and the call's task once sent."""
-
-    __slots__ = ("items", "task")
-
-    def __init__(self) -> None:
-        self.items: list[Prepared] = []
-        self.task: asyncio.Task[list[Scored]] | None = None
-
-
-async def check_rows(
-    rows: Iterable[Row | InvalidRow],
-    judge: Judge,
-    summary: CheckSummary,
-    sinks: list[Sink],
-    *,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    progress: Progress | None = None,
-    caps: Caps | None = None,
-    processes: int = 1,
-) -> None:
-    """Score ``rows``, ``concurrency`` batches in flight at most, in a bounded window.
-
-    ``processes`` > 1 judges a sync judge in that many worker processes (:func:`check_runner`).
-    Results reach ``summary`` and every sink in input order. Only the window (a few rows per
-    batch in flight) is held in memory at any time.
-    """
-    caps = caps if caps is not None else Caps()
-    runner = check_runner(judge, concurrency, processes)
-    try:
-        await _check_rows(rows, runner, summary, sinks, concurrency, progress, caps)
-    finally:
-        runner.close()
-
-
-async def _check_rows(
-    rows: Iterable[Row | InvalidRow],
-    runner: Runner,
-    summary: CheckSummary,
-    sinks: list[Sink],
-    concurrency: int,
-    progress: Progress | None,
-    caps: Caps,
-) -> None:
-    in_flight = max(1, min(concurrency, runner.concurrency))
-    # An async judge takes one row per call (its calls wait on the network side by side); a
-    # sync judge a few per message, as many as its recent speed fills about 0.1 s with.
-    batch_rows = 1 if isinstance(runner, AsyncRunner) else BATCH_ROWS
-    sem = asyncio.Semaphore(in_flight)
-    policy = scoring.DEFAULT_POLICY
-    window: deque[tuple[Row, _Batch, int] | InvalidRow] = deque()
-    limit = in_flight * max(WINDOW_PER_WORKER, 2 * batch_rows)
-    filling: _Batch | None = None
-    done = 0
-
-    async def judged(items: list[Prepared]) -> list[Scored]:
-        async with sem:
-            return await runner.run(items, policy, JUDGE_TIMEOUT_S)
-
-    def send(batch: _Batch) -> None:
-        nonlocal filling
-        batch.task = asyncio.ensure_future(judged(batch.items))
-        if batch is filling:
-            filling = None
-
-    async def emit() -> None:
-        nonlocal done
-        head = window.popleft()
-        if isinstance(head, InvalidRow):
-            summary.add_invalid(head)
-            for sink in sinks:
-                sink.add_invalid(head)
-        else:
-            row, batch, index = head
-            if batch.task is None:
-                send(batch)
-            assert batch.task is not None
-            ev, seconds = _as_evaluation((await batch.task)[index])
-            summary.add(row, ev)
-            for sink in sinks:
-                sink.add(row, ev, seconds)
-        done += 1
-        if progress is not None:
-            progress.update(done)
-
-    try:
-        for item in rows:
-            if isinstance(item, InvalidRow):
-                window.append(item)
-            else:
-                try:
-                    answer, passages, question, truncated = caps.prepare(item)
-                except TypeError as exc:
-                    # prepare() rejected the inputs: the row is bad, not the judge.
-                    window.append(InvalidRow(item.number, None, str(exc), item.id))
-                else:
-                    row = dataclasses.replace(
-                        item,
-                        cuts=caps.cuts(item),
-                        answer_read=len(answer) if len(answer) < len(item.answer) else None,
-                    )
-                    if filling is None:
-                        filling = _Batch()
-                    filling.items.append(Prepared(answer, passages, question, truncated))
-                    window.append((row, filling, len(filling.items) - 1))
-                    if len(filling.items) >= min(batch_rows, runner.batch_size()):
-                        send(filling)
-            while len(window) >= limit:
-                await emit()
-        while window:
-            await emit()
-    finally:
-        # A failure (an output that cannot be written) leaves batches in flight: cancel them.
-        for entry in window:
-            if not isinstance(entry, InvalidRow) and entry[1].task is not None:
-                entry[1].task.cancel()
-
-
 def gate_exit_code(summary: CheckSummary, thresholds: list[Threshold]) -> int:
     """2 when any row was invalid or none was checked; else 1 when a threshold failed; else 0."""
     if summary.invalid or summary.rows == 0:
@@ -508,7 +292,11 @@ def run_check(
     if rows_hint is None and concurrency > 1:
         rows_hint = count_rows(path, fmt)
     summary = CheckSummary(
-        source=str(path), judge=judge_name(judge), worst_kept=worst, baseline=diff
+        source=str(path),
+        judge=judge_name(judge),
+        worst_kept=worst,
+        baseline=diff,
+        labels_are_random=gate.labels_are_random,
     )
     sinks: list[Sink] = []
     try:
@@ -557,6 +345,7 @@ def run_check(
         max_errors=gate.max_errors,
         allow_truncated=gate.allow_truncated,
         max_regressions=(gate.max_regressions or 0) if diff is not None else None,
+        max_rate_upper_bound=gate.max_rate_upper_bound,
     )
     code = gate_exit_code(summary, thresholds)
     try:
@@ -606,6 +395,8 @@ def run(args: argparse.Namespace) -> int:
             max_errors=args.max_errors,
             allow_truncated=args.allow_truncated,
             max_regressions=args.max_regressions,
+            max_rate_upper_bound=args.max_rate_upper_bound,
+            labels_are_random=args.labels_are_random,
         )
         default = Caps()
         caps = Caps(

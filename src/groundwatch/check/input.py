@@ -20,8 +20,12 @@ from typing import Any, Literal
 
 from .. import _inputs
 from .._inputs import clean_text
+from ..runtime.pipeline import Prepared, prepare_inputs
 
 ExpectedLabel = Literal["faithful", "hallucinated"]
+
+# Spellings of the optional ``audit`` column: JSON booleans, or text in a CSV cell.
+AUDIT_VALUES = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 # Human labels accepted in the optional ``label`` column, mapped onto the two classes the gate
 # compares against. Both vocabularies in use (ours: grounded; benchmark sets: faithful) work.
@@ -66,6 +70,9 @@ class Row:
     """What the judge did not read in full (:meth:`Caps.cuts`), set when the row is judged."""
     answer_read: int | None = None
     """Characters of the answer the judge read, when it read only part of it."""
+    audit: bool = False
+    """The row is marked ``"audit": true``: chosen at random for a human audit (the rows
+    ``DatasetSink(when="audit")`` writes), so its ``label`` is a random sample's."""
 
     @property
     def name(self) -> str:
@@ -143,10 +150,11 @@ class Caps:
             )
         return tuple(out)
 
-    def prepare(self, row: Row) -> tuple[str, list[Any], str | None, bool]:
-        """:func:`groundwatch._inputs.prepare` with these caps: ``(answer, passages, question,
-        truncated)``. Raises ``TypeError`` as it does."""
-        return _inputs.prepare(
+    def prepare(self, row: Row) -> Prepared:
+        """The row as the runner judges it, prepared by the scoring pipeline with these caps
+        (:func:`groundwatch.runtime.pipeline.prepare_inputs`). Raises ``TypeError`` as it
+        does."""
+        return prepare_inputs(
             row.answer,
             row.contexts,
             row.question,
@@ -445,4 +453,12 @@ def parse_row(number: int, obj: Mapping[str, Any], *, contexts_are_json: bool) -
                 f"unknown label {raw_label!r}; use one of {', '.join(sorted(LABEL_ALIASES))}",
             )
         expected = LABEL_ALIASES[raw_label.strip().lower()]
-    return Row(number, row_id, question, contexts, answer, expected)
+    raw_audit = obj.get("audit")
+    audit = False
+    if isinstance(raw_audit, bool):
+        audit = raw_audit
+    elif isinstance(raw_audit, str) and raw_audit.strip().lower() in AUDIT_VALUES:
+        audit = AUDIT_VALUES[raw_audit.strip().lower()]
+    elif raw_audit not in (None, ""):
+        return bad("audit", f"expected true or false, got {raw_audit!r}")
+    return Row(number, row_id, question, contexts, answer, expected, audit=audit)

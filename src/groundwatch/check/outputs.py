@@ -284,12 +284,17 @@ class JUnitWriter:
                 f'timestamp="{self._started}">\n'
             )
             out.write("    <properties>\n")
+            rate = summary.rate
             for key, value in (
                 ("judge", summary.judge),
                 ("exit_code", str(exit_code)),
                 ("mean_faithfulness", _num(summary.mean_faithfulness)),
                 ("mean_groundedness", _num(summary.mean_groundedness)),
                 ("hallucination_rate", _num(summary.hallucination_rate)),
+                ("rate_estimate", _num(rate.estimate)),
+                ("rate_lower", _num(rate.lower)),
+                ("rate_upper", _num(rate.upper)),
+                ("rate_method", rate.method),
             ):
                 out.write(f"      <property name={xml_attr(key)} value={xml_attr(value)}/>\n")
             out.write("    </properties>\n")

@@ -1,9 +1,7 @@
 """The HTML report of ``groundwatch check``: one self-contained file that works offline.
 
 Layout: the run's summary and a score-distribution chart (inline SVG) at the top, label filters,
-then one card per answer, worst first, with its claims highlighted inside the answer text, and
-under it every claim with its verdict, reason, evidence quote and the passage around the quote;
-for a claim without evidence, the closest passage sentence, and the retrieved passages.
+then one card per answer, worst first (the cards themselves: :mod:`.answer_cards`).
 
 Design choices:
 
@@ -23,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import tempfile
 import time
 from array import array
@@ -31,56 +28,24 @@ from collections import Counter
 from pathlib import Path
 from typing import IO
 
-from .._inputs import to_passage
-from ..judging.lexical import WIDE_CHAR
-from ..judging.scoring import counted
-from ..types import LABELS, VERDICTS, Claim, Evaluation, Passage, passage_names
+from ..types import LABELS, VERDICTS, Evaluation
+from .answer_cards import case_order, escape, render_case, render_invalid, score_text
 from .baseline import KINDS as BASELINE_KINDS
 from .baseline import TITLES as BASELINE_TITLES
 from .baseline import BaselineDiff
 from .input import InvalidRow, Row
 from .summary import (
     EXPECTED_LABELS,
-    FLAGGED_LABELS,
     HISTOGRAM_BINS,
+    METHOD_WORDS,
     VERDICT_ICONS,
     CheckSummary,
     Threshold,
-    closest_sentence,
 )
 
 DEFAULT_MAX_CASES_PER_LABEL = 2_000
 """Answer cards per label in one report: a browser cannot show 100,000; failures are not
 crowded out by grounded answers because each label has its own allowance."""
-
-PASSAGE_WINDOW_CHARS = 600
-"""Characters of passage shown on each side of an evidence quote (passages can be 50k long)."""
-
-RETRIEVED_PASSAGE_CHARS = 2_000
-"""Characters of each retrieved passage shown under an answer with unbacked claims."""
-
-_WORST_FIRST = {
-    "hallucinated": 0,
-    "insufficient_context": 1,
-    "error": 2,
-    "invalid": 3,
-    "no_claims": 4,
-    "grounded": 5,
-}
-"""Card order: what needs a look first. Within a label, lower faithfulness, then lower
-groundedness, then input order."""
-
-
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _lang(*texts: str | None) -> str:
-    return "zh" if any(t and WIDE_CHAR.search(t) for t in texts) else "en"
-
-
-def _score(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
 
 
 _CSS = """
@@ -209,222 +174,20 @@ def _csp() -> str:
     )
 
 
-def highlight_answer(answer: str, claims: list[Claim]) -> tuple[str, set[int]]:
-    """The answer as HTML with each located claim wrapped in a ``<mark>`` for its verdict.
-
-    Returns the HTML and the indexes of the claims that were highlighted. Claims without
-    offsets (a rephrasing judge) or overlapping an earlier one are left to the list below.
-    """
-    located = sorted(
-        (
-            (c.start, c.end, i, c)
-            for i, c in enumerate(claims)
-            if c.start is not None and c.end is not None and 0 <= c.start < c.end <= len(answer)
-        ),
-        key=lambda t: (t[0], t[1]),
-    )
-    out: list[str] = []
-    done: set[int] = set()
-    cursor = 0
-    for start, end, i, claim in located:
-        if start < cursor:
-            continue
-        out.append(_e(answer[cursor:start]))
-        title = f"{claim.verdict}: {claim.reason}" if claim.reason else claim.verdict
-        out.append(
-            f'<mark class="claim v-{claim.verdict}" data-claim="{i}" '
-            f'data-verdict="{claim.verdict}" title="{_e(title)}">{_e(answer[start:end])}'
-            f'<sup aria-label="{claim.verdict}">{VERDICT_ICONS[claim.verdict]}</sup></mark>'
-        )
-        done.add(i)
-        cursor = end
-    out.append(_e(answer[cursor:]))
-    return "".join(out), done
-
-
-def _passage_window(text: str, start: int, end: int) -> str:
-    lo = max(0, start - PASSAGE_WINDOW_CHARS)
-    hi = min(len(text), end + PASSAGE_WINDOW_CHARS)
+def _rate_card(s: CheckSummary, state: str) -> tuple[str, str, str, str]:
+    """The hallucination rate's card: the estimate, its interval, and how it was obtained."""
+    r = s.rate
+    flags = r.method == "flag_share"  # nothing corrects it: the card says what the number is
+    how = f"{r.labelled} labelled of {r.scored}; " if r.labelled else ""
+    what = "flagged by the judge" if flags else "estimated hallucination rate"
     return (
-        ("…" if lo > 0 else "")
-        + _e(text[lo:start])
-        + f"<mark>{_e(text[start:end])}</mark>"
-        + _e(text[end:hi])
-        + ("…" if hi < len(text) else "")
+        f"rate {state}",
+        f"{r.estimate:.1%}",
+        f"{what} ({r.confidence:.0%} interval {r.lower:.1%}–{r.upper:.1%})",
+        "uncorrected: no audit labels and no measured error rates for this judge"
+        if flags
+        else f"{how}{METHOD_WORDS[r.method]}; the judge flags {r.flag_share:.1%}",
     )
-
-
-def _claim_item(
-    i: int,
-    claim: Claim,
-    located: bool,
-    passages: list[str],
-    question: str | None,
-    names: list[str] | None = None,
-) -> str:
-    parts = [
-        f'<li class="v-{claim.verdict}" data-verdict="{claim.verdict}">',
-        f'<span class="tag">{VERDICT_ICONS[claim.verdict]} {claim.verdict}</span> ',
-        f'<span class="claim-text">{_e(claim.text)}</span>',
-    ]
-    if not located:
-        parts.append(' <span class="unlocated">(not located in the answer text)</span>')
-    if claim.reason:
-        parts.append(f' <span class="reason">— {_e(claim.reason)}</span>')
-    if not claim.evidence and claim.verdict in ("unsupported", "contradicted"):
-        parts.append(_closest_item(claim, passages, question, names))
-    for ev in claim.evidence[:3]:
-        label = ev.name  # "passage 3", or the tool whose output it is
-        parts.append(
-            f'<div class="evidence"><span class="quote">“{_e(ev.quote)}”</span> '
-            f'<span class="pn">({label})</span>'
-        )
-        if 0 <= ev.passage < len(passages):
-            text = passages[ev.passage]
-            if 0 <= ev.start < ev.end <= len(text):
-                parts.append(
-                    f"<details><summary>show {label} ({len(text)} characters)</summary>"
-                    f'<div class="passage">{_passage_window(text, ev.start, ev.end)}</div>'
-                    "</details>"
-                )
-        parts.append("</div>")
-    parts.append("</li>")
-    return "".join(parts)
-
-
-def _closest_item(
-    claim: Claim, passages: list[str], question: str | None, names: list[str] | None = None
-) -> str:
-    """The passage sentence nearest an unbacked claim, said to be a pointer, not evidence."""
-    found = closest_sentence(claim.text, passages, question)
-    if found is None:
-        return '<div class="closest">no passage sentence shares a word with this claim</div>'
-    index, start, end = found
-    label = names[index] if names is not None else f"passage {index + 1}"
-    return (
-        f'<div class="closest">closest passage sentence (not evidence): <span class="quote">'
-        f"“{_e(passages[index][start:end])}”</span> ({label})"
-        f"<details><summary>show {label} ({len(passages[index])} characters)</summary>"
-        f'<div class="passage">{_passage_window(passages[index], start, end)}</div></details>'
-        "</div>"
-    )
-
-
-def _retrieved_passages(passages: list[str], names: list[str] | None = None) -> str:
-    items = []
-    for i, text in enumerate(passages):
-        cut = text[:RETRIEVED_PASSAGE_CHARS]
-        more = f" … ({len(text) - len(cut)} more characters)" if len(text) > len(cut) else ""
-        # A tool's output (or a conversation turn) says whose it is.
-        source = f'<span class="pn">{_e(names[i])}:</span> ' if names is not None else ""
-        items.append(f"<li>{source}{_e(cut)}{more}</li>")
-    return (
-        f'<details class="retrieved"><summary>the {counted(len(passages), "retrieved passage")}'
-        "</summary>"
-        f"<ol>{''.join(items)}</ol></details>"
-    )
-
-
-_SCORE_STEPS = 10_000
-_SEQUENCE_BITS = 32
-
-
-def case_order(label: str, ev: Evaluation | None, sequence: int) -> int:
-    """The sort key that puts the worst answers first (see ``_WORST_FIRST``), packed in one
-    64-bit integer (label rank, faithfulness and groundedness to 1e-4, then arrival order) so
-    that the report's index costs a few bytes per card."""
-    f = 1.0 if ev is None or ev.faithfulness is None else ev.faithfulness
-    g = 1.0 if ev is None or ev.groundedness is None else ev.groundedness
-    rank = _WORST_FIRST.get(label, len(_WORST_FIRST))
-    steps = _SCORE_STEPS + 1
-    packed: int = (rank * steps + round(f * _SCORE_STEPS)) * steps + round(g * _SCORE_STEPS)
-    return (packed << _SEQUENCE_BITS) | (sequence & ((1 << _SEQUENCE_BITS) - 1))
-
-
-def render_case(row: Row, ev: Evaluation) -> str:
-    """One answer's card."""
-    read: list[Passage] = []
-    for i, item in enumerate(row.contexts):
-        try:
-            read.append(to_passage(item, i))
-        except TypeError:
-            read.append(Passage(text=""))
-    passages = [p.text for p in read]
-    # Named only when some passage is a tool's output or a turn: plain passages keep numbers.
-    names = passage_names(read) if any(p.kind != "retrieved" or p.tool for p in read) else None
-    flagged = ev.label in FLAGGED_LABELS
-    mismatch = (
-        row.expected is not None
-        and ev.label != "error"
-        and (row.expected == "hallucinated") != flagged
-    )
-    shown = row.answer if row.answer_read is None else row.answer[: row.answer_read]
-    answer_html, located = highlight_answer(shown, ev.claims)
-    if len(shown) < len(row.answer):
-        # The card shows what the judge read: a 20 MB answer would make a 20 MB card.
-        answer_html += (
-            f'<span class="cut-mark">… {len(row.answer) - len(shown):,} more characters the '
-            "judge did not read</span>"
-        )
-    header = [
-        f'<span class="name">{_e(row.name)}</span>',
-        f'<span class="rowno">row {row.number}</span>',
-        f'<span class="badge {ev.label}">{ev.label}</span>',
-        f'<span class="scores">faithfulness {_score(ev.faithfulness)} · groundedness '
-        f"{_score(ev.groundedness)}</span>",
-    ]
-    if row.expected:
-        header.append(f'<span class="badge expected">human: {row.expected}</span>')
-    if row.cuts:
-        # The judge read this answer in part: said on the card, not only in --json.
-        header.append(
-            f'<span class="badge truncated" title="{_e("; ".join(row.cuts))}">✂ truncated</span>'
-        )
-    if mismatch:
-        header.append('<span class="mismatch">⚠ disagrees with the human label</span>')
-    body = [
-        f'<article class="case" data-label="{ev.label}" data-mismatch="{str(mismatch).lower()}" '
-        f'lang="{_lang(row.answer, row.question)}" id="row-{row.number}">',
-        f"<header>{''.join(header)}</header>",
-    ]
-    if row.question:
-        body.append(f'<p class="question">Q: {_e(row.question)}</p>')
-    body.append(f'<p class="answer">{answer_html}</p>')
-    if row.cuts:
-        body.append(
-            f'<p class="reason cut">read in part (the gate fails on it unless '
-            f"--allow-truncated): {_e('; '.join(row.cuts))}</p>"
-        )
-    if ev.label == "error":
-        body.append(f'<p class="reason">judge failed: {_e(ev.error or ev.explanation)}</p>')
-    elif ev.explanation:
-        body.append(f'<p class="reason">{_e(ev.explanation)}</p>')
-    if ev.claims:
-        items = [
-            _claim_item(i, c, i in located, passages, row.question, names)
-            for i, c in enumerate(ev.claims)
-        ]
-        body.append(f'<ol class="claims">{"".join(items)}</ol>')
-    if passages and any(c.verdict in ("unsupported", "contradicted") for c in ev.claims):
-        body.append(_retrieved_passages(passages, names))
-    body.append("</article>\n")
-    return "".join(body)
-
-
-def render_invalid(bad: InvalidRow) -> str:
-    """The card of a row that could not be checked."""
-    name = bad.id or f"row {bad.number}"
-    return (
-        f'<article class="case" data-label="invalid" data-mismatch="false" '
-        f'id="row-{bad.number}"><header><span class="name">{_e(name)}</span>'
-        f'<span class="rowno">row {bad.number}</span><span class="badge invalid">invalid</span>'
-        f'</header><p class="invalid-msg">{_e(_invalid_text(bad))}</p>'
-        "</article>\n"
-    )
-
-
-def _invalid_text(bad: InvalidRow) -> str:
-    return bad.message if bad.field is None else f"field {bad.field}: {bad.message}"
 
 
 def histogram_svg(title: str, bins: list[int]) -> str:
@@ -436,10 +199,10 @@ def histogram_svg(title: str, bins: list[int]) -> str:
     peak = max(bins) if any(bins) else 1
     bar_w = plot_w / HISTOGRAM_BINS
     parts = [
-        f'<svg class="chart" role="img" aria-label="{_e(title)}: distribution over '
+        f'<svg class="chart" role="img" aria-label="{escape(title)}: distribution over '
         f'{sum(bins)} scored answers" viewBox="0 0 {width} {height}" width="{width}" '
         f'height="{height}" xmlns="http://www.w3.org/2000/svg">',
-        f'<text x="{left}" y="14" font-weight="600">{_e(title)}</text>',
+        f'<text x="{left}" y="14" font-weight="600">{escape(title)}</text>',
         f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
         'stroke="#888"/>',
     ]
@@ -539,14 +302,15 @@ class HtmlReportWriter:
                 f"hallucination rate ({s.labels['hallucinated']} of {s.scored} scored)",
                 "",
             ),
-            (state("mean faithfulness"), _score(s.mean_faithfulness), "mean faithfulness", ""),
-            (state("mean groundedness"), _score(s.mean_groundedness), "mean groundedness", ""),
+            _rate_card(s, state("hallucination rate upper bound")),
+            (state("mean faithfulness"), score_text(s.mean_faithfulness), "mean faithfulness", ""),
+            (state("mean groundedness"), score_text(s.mean_groundedness), "mean groundedness", ""),
         ]
         out = ['<section id="summary"><div class="cards">']
         for cls, n, k, detail in cards:
-            extra = f'<div class="why">{_e(detail)}</div>' if detail else ""
+            extra = f'<div class="why">{escape(detail)}</div>' if detail else ""
             out.append(
-                f'<div class="card {cls}"><div class="n">{_e(n)}</div>'
+                f'<div class="card {cls}"><div class="n">{escape(n)}</div>'
                 f'<div class="k">{k}</div>{extra}</div>'
             )
         out.append('</div><div class="grid"><div>')
@@ -568,7 +332,7 @@ class HtmlReportWriter:
         out.append("</table>")
         out.append('<h2>Gate</h2><ul class="thresholds">')
         for t in thresholds:
-            out.append(f'<li class="{"pass" if t.passed else "fail"}">{_e(t.text)}</li>')
+            out.append(f'<li class="{"pass" if t.passed else "fail"}">{escape(t.text)}</li>')
         if s.invalid:
             out.append(f'<li class="fail">{s.invalid} invalid rows (exit 2)</li>')
         out.append("</ul></div><div>")
@@ -590,7 +354,7 @@ class HtmlReportWriter:
                 )
             ba = s.balanced_accuracy
             out.append(
-                f"</table><p>Balanced accuracy <strong>{_score(ba)}</strong> "
+                f"</table><p>Balanced accuracy <strong>{score_text(ba)}</strong> "
                 "(an answer counts as flagged when labelled hallucinated or "
                 "insufficient_context; judge errors left out).</p>"
             )
@@ -604,14 +368,14 @@ class HtmlReportWriter:
         """The comparison with ``--baseline``: counts, then the changed rows of each kind."""
         out = [
             f"<h2>Against the baseline ({len(b.before)} rows there, {b.compared} matched by "
-            f'id)</h2><p class="meta">{_e(b.path)}</p>'
+            f'id)</h2><p class="meta">{escape(b.path)}</p>'
             '<table id="baseline"><tr><th>change</th><th>rows</th><th>row: before → now</th></tr>'
         ]
         for kind in BASELINE_KINDS:
             n = b.counts[kind]
             cls = ' class="fail"' if kind == "newly_failing" and n else ""
             rows = "<br>".join(
-                f"{_e(c.name)}: {_e(c.before or '–')} → {_e(c.after or '–')}"
+                f"{escape(c.name)}: {escape(c.before or '–')} → {escape(c.after or '–')}"
                 for c in b.listed[kind]
             )
             if n > len(b.listed[kind]):
@@ -670,12 +434,12 @@ class HtmlReportWriter:
                 '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
                 f'<meta http-equiv="Content-Security-Policy" content="{_csp()}">\n'
                 '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-                f"<title>{_e(self._title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+                f"<title>{escape(self._title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
             )
             out.write(
-                f'<h1>{_e(self._title)}</h1>\n<p class="meta">judge {_e(summary.judge)} · '
-                f"{summary.seconds:.1f} s · {_e(self._started)} · source "
-                f"{_e(summary.source)}</p>\n"
+                f'<h1>{escape(self._title)}</h1>\n<p class="meta">judge {escape(summary.judge)} · '
+                f"{summary.seconds:.1f} s · {escape(self._started)} · source "
+                f"{escape(summary.source)}</p>\n"
             )
             out.write(self._summary(summary, thresholds, exit_code))
             out.write("\n<h2>Answers</h2>\n")

@@ -13,6 +13,9 @@ Definitions (docs/check.md documents them for users):
   be checked is not a pass.
 - truncated inputs fail the gate on their own (unless ``allow_truncated``): an answer or passage
   cut to the size caps was judged on a part, and the gate never passes text it did not read.
+- the hallucination rate's estimate (:mod:`groundwatch.rates`): over every judged answer
+  (``no_claims`` in, ``error`` out), the judge's flag is the label ``hallucinated``. Human labels
+  enter it only where they are a random sample of the file (:meth:`CheckSummary.rate_basis`).
 - balanced accuracy, against human labels: an answer counts as *flagged* when groundwatch
   labels it ``hallucinated`` or ``insufficient_context`` (it is not backed by its context);
   rows whose evaluation failed (``error``) are left out.
@@ -23,12 +26,15 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..judging.judges.local import LocalJudge
+from ..judging.lexical import CJK
+from ..rates import RateEstimate, RateTotals, estimate_rate
 from ..types import LABELS, VERDICTS, Claim, Evaluation, Passage
 from .input import InvalidRow, Row
 
@@ -41,6 +47,24 @@ EXPECTED_LABELS = ("faithful", "hallucinated")
 HISTOGRAM_BINS = 10
 MAX_KEPT_MESSAGES = 20
 """Invalid rows and judge errors kept verbatim for the summary; the rest are only counted."""
+
+RATE_CONFIDENCE = 0.9
+"""The coverage of the hallucination rate's interval in the summary and the gate."""
+
+RateBasis = Literal["audit", "census", "declared", "none", "not_random"]
+"""Which human labels the rate estimate uses: rows marked ``audit`` (``audit``), every row, all
+of them labelled (``census``), every labelled row as the user declared them random
+(``declared``, ``--labels-are-random``), none because no row is labelled (``none``), or none
+because the labels present were not chosen at random (``not_random``)."""
+
+METHOD_WORDS = {
+    "ppi": "prediction-powered",
+    "labels": "labels alone",
+    "rogan_gladen": "no audit labels: the judge's flags corrected with its measured error rates",
+    "flag_share": "the judge's flag share",
+}
+
+_CJK = re.compile(f"[{CJK}]")
 
 VERDICT_ICONS = {"supported": "✓", "inferred": "≈", "unsupported": "?", "contradicted": "✗"}
 
@@ -141,7 +165,7 @@ class Threshold:
             return truncated
         if self.metric == "regressions":
             return regressed
-        if self.metric == "hallucination_rate":
+        if self.metric in ("hallucination_rate", "rate_upper_bound"):
             return label == "hallucinated"
         score = {"faithfulness": faithfulness, "groundedness": groundedness}.get(self.metric)
         return score is not None and score < self.limit - 1e-12
@@ -173,6 +197,18 @@ class CheckSummary:
     seconds: float = 0.0
     baseline: BaselineDiff | None = None
     """The comparison with a previous run (``--baseline``), fed as rows arrive."""
+    labels_are_random: bool = False
+    """``--labels-are-random``: the labelled rows were chosen at random, whether marked
+    ``audit`` or not, so every label enters the rate estimate."""
+    rate_judge: str = ""
+    """The judge's name as its evaluations give it (``Evaluation.judge``): whose measured
+    error rates correct the flag share when no label may."""
+    rate_totals: RateTotals = field(default_factory=RateTotals)
+    """The rate's sums over every judged row, every human label counted."""
+    audit_totals: RateTotals = field(default_factory=RateTotals)
+    """The same, with only the labels of rows marked ``audit`` counted."""
+    chinese: int = 0
+    """Judged rows whose answer is in Chinese (CJK characters): whose error rates apply."""
     _worst: list[tuple[tuple[float, float, int], WorstCase]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
 
@@ -193,6 +229,8 @@ class CheckSummary:
             self.confusion[(row.expected, ev.label)] += 1
         if ev.label == "error" and len(self.errors) < MAX_KEPT_MESSAGES:
             self.errors.append(f"{row.name}: {ev.error or 'judge error'}")
+        if ev.label != "error":
+            self._add_rate(row, ev)
         if ev.faithfulness is None or ev.groundedness is None:
             return
         self.sum_faithfulness += ev.faithfulness
@@ -216,6 +254,20 @@ class CheckSummary:
                 heapq.heappush(self._worst, entry)
             elif entry[0] > self._worst[0][0]:
                 heapq.heapreplace(self._worst, entry)
+
+    def _add_rate(self, row: Row, ev: Evaluation) -> None:
+        if not self.rate_judge and ev.judge:
+            self.rate_judge = ev.judge
+        self.chinese += bool(_CJK.search(row.answer))
+        probability = ev.hallucination_probability
+        if probability is not None and not 0.0 <= probability <= 1.0:
+            probability = None  # a custom judge's stray value: unknown, the flag stands in
+        label = None if row.expected is None else row.expected == "hallucinated"
+        flagged = ev.is_hallucinated
+        self.rate_totals = self.rate_totals.add(flagged, probability, label)
+        self.audit_totals = self.audit_totals.add(
+            flagged, probability, label if row.audit else None
+        )
 
     def add_invalid(self, bad: InvalidRow) -> None:
         self.invalid += 1
@@ -265,6 +317,85 @@ class CheckSummary:
         return sum(recalls) / len(recalls)
 
     @property
+    def rate_basis(self) -> RateBasis:
+        """Which human labels the rate estimate may use (:data:`RateBasis`).
+
+        Labels count as a random audit when every judged row is labelled (a census), when
+        ``--labels-are-random`` says so, or, for the rows marked ``audit`` (written by
+        ``DatasetSink(when="audit")``), those rows' labels. Otherwise the labels were chosen
+        by someone (the hard cases, the complaints) and would bias the estimate: left out.
+        """
+        everything = self.rate_totals
+        if everything.labelled == 0:
+            return "none"
+        if everything.labelled == everything.scored:
+            return "census"
+        if self.labels_are_random:
+            return "declared"
+        if self.audit_totals.labelled:
+            return "audit"
+        return "not_random"
+
+    @property
+    def rate(self) -> RateEstimate:
+        """The hallucination rate of the answers, with its interval (:mod:`groundwatch.rates`):
+        prediction-powered over the audit labels :attr:`rate_basis` allows, else the judge's
+        flags corrected with its measured error rates, else the flag share."""
+        basis = self.rate_basis
+        if basis in ("census", "declared"):
+            totals = self.rate_totals
+        elif basis == "audit":
+            totals = self.audit_totals
+        else:
+            totals = _without_labels(self.rate_totals)
+        return estimate_rate(
+            totals,
+            judge=self.rate_judge or None,
+            language="zh" if 2 * self.chinese > totals.scored else "en",
+            confidence=RATE_CONFIDENCE,
+        )
+
+    def rate_lines(self) -> list[str]:
+        """The hallucination rate in words: the estimate, its interval, how many labels and
+        which method, the judge's flag share; then why labels were left out, if any were."""
+        r = self.rate
+        basis = self.rate_basis
+        interval = f"{100 * r.confidence:.0f} % interval {_pct(r.lower)}–{_pct(r.upper)} %"
+        if r.method in ("ppi", "labels"):
+            line = (
+                f"hallucination rate {_pct(r.estimate)} % ({interval}; {r.labelled:,} labelled "
+                f"of {r.scored:,}; {METHOD_WORDS[r.method]}); the judge flags "
+                f"{_pct(r.flag_share)} %"
+            )
+        elif r.method == "rogan_gladen":
+            line = (
+                f"hallucination rate {_pct(r.estimate)} % ({interval}; "
+                f"{METHOD_WORDS[r.method]}, which differ by domain); the judge flags "
+                f"{_pct(r.flag_share)} %"
+            )
+        else:
+            line = (
+                f"the judge flags {_pct(r.flag_share)} % of {r.scored:,} judged answers "
+                f"({interval}); no correction applies (no audit labels, and no measured error "
+                f"rates for the judge {self.rate_judge or '?'!r}): the flag share is not the "
+                "hallucination rate"
+            )
+        lines = [line]
+        everything = self.rate_totals.labelled
+        if basis == "not_random":
+            lines.append(
+                f"  the {everything:,} labelled rows are not treated as an audit: not every "
+                'row is labelled and none is marked "audit" (DatasetSink(when="audit") rows); '
+                "pass --labels-are-random if they were chosen at random"
+            )
+        elif basis == "audit" and everything > r.labelled:
+            lines.append(
+                f'  {everything - r.labelled:,} labelled rows not marked "audit" are left '
+                "out of the estimate (pass --labels-are-random if they were chosen at random)"
+            )
+        return lines
+
+    @property
     def worst(self) -> list[WorstCase]:
         """The kept worst answers, worst first."""
         return [case for _, case in sorted(self._worst, reverse=True)]
@@ -280,6 +411,7 @@ class CheckSummary:
         max_errors: int = 0,
         allow_truncated: bool = False,
         max_regressions: int | None = None,
+        max_rate_upper_bound: float | None = None,
     ) -> list[Threshold]:
         """Evaluate every gate condition that was asked for (judge errors and truncated inputs
         always are; regressions when there is a baseline)."""
@@ -313,6 +445,8 @@ class CheckSummary:
                     f"({self.labels['hallucinated']} of {self.scored} scored answers)"
                 )
                 out.append(Threshold(name, ok, text, metric, max_hallucination_rate))
+        if max_rate_upper_bound is not None:
+            out.append(self._rate_threshold(max_rate_upper_bound))
         errors = self.labels["error"]
         ok = errors <= max_errors
         out.append(
@@ -344,6 +478,20 @@ class CheckSummary:
             out.append(Threshold("regressions", ok, text, "regressions", float(max_regressions)))
         return out
 
+    def _rate_threshold(self, limit: float) -> Threshold:
+        name, metric = "hallucination rate upper bound", "rate_upper_bound"
+        r = self.rate
+        if r.scored == 0:
+            text = f"{name}: no judged answer to check"
+            return Threshold(name, False, text, metric, limit)
+        ok = r.upper <= limit + 1e-12
+        text = (
+            f"{name} {_pct(r.upper)} % {'<=' if ok else '>'} {_pct(limit)} % "
+            f"({100 * r.confidence:.0f} % interval {_pct(r.lower)}–{_pct(r.upper)} %, "
+            f"{METHOD_WORDS[r.method].split(':')[0]})"
+        )
+        return Threshold(name, ok, text, metric, limit)
+
     # --- output -----------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -357,6 +505,8 @@ class CheckSummary:
             "mean_faithfulness": self.mean_faithfulness,
             "mean_groundedness": self.mean_groundedness,
             "hallucination_rate": self.hallucination_rate,
+            "rate": self.rate.as_dict(),
+            "rate_labels": self.rate_basis,
             "claims": {v: self.verdicts[v] for v in VERDICTS},
             "evidence_rejected": self.evidence_rejected,
             "truncated": self.truncated,
@@ -401,12 +551,7 @@ class CheckSummary:
 
         lines.append(f"mean faithfulness   {fmt(self.mean_faithfulness)}")
         lines.append(f"mean groundedness   {fmt(self.mean_groundedness)}")
-        rate = self.hallucination_rate
-        lines.append(
-            "hallucination rate  "
-            + ("-" if rate is None else f"{rate:.1%}")
-            + f"  (over {self.scored} scored answers; no_claims and error excluded)"
-        )
+        lines += self.rate_lines()
         lines.append(
             "claims              "
             + " · ".join(f"{self.verdicts[v]} {v}" for v in VERDICTS)
@@ -462,3 +607,18 @@ class CheckSummary:
         verdict = {0: "PASS", 1: "FAIL (a threshold failed)", 2: "FAIL (bad input)"}[exit_code]
         lines.append(f"result: {verdict}, exit {exit_code}")
         return "\n".join(lines)
+
+
+def _pct(share: float) -> str:
+    """A share as a percentage with one decimal, without the sign (``0.078`` -> ``7.8``)."""
+    return f"{100 * share:.1f}"
+
+
+def _without_labels(totals: RateTotals) -> RateTotals:
+    """The same answers, none of them labelled."""
+    return RateTotals(
+        scored=totals.scored,
+        flagged=totals.flagged,
+        probability_sum=totals.probability_sum,
+        probability_square_sum=totals.probability_square_sum,
+    )

@@ -6,35 +6,29 @@ questions, a prompt, a scripted chat model) answers a stream of customer questio
 background by the local judge; partway through the run the scripted model starts to drift from
 the retrieved text, and the drop detector fires. No API key, no server, no network.
 
-LangChain is imported here, inside the command, never by the core package.
+The chain is :mod:`.chain` (LangChain is imported there, inside the command, never by the
+core package); the exporters are :mod:`.telemetry`. This module holds the command: its
+options, the run, and what it prints (progress, the summary table, the alerts).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import math
-import os
 import random
-import re
 import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from dataclasses import dataclass
+from typing import Any, TextIO
 
 from ..alerts import Alert, AlertingHook, DropDetector, OTelAlertEmitter
-from ..judging.lexical import CJK, CJK_CHAR
 from ..types import Evaluation, RagRecord
+from . import audit as simulated_audit
 from . import data
-
-if TYPE_CHECKING:
-    from langchain_core.runnables import Runnable
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.trace import TracerProvider
+from .chain import Script, build_chain
+from .telemetry import DEFAULT_PROMETHEUS_HOST, setup_telemetry
 
 DEFAULT_REQUESTS = 300
 DEFAULT_SAMPLE_RATE = 0.5
@@ -50,17 +44,6 @@ _DEMO_MODULES = (
     ("groundwatch_langchain", "groundwatch-langchain"),
     ("numpy", "numpy (the vector store's similarity search)"),
     ("opentelemetry.sdk", "opentelemetry-sdk"),
-)
-_OTLP_HINT = (
-    "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OTLP exporter is not installed:\n"
-    '    pip install -e ".[otlp]"   (opentelemetry-exporter-otlp-proto-http)\n'
-    "Telemetry stays in this process for this run."
-)
-DEFAULT_PROMETHEUS_HOST = "127.0.0.1"
-"""The Prometheus endpoint is unauthenticated: this machine only unless asked."""
-_PROMETHEUS_HINT = (
-    "--prometheus-port needs the Prometheus exporter:\n"
-    '    pip install -e ".[prometheus]"   (opentelemetry-exporter-prometheus)'
 )
 
 
@@ -87,6 +70,14 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed (%(default)s)")
     parser.add_argument(
+        "--audit",
+        type=int,
+        default=simulated_audit.DEFAULT_AUDIT,
+        metavar="N",
+        help="scored answers a simulated random audit labels, for the rate's estimate "
+        "(%(default)s; 0: none)",
+    )
+    parser.add_argument(
         "--prometheus-port",
         type=int,
         default=None,
@@ -108,316 +99,6 @@ def add_parser(subparsers: Any) -> None:
         help="with --prometheus-port: keep serving this many seconds after the run",
     )
     parser.set_defaults(run=run)
-
-
-# --------------------------------------------------------------------------------------------
-# The LangChain side: embeddings, the scripted model, the chain
-
-
-def _words(text: str) -> list[str]:
-    """Lower-case words, plus single characters and bigrams of Chinese text."""
-    out = [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP]
-    for run_ in re.findall(f"[{CJK}]+", text):
-        out.extend(run_)
-        out.extend(run_[i : i + 2] for i in range(len(run_) - 1))
-    return out
-
-
-_STOP = frozenset(
-    "a an the of to in on at for by with and or is are was were be it its this that as from do "
-    "does did how what when can i my is".split()
-)
-
-
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.findall(r"[^.!?。！？]+[.!?。！？]?", text) if s.strip()]
-
-
-def _is_chinese(text: str) -> bool:
-    return bool(CJK_CHAR.search(text))
-
-
-@dataclass
-class Script:
-    """What the scripted model does on each call: faithful at first, drifting later."""
-
-    requests: int
-    seed: int
-    drift_at: int
-    calls: int = 0
-    drifted: list[bool] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def hallucination_probability(self, i: int) -> float:
-        if i < self.drift_at:
-            return 0.03
-        ramp = max(1.0, 0.08 * self.requests)
-        return 0.03 + 0.67 * min(1.0, (i - self.drift_at + 1) / ramp)
-
-    def answer(self, question: str, context: str) -> str:
-        with self.lock:
-            i = self.calls
-            self.calls += 1
-        rng = random.Random(self.seed * 1_000_003 + i)
-        passages = [p for p in context.split("\n\n") if p.strip()]
-        top = passages[0] if passages else ""
-        qwords = set(_words(question))
-        sents = _sentences(top) or [top]
-        best = max(sents, key=lambda s: len(qwords & set(_words(s))))
-        zh = _is_chinese(top)
-        drift = rng.random() < self.hallucination_probability(i)
-        with self.lock:
-            self.drifted.append(drift)
-        if not drift:
-            return best
-        invention = rng.choice(data.INVENTIONS_ZH if zh else data.INVENTIONS_EN)
-        roll = rng.random()
-        if roll < 0.55:
-            return best + ("" if zh else " ") + invention
-        if roll < 0.8:
-            return invention
-        # A changed number: a contradiction that a purely lexical check can miss.
-        changed = re.sub(r"\d+", lambda m: str(int(m.group(0)) * 3 + 1), best, count=1)
-        return changed + ("" if zh else " ") + invention if changed == best else changed
-
-
-def build_chain(script: Script) -> Runnable[str, str]:
-    """The help-centre RAG chain, from langchain-core parts (imported here, lazily)."""
-    from langchain_core.callbacks import CallbackManagerForLLMRun
-    from langchain_core.documents import Document
-    from langchain_core.embeddings import Embeddings
-    from langchain_core.language_models import BaseChatModel
-    from langchain_core.messages import AIMessage, BaseMessage
-    from langchain_core.output_parsers import StrOutputParser
-    from langchain_core.outputs import ChatGeneration, ChatResult
-    from langchain_core.prompts import ChatPromptTemplate
-    from langchain_core.runnables import RunnablePassthrough
-    from langchain_core.vectorstores import InMemoryVectorStore
-
-    class HashedBagOfWords(Embeddings):
-        """A deterministic bag-of-words embedding (hashed words and Chinese bigrams).
-
-        langchain-core's DeterministicFakeEmbedding hashes the whole text into one random
-        vector, so retrieval with it is random; this one makes the retrieval relevant.
-        """
-
-        size = 512
-
-        def _embed(self, text: str) -> list[float]:
-            vec = [0.0] * self.size
-            for w in _words(text):
-                h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "big")
-                vec[h % self.size] += 1.0
-            norm = math.sqrt(sum(v * v for v in vec)) or 1.0
-            return [v / norm for v in vec]
-
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            return [self._embed(t) for t in texts]
-
-        def embed_query(self, text: str) -> list[float]:
-            return self._embed(text)
-
-    class ScriptedChatModel(BaseChatModel):
-        """Answers from the context in its prompt, as the script says."""
-
-        script: Any
-
-        @property
-        def _llm_type(self) -> str:
-            return "groundwatch-demo-scripted"
-
-        def _generate(
-            self,
-            messages: list[BaseMessage],
-            stop: list[str] | None = None,
-            run_manager: CallbackManagerForLLMRun | None = None,
-            **kwargs: Any,
-        ) -> ChatResult:
-            system = str(messages[0].content) if messages else ""
-            question = str(messages[-1].content) if messages else ""
-            context = system.split("Context:\n", 1)[-1]
-            answer = self.script.answer(question.removeprefix("Question: "), context)
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=answer))])
-
-    store = InMemoryVectorStore(HashedBagOfWords())
-    store.add_documents(
-        [
-            Document(page_content=text, id=pid, metadata={"language": lang})
-            for pid, lang, text in data.PASSAGES
-        ]
-    )
-    retriever = store.as_retriever(search_kwargs={"k": 2})
-    prompt = ChatPromptTemplate.from_messages(
-        [
-            ("system", "Answer from the context only.\n\nContext:\n{context}"),
-            ("human", "Question: {question}"),
-        ]
-    )
-
-    def format_docs(docs: Sequence[Document]) -> str:
-        return "\n\n".join(d.page_content for d in docs)
-
-    chain: Runnable[str, str] = (
-        {"context": retriever | format_docs, "question": RunnablePassthrough()}
-        | prompt
-        | ScriptedChatModel(script=script)
-        | StrOutputParser()
-    )
-    return chain
-
-
-# --------------------------------------------------------------------------------------------
-# Telemetry: in memory for the summary; OTLP and Prometheus when asked
-
-
-@dataclass
-class DemoTelemetry:
-    tracer_provider: TracerProvider
-    meter_provider: MeterProvider
-    logger_provider: LoggerProvider
-    spans: Any
-    logs: Any
-    destinations: list[str]
-    notes: list[str]
-    otlp: Delivery | None
-
-
-class Delivery:
-    """Counts the OTLP exports that succeeded and failed, per signal, for an honest summary."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.endpoint = endpoint
-        self.ok: Counter[str] = Counter()
-        self.failed: Counter[str] = Counter()
-
-    def wrap(self, exporter: Any) -> Any:
-        delivery = self
-
-        class Counted:
-            def __getattr__(self, name: str) -> Any:  # shutdown, force_flush, temporality...
-                return getattr(exporter, name)
-
-            def export(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
-                try:
-                    result = exporter.export(batch, *args, **kwargs)
-                except Exception:
-                    delivery.failed[type(exporter).__name__] += 1
-                    raise
-                ok = getattr(result, "name", "") == "SUCCESS"
-                (delivery.ok if ok else delivery.failed)[type(exporter).__name__] += 1
-                return result
-
-        return Counted()
-
-    def report(self) -> str:
-        sent, failed = sum(self.ok.values()), sum(self.failed.values())
-        if failed == 0 and sent:
-            return f"OTLP/HTTP at {self.endpoint}: delivered ({sent} exports, none failed)"
-        if failed == 0:
-            return f"OTLP/HTTP at {self.endpoint}: nothing was exported"
-        return (
-            f"OTLP/HTTP at {self.endpoint}: DELIVERY FAILED for {failed} of {sent + failed} "
-            "exports (see the exporter's warnings above); that telemetry is lost"
-        )
-
-
-def _unreachable(endpoint: str) -> str | None:
-    """Why a TCP connection to the endpoint's host and port fails, or None when it connects."""
-    import socket
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(endpoint)
-    port = parts.port or (443 if parts.scheme == "https" else 4318)
-    try:
-        with socket.create_connection((parts.hostname or "localhost", port), timeout=2):
-            return None
-    except OSError as exc:
-        return exc.strerror or type(exc).__name__
-
-
-def setup_telemetry(
-    seed: int, prometheus_port: int | None, prometheus_host: str = DEFAULT_PROMETHEUS_HOST
-) -> DemoTelemetry:
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import (
-        BatchLogRecordProcessor,
-        InMemoryLogRecordExporter,
-        SimpleLogRecordProcessor,
-    )
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    from opentelemetry.sdk.trace.id_generator import IdGenerator
-
-    class SeededIds(IdGenerator):
-        """Trace ids from the seed, so that trace-id sampling picks the same requests."""
-
-        def __init__(self) -> None:
-            # Separate streams: span ids are also drawn on the worker thread, in an order that
-            # depends on timing; trace ids only for the requests, in request order.
-            self._traces = random.Random(seed)
-            self._spans = random.Random(seed + 1)
-
-        def generate_span_id(self) -> int:
-            return self._spans.getrandbits(64) or 1
-
-        def generate_trace_id(self) -> int:
-            return self._traces.getrandbits(128) or 1
-
-    resource = Resource.create({"service.name": "groundwatch-demo"})
-    spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
-    tracer_provider = TracerProvider(resource=resource, id_generator=SeededIds())
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    logger_provider = LoggerProvider(resource=resource)
-    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    readers: list[MetricReader] = []
-    destinations = ["in-memory exporters in this process (counted above; nothing printed)"]
-    notes: list[str] = []
-    otlp: Delivery | None = None
-
-    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if endpoint:
-        try:
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        except ImportError:
-            notes.append(_OTLP_HINT)
-        else:
-            # Endpoint, headers and timeouts come from the standard OTEL_EXPORTER_OTLP_* variables.
-            # Each exporter is wrapped so that the summary reports what was delivered, not what
-            # was attempted; an endpoint that refuses connections is reported before the run
-            # instead of after the exporters' retries.
-            otlp = Delivery(endpoint)
-            unreachable = _unreachable(endpoint)
-            if unreachable:
-                notes.append(f"OTLP endpoint {endpoint} is not reachable ({unreachable}).")
-            tracer_provider.add_span_processor(BatchSpanProcessor(otlp.wrap(OTLPSpanExporter())))
-            logger_provider.add_log_record_processor(
-                BatchLogRecordProcessor(otlp.wrap(OTLPLogExporter()))
-            )
-            readers.append(
-                PeriodicExportingMetricReader(
-                    otlp.wrap(OTLPMetricExporter()), export_interval_millis=5_000
-                )
-            )
-    if prometheus_port is not None:
-        try:
-            from opentelemetry.exporter.prometheus import PrometheusMetricReader
-            from prometheus_client import start_http_server
-        except ImportError:
-            notes.append(_PROMETHEUS_HINT)
-        else:
-            start_http_server(prometheus_port, addr=prometheus_host)
-            readers.append(PrometheusMetricReader())
-            destinations.append(f"Prometheus at http://{prometheus_host}:{prometheus_port}/metrics")
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-    return DemoTelemetry(
-        tracer_provider, meter_provider, logger_provider, spans, logs, destinations, notes, otlp
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -548,8 +229,15 @@ def still_firing(alerts: Sequence[tuple[int, Alert]]) -> str:
     return "Still firing at the end: " + "; ".join(parts) + "."
 
 
-def summary(results: Sequence[Scored], drift_at: int, sampled: int, requests: int) -> list[str]:
-    """The final table: overall, before and after the drift, plus the worst answers."""
+def summary(
+    results: Sequence[Scored],
+    drift_at: int,
+    sampled: int,
+    requests: int,
+    rate_block: Sequence[str] = (),
+) -> list[str]:
+    """The final table: overall, before and after the drift, the ``rate_block`` lines, the
+    worst answers."""
     lines = []
     phases: list[tuple[str, Callable[[Scored], bool]]] = [
         ("all", lambda s: True),
@@ -585,10 +273,12 @@ def summary(results: Sequence[Scored], drift_at: int, sampled: int, requests: in
         )
         lines.append(f"{'':<60}claims: {vmix}")
     lines.append(f"sampled {sampled} of {requests} requests, scored {len(results)}")
+    if rate_block:
+        lines += ["", *rate_block]
     worst = sorted(
         (s for s in results if s.evaluation.label == "hallucinated"),
         key=_badness,
-    )[:3]
+    )[:2]
     if worst:
         lines.append("")
         lines.append("Worst answers:")
@@ -611,6 +301,11 @@ def summary(results: Sequence[Scored], drift_at: int, sampled: int, requests: in
 
 
 def run(args: argparse.Namespace) -> int:
+    # A namespace built by hand (a script, a test) may leave --audit out: the default then.
+    audit = getattr(args, "audit", simulated_audit.DEFAULT_AUDIT)
+    if audit < 0:
+        print("--audit must be at least 0", file=sys.stderr)
+        return 2
     if args.requests < 1:
         print("--requests must be at least 1", file=sys.stderr)
         return 2
@@ -696,7 +391,9 @@ def run(args: argparse.Namespace) -> int:
 
     results = sorted(collector.results, key=lambda s: s.request)
     print()
-    for line in summary(results, drift_at, sampled(), requests):
+    truth = [(s.evaluation, script.drifted[s.request]) for s in results if s.request >= 0]
+    rate_block = simulated_audit.rate_lines(truth, audit, seed)
+    for line in summary(results, drift_at, sampled(), requests, rate_block):
         print(line)
     fired = [(i, a) for i, a in collector.alerts if a.kind == "fired"]
     print()

@@ -12,6 +12,9 @@ The label rule (defaults chosen on the dev data, see docs/judges.md "How the lab
    claim is ``supported`` -> ``insufficient_context`` (scores still reported);
 4. ``faithfulness >= min_faithfulness`` and ``groundedness >= min_groundedness`` ->
    ``grounded``; otherwise ``hallucinated``.
+
+Every label but ``error`` also gets ``hallucination_probability``: the judge's own where it gives
+one, else computed from the checked claims by :mod:`.probability` (docs/rates.md).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ..types import (
 from .evidence_check import enforce_evidence_content
 from .judges._base import as_judgement
 from .lexical import CJK_CHAR
+from .probability import hallucination_probability
 from .structured import tool_records
 
 DEFAULT_MIN_FAITHFULNESS = 1.0
@@ -316,6 +320,9 @@ def score(
                 "label": "no_claims",
                 "explanation": "the answer makes no checkable claim",
                 "evidence_rejected": rejected,
+                "hallucination_probability": _probability(
+                    judgement, "no_claims", claims, answer, judge_name, policy
+                ),
             }
         )
     counts = Counter(c.verdict for c in claims)
@@ -345,7 +352,33 @@ def score(
             "claims": claims,
             "explanation": explanation,
             "evidence_rejected": rejected,
+            "hallucination_probability": _probability(
+                judgement, label, claims, answer, judge_name, policy
+            ),
         }
+    )
+
+
+def _probability(
+    judgement: Judgement,
+    label: Label,
+    claims: Sequence[Claim],
+    answer: str,
+    judge_name: str,
+    policy: LabelPolicy,
+) -> float | None:
+    """The judge's own probability where it gives one, else the one computed from its claims
+    by :func:`~groundwatch.judging.probability.hallucination_probability`."""
+    own = judgement.hallucination_probability
+    if isinstance(own, (float, int)) and not math.isnan(own):
+        return min(1.0, max(0.0, float(own)))
+    return hallucination_probability(
+        label,
+        claims,
+        judge=judge_name,
+        cjk=CJK_CHAR.search(answer) is not None,
+        min_faithfulness=policy.min_faithfulness,
+        min_groundedness=policy.min_groundedness,
     )
 
 

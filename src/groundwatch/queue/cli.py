@@ -22,7 +22,15 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .. import _config
-from .._commands import Console, add_console_options, run_command, stop_event, telemetry_destination
+from .._commands import (
+    Console,
+    add_audit_option,
+    add_console_options,
+    audit_sinks,
+    run_command,
+    stop_event,
+    telemetry_destination,
+)
 from .._errors import CommandError, UsageError, install_hint
 from ..check.cli import positive_int
 from ..judging import registry
@@ -86,6 +94,7 @@ def add_parser(subparsers: Any) -> None:
         help="put question, answer and claims on the evaluation span (and --verbose lines); "
         f"default from {_config.CAPTURE_CONTENT}, as for groundwatch serve",
     )
+    add_audit_option(p)
     add_console_options(p)
     p.set_defaults(run=run)
 
@@ -232,6 +241,8 @@ async def _main(args: argparse.Namespace) -> int:
             max_deliveries=args.max_deliveries,
             evaluation_timeout_millis=args.evaluation_timeout_ms,
             capture_content=args.capture_content,
+            audit_rate=args.audit_rate,
+            on_result=audit_sinks(args),
         )
         stop = stop_event()
         server = None

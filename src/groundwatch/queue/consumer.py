@@ -41,9 +41,11 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import TracerProvider
 
 from .. import _guard
+from .._wire import as_evaluation
 from ..judging import scoring
 from ..judging.judges import Judge
 from ..runtime.pipeline import evaluate_records
+from ..runtime.results import ResultCallback
 from ..runtime.runner import Runner
 from ..runtime.runners import runner_for
 from ..telemetry import Stats, Telemetry
@@ -134,7 +136,11 @@ class StreamWorker:
         dead_letter_stream: default ``<stream>:dead``.
         dedup_ttl_s: lifetime of the per-record marker that suppresses duplicates.
         evaluation_timeout_millis, policy, capture_content, redact, content_max_chars,
-        tracer_provider, meter_provider, logger_provider: as for ``Monitor``.
+        tracer_provider, meter_provider, logger_provider, audit_rate: as for ``Monitor``
+            (``audit_rate``: the same as the producers', so that both mark the same traces).
+        on_result: callbacks ``(record, evaluation)`` after each evaluation is emitted, as
+            for ``Monitor`` (a :class:`~groundwatch.DatasetSink`, ``--audit-file``); flushed
+            and closed when :meth:`run` ends.
     """
 
     def __init__(
@@ -161,6 +167,8 @@ class StreamWorker:
         logger_provider: LoggerProvider | None = None,
         block_millis: int = 1000,
         timeout_millis: int = 2000,
+        audit_rate: float = 0.0,
+        on_result: Sequence[ResultCallback] = (),
     ) -> None:
         for name, value in (
             ("concurrency", concurrency),
@@ -171,6 +179,8 @@ class StreamWorker:
         ):
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value!r}")
+        if not 0.0 <= audit_rate <= 1.0:
+            raise ValueError(f"audit_rate must be within [0, 1], got {audit_rate!r}")
         self.url = url
         self.stream = stream
         self.group = group
@@ -194,7 +204,18 @@ class StreamWorker:
             redact=redact,
             content_max_chars=content_max_chars,
             stats=self.stats,
+            audit_rate=audit_rate,
         )
+        self.on_result = list(on_result)
+        for callback in self.on_result:
+            bind = getattr(callback, "bind_monitor", None)
+            if callable(bind):  # a DatasetSink: this worker's content settings and audit
+                bind(
+                    capture_content=capture_content,
+                    redact=redact,
+                    audited=self._telemetry.audited,
+                    audit_rate=audit_rate,
+                )
         mp = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         mp.get_meter(sc.INSTRUMENTATION_NAME).create_observable_gauge(
             sc.METRIC_QUEUE_LAG,
@@ -294,6 +315,13 @@ class StreamWorker:
                 await asyncio.gather(*tasks, return_exceptions=True)
             await self._release()
             self.runner.close()
+            for callback in self.on_result:
+                close = getattr(callback, "close", None)
+                if callable(close):
+                    try:
+                        await asyncio.to_thread(close, shutdown_timeout_s)
+                    except Exception as exc:
+                        _guard.user_error("on_result", exc)
             with contextlib.suppress(Exception):
                 await self._client.aclose()
 
@@ -424,6 +452,11 @@ class StreamWorker:
                     )
                 except Exception as exc:
                     _guard.internal_error("telemetry", exc, reraise=False)
+                for callback in self.on_result:
+                    try:
+                        callback(record, as_evaluation(result.evaluation))
+                    except BaseException as exc:  # user code must not end the worker
+                        _guard.user_error("on_result", exc)
             metric_batch.flush()
             self.scored += len(batch)
             await self._ack([e for e, _, _ in batch], [r.record_id for _, r, _ in batch])

@@ -9,6 +9,11 @@ worker, let alone the app. Each row is one JSON object on one line: ``id`` (the 
 ``judge_label``, ``faithfulness``, ``groundedness`` and ``claims`` with their verdicts, and an
 empty ``label`` for a person to fill (``grounded`` or ``hallucinated``): then the same file is a
 golden set, and ``check`` prints the judge-human table.
+
+``when="audit"`` keeps exactly the answers of the monitor's random audit (``audit_rate``), each
+row marked ``"audit": true`` with its ``trace_id``, ``route``, ``judge_label`` and
+``hallucination_probability``: once labelled, the file goes back with ``groundwatch feedback
+import`` (docs/feedback.md "Audits") and is a random audit for ``groundwatch check``.
 """
 
 from __future__ import annotations
@@ -27,9 +32,18 @@ from ..telemetry._emitter import scrub_secrets
 from ..types import Evaluation, Passage, RagRecord
 from ._background import BackgroundQueue
 
-When = Callable[[RagRecord, Evaluation], bool] | Collection[str]
-"""Which scored answers to write: a predicate ``(record, evaluation) -> bool`` or a set of
-labels."""
+When = Callable[[RagRecord, Evaluation], bool] | Collection[str] | str
+"""Which scored answers to write: a predicate ``(record, evaluation) -> bool``, a set of
+labels, or ``"audit"``."""
+
+AUDIT = "audit"
+"""``when="audit"``: the answers of the monitor's random audit, and only those."""
+
+AUDIT_RATE_REQUIRED = (
+    'DatasetSink(when="audit") keeps the answers of the monitor\'s random audit, and this '
+    "monitor audits none: pass audit_rate=0.02 (say) to the Monitor, or set "
+    "GROUNDWATCH_AUDIT_RATE"
+)
 
 DEFAULT_LABELS = frozenset({"hallucinated", "insufficient_context", "no_claims", "error"})
 """Every label but ``grounded``."""
@@ -39,6 +53,10 @@ CAPTURE_CONTENT_REQUIRED = (
     "monitor does not capture: pass capture_content=True to the Monitor (or set "
     "GROUNDWATCH_CAPTURE_CONTENT=true), with a redact= hook for what must not be written"
 )
+
+
+def _never(record: RagRecord, evaluation: Evaluation) -> bool:
+    return False
 
 
 class DatasetSink:
@@ -55,15 +73,18 @@ class DatasetSink:
             new one begins, so ``flagged.jsonl`` rotates to ``flagged.1.jsonl``, still a file
             ``check`` reads as it is. A process forked after the sink began writes to
             ``<stem>.<pid><suffix>`` (one writer per file).
-        when: a set of labels (default: every label but ``grounded``) or a predicate
-            ``(record, evaluation) -> bool``, run on the worker thread (keep it quick).
+        when: a set of labels (default: every label but ``grounded``), a predicate
+            ``(record, evaluation) -> bool``, run on the worker thread (keep it quick), or
+            ``"audit"``: exactly the answers of the monitor's random audit (its
+            ``audit_rate``), each row marked ``"audit": true``.
         max_bytes: size at which the file rotates (default 64 MiB; ``0``: never).
         backups: rotated files kept.
         max_buffered: rows waiting for the writer; more are dropped and counted (:attr:`dropped`,
             and ``groundwatch.errors{groundwatch.component="dataset", error.type="buffer_full"}``).
 
     Raises:
-        ValueError: a size or count below 0, or ``max_buffered`` below 1.
+        ValueError: a size or count below 0, ``max_buffered`` below 1, or a ``when`` that is
+            none of the above.
     """
 
     def __init__(
@@ -81,9 +102,15 @@ class DatasetSink:
             raise ValueError(f"max_buffered must be >= 1, got {max_buffered!r}")
         self.path = Path(path)
         self._wanted: Callable[[RagRecord, Evaluation], bool]
+        self.audit = when == AUDIT
+        """Whether the sink keeps the random audit (``when="audit"``)."""
+        self._audited: Callable[[RagRecord, Evaluation], bool] = _never
         if when is None:
             when = DEFAULT_LABELS
-        if callable(when):
+        if self.audit:
+            # Read through the attribute: the monitor binds its audit when it takes the sink.
+            self._wanted = lambda record, evaluation: self._audited(record, evaluation)
+        elif callable(when):
             self._wanted = when
         elif isinstance(when, collections.abc.Collection) and not isinstance(when, str):
             labels = frozenset(when)
@@ -126,16 +153,28 @@ class DatasetSink:
 
     # --- the monitor ---------------------------------------------------------------------------
 
-    def bind_monitor(self, *, capture_content: bool, redact: Callable[[str], str] | None) -> None:
-        """Called by the monitor that runs this sink: its content settings.
+    def bind_monitor(
+        self,
+        *,
+        capture_content: bool,
+        redact: Callable[[str], str] | None,
+        audited: Callable[[RagRecord, Evaluation], bool] | None = None,
+        audit_rate: float = 0.0,
+    ) -> None:
+        """Called by the monitor that runs this sink: its content settings and its audit.
 
         Raises:
-            ValueError: the monitor does not capture content.
+            ValueError: the monitor does not capture content, or this sink keeps the audit
+                (``when="audit"``) and the monitor audits nothing.
         """
         if not capture_content:
             raise ValueError(CAPTURE_CONTENT_REQUIRED)
+        if self.audit and (audited is None or not audit_rate):
+            raise ValueError(AUDIT_RATE_REQUIRED)
         self.capture_content = capture_content
         self.redact = redact
+        if audited is not None:
+            self._audited = audited
 
     # --- worker thread -------------------------------------------------------------------------
 
@@ -270,7 +309,14 @@ class DatasetSink:
                 for claim in evaluation.claims
             ],
             "judge": evaluation.judge,
+            "hallucination_probability": evaluation.hallucination_probability,
+            "trace_id": format(record.trace_id, "032x") if record.trace_id else None,
         }
+        if self.audit:
+            # Chosen by the random audit, not by a label or a predicate: what tells
+            # `groundwatch check` and `groundwatch feedback import` that a person's labels of
+            # these rows are a random sample of the judged answers.
+            row["audit"] = True
         if record.route is not None:
             row["route"] = record.route
         if evaluation.label == "error":

@@ -2,12 +2,16 @@
 
 Three parts, each cheap on the caller's thread:
 
-- :class:`VerdictMemory`: the judge's label of the last ``capacity`` scored traces (trace id,
-  span id, trace flags, label, route: ids and labels only, never content), filled on the worker
-  thread by :class:`~.results.Results` and read by :meth:`Feedback.give`.
+- :class:`VerdictMemory`: the judge's verdict on the last ``capacity`` scored traces (trace id,
+  span id, trace flags, label, route, judge, probability and whether the answer is in the
+  random audit: ids, labels and numbers only, never content), filled on the worker thread by
+  :class:`~.results.Results` and read by :meth:`Feedback.give`.
 - the ``groundwatch.feedback`` counter, counted on the caller's thread in :class:`Stats`
   (plain integers under a lock; the SDK reads them when it collects), with the judge's label
   (``unknown`` when the memory has no verdict for the trace) and the person's.
+- the ``groundwatch.audit.*`` sums (:mod:`groundwatch.telemetry._rates`), for a label with
+  ``source="audit"`` on an audited answer only: feedback that is not a random sample (a
+  thumbs-down) never enters the hallucination-rate estimate.
 - :class:`FeedbackEvents`: the ``gen_ai.evaluation.result`` log record of each feedback,
   built and emitted on a thread of its own, so a slow log exporter never holds up the caller.
   The caller appends to a bounded ``deque`` and wakes that thread only when it sleeps.
@@ -30,10 +34,11 @@ from .. import _guard
 from .._weakhooks import reinit_after_fork
 from ..telemetry import ReportedError, Stats, Telemetry
 from ..telemetry import semconv as sc
+from ..telemetry._rates import prediction, rate_key
 from ._background import BackgroundQueue
 
 DEFAULT_MEMORY = 10_000
-"""Scored traces whose verdict the monitor remembers (about 200 bytes each)."""
+"""Scored traces whose verdict the monitor remembers (about 240 bytes each)."""
 
 MAX_PENDING_EVENTS = 4096
 """Feedback events waiting for their thread; more are dropped and counted in
@@ -67,12 +72,17 @@ _TRACE_FLAGS_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
 
 class Verdict(NamedTuple):
-    """What the memory keeps of one scored record: ids and its label, never content."""
+    """What the memory keeps of one scored record: ids, its label and numbers, never content."""
 
     label: str
     route: str | None
     span_id: int
     trace_flags: int
+    judge: str = ""
+    probability: float | None = None
+    """The judge's ``hallucination_probability``."""
+    audited: bool = False
+    """The answer is in the random audit (``groundwatch.audit=true`` on its evaluation)."""
 
 
 class VerdictMemory:
@@ -84,7 +94,7 @@ class VerdictMemory:
     dict operation or two.
     """
 
-    __slots__ = ("__weakref__", "_lock", "_stats", "_verdicts", "capacity", "routes")
+    __slots__ = ("__weakref__", "_labelled", "_lock", "_stats", "_verdicts", "capacity", "routes")
 
     MAX_ROUTES = 64
     """Routes remembered for the zero series of ``groundwatch.feedback`` (a cap: routes are
@@ -96,24 +106,26 @@ class VerdictMemory:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._verdicts: dict[int, Verdict] = {}
+        self._labelled: set[int] = set()
+        """Remembered audited traces whose audit label has been counted (one label each)."""
         self._stats = stats
         self.routes: frozenset[str | None] = frozenset()
         """Routes of the verdicts seen so far (at most ``MAX_ROUTES``); replaced, never
         changed in place, so the metric callback reads it without a lock."""
 
-    def remember(
-        self, trace_id: int, span_id: int, trace_flags: int, label: str, route: str | None
-    ) -> None:
-        """Keep the judge's ``label`` for ``trace_id`` (worker thread)."""
+    def remember(self, trace_id: int, verdict: Verdict) -> None:
+        """Keep the judge's ``verdict`` on ``trace_id`` (worker thread)."""
         if not trace_id or not self.capacity:
             return
-        verdict = Verdict(label, route, span_id, trace_flags)
+        route = verdict.route
         verdicts = self._verdicts
         with self._lock:
             verdicts.pop(trace_id, None)
             verdicts[trace_id] = verdict
             if len(verdicts) > self.capacity:
-                del verdicts[next(iter(verdicts))]
+                oldest = next(iter(verdicts))
+                del verdicts[oldest]
+                self._labelled.discard(oldest)
             if route not in self.routes and len(self.routes) < self.MAX_ROUTES:
                 self.routes = self.routes | {route}
                 if self._stats is not None:
@@ -123,6 +135,15 @@ class VerdictMemory:
         """The judge's verdict for ``trace_id``, if still remembered."""
         with self._lock:
             return self._verdicts.get(trace_id)
+
+    def first_label(self, trace_id: int) -> bool:
+        """Mark the audited ``trace_id`` labelled; ``False`` when it was already (a second
+        label of the same answer must not count twice in the estimate)."""
+        with self._lock:
+            if trace_id in self._labelled:
+                return False
+            self._labelled.add(trace_id)
+            return True
 
     def __len__(self) -> int:
         return len(self._verdicts)
@@ -145,6 +166,10 @@ class Pending(NamedTuple):
     judge_label: str
     route: str | None
     timestamp_ns: int
+    probability: float | None = None
+    """The judge's probability, on an audit label's event."""
+    audited: bool = False
+    """The label entered the audit counters."""
 
 
 class FeedbackEvents:
@@ -193,6 +218,10 @@ class FeedbackEvents:
             attrs[sc.GEN_AI_EVALUATION_SCORE_VALUE] = item.score
         if item.route is not None:
             attrs[sc.GROUNDWATCH_ROUTE] = item.route
+        if item.audited:
+            attrs[sc.GROUNDWATCH_AUDIT] = True
+            if item.probability is not None:
+                attrs[sc.GROUNDWATCH_HALLUCINATION_PROBABILITY] = item.probability
         if item.comment is not None and telemetry.capture_content:
             # A person's words may quote the answer or name a customer: content rules apply
             # (redact, secrets scrubbed, capped), and none of it without content capture.
@@ -332,13 +361,63 @@ class Feedback:
             self.stats.count_feedback(None, None, None, sc.ERROR_SHUTDOWN)
             return
         trace, span_id, flags = ids
-        human = HUMAN_LABELS[label.strip().lower()]
         verdict = self.memory.recall(trace)
+        labelled = (
+            source == sc.GROUNDWATCH_FEEDBACK_AUDIT_SOURCE
+            and verdict is not None
+            and verdict.audited
+            and self.memory.first_label(trace)
+        )
+        if source == sc.GROUNDWATCH_FEEDBACK_AUDIT_SOURCE and not labelled:
+            _guard.warning(
+                "feedback audit",
+                "groundwatch: feedback(source='audit') on a trace that is not an audited "
+                "answer this monitor remembers (or labelled twice): counted as feedback, not "
+                'in the audit (docs/feedback.md "Audits")',
+            )
+        self.count(
+            trace,
+            span_id,
+            flags,
+            HUMAN_LABELS[label.strip().lower()],
+            verdict,
+            audited=labelled,
+            score=None if score is None else float(score),
+            name=name,
+            source=source,
+            comment=comment,
+        )
+
+    def count(
+        self,
+        trace: int,
+        span_id: int,
+        flags: int,
+        human: str,
+        verdict: Verdict | None,
+        *,
+        audited: bool,
+        score: float | None = None,
+        name: str = sc.EVALUATION_GROUNDEDNESS,
+        source: str = "human",
+        comment: str | None = None,
+    ) -> None:
+        """Count one readable feedback (and, when ``audited``, its audit sums) and queue its
+        event: :meth:`give`'s second half, and ``groundwatch feedback import``'s, which
+        reads the judge's verdict from the labelled row instead of the memory."""
         if verdict is not None:
             judge, route = verdict.label, verdict.route
             if not span_id:
                 # The span the evaluation was about: where the evaluation's own events point.
                 span_id, flags = verdict.span_id, verdict.trace_flags
+            if audited:
+                flagged = verdict.label == "hallucinated"
+                self.stats.audit.add(
+                    rate_key(route, verdict.judge),
+                    human == "hallucinated",
+                    flagged,
+                    prediction(flagged, verdict.probability),
+                )
         else:
             judge, route = sc.FEEDBACK_JUDGE_UNKNOWN, self.route
         self.stats.count_feedback(judge, human, route)
@@ -355,6 +434,8 @@ class Feedback:
                 judge,
                 route,
                 time.time_ns(),
+                verdict.probability if verdict is not None else None,
+                audited,
             )
         ):
             _guard.user_fault(

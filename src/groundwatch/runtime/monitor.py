@@ -27,6 +27,7 @@ from .._capture import MAX_PASSAGES
 from .._record import RagRecord
 from .._weakhooks import reinit_after_fork, weak_callback
 from ..telemetry import semconv as sc
+from ._arguments import NOT_PASSAGES, a_decision, invalid_reason, misuse_reason
 from .sampling import (
     Decision,
     RateLimitSampler,
@@ -65,65 +66,6 @@ def default_sampler(config: _config.RuntimeConfig) -> Sampler:
     if config.rate_limit_per_minute is not None:
         sampler = RateLimitSampler(config.rate_limit_per_minute, sampler)
     return sampler
-
-
-_NOT_PASSAGES = frozenset({type(None), int, float, complex, bool, bytes, bytearray})
-"""Item types that are never a passage, told apart on the request path by one set lookup (the
-rest, documents included, are read on the worker)."""
-
-
-def _invalid_reason(
-    question: Any,
-    contexts: Any,
-    answer: Any,
-    span_context: Any,
-    route: Any,
-    attributes: Any,
-    always_score: Any,
-    decision: Any,
-) -> str:
-    """What is wrong with the arguments ``record()`` was given (no item is read). Called only
-    when the inline check on the request path failed."""
-    if answer is None:
-        return "answer is missing (record(question=..., contexts=..., answer=...))"
-    if contexts is None:
-        return "contexts is missing (record(question=..., contexts=..., answer=...))"
-    if not isinstance(answer, str):
-        return f"answer must be a string, got {type(answer).__name__}"
-    if question is not None and not isinstance(question, str):
-        return f"question must be a string or None, got {type(question).__name__}"
-    # A lone mapping or string is one passage given without its list: iterating it would
-    # score its keys or characters as passages.
-    if isinstance(contexts, (str, bytes, Mapping)) or not hasattr(contexts, "__iter__"):
-        return f"contexts must be a list of passages, got {type(contexts).__name__}"
-    if span_context is not None and not isinstance(span_context, SpanContext):
-        return f"span_context must be a SpanContext, got {type(span_context).__name__}"
-    if route is not None and not isinstance(route, str):
-        return f"route must be a string or None, got {type(route).__name__}"
-    if attributes is not None and not isinstance(attributes, Mapping):
-        return f"attributes must be a mapping or None, got {type(attributes).__name__}"
-    if not isinstance(always_score, bool):
-        return f"always_score must be a bool, got {type(always_score).__name__}"
-    if decision is not None:
-        return f"decision must be a Decision, got {decision!r}"
-    return "invalid arguments"
-
-
-def _misuse_reason(args: tuple[Any, ...], unknown: Mapping[str, Any]) -> str:
-    if args:
-        return (
-            f"record() takes keyword arguments only (question=, contexts=, answer=), "
-            f"got {len(args)} positional"
-        )
-    return f"unknown arguments: {', '.join(sorted(unknown))}"
-
-
-def _a_decision(value: Any) -> bool:
-    try:
-        Decision(value)
-    except (ValueError, TypeError):
-        return False
-    return True
 
 
 class Monitor:
@@ -175,9 +117,14 @@ class Monitor:
         feedback_memory: scored traces whose judge's label :meth:`feedback` can still
             compare a person's label with (trace and span ids, label and route; never
             content): the most recent 10000 by default, ``0`` for none.
+        audit_rate: the share of judged answers in the random audit, chosen by trace id
+            (:meth:`audited`), marked ``groundwatch.audit=true`` for people to label and
+            bring back with ``feedback(source="audit")`` (docs/feedback.md "Audits";
+            ``GROUNDWATCH_AUDIT_RATE``, default 0).
 
     Raises:
-        ValueError: a size, count or timeout below 1, an unknown ``executor``, or a
+        ValueError: a size, count or timeout below 1, an ``audit_rate`` outside [0, 1], an
+            unknown ``executor``, or a
             :class:`~groundwatch.DatasetSink` in ``on_result`` without content capture. (Only
             the constructor raises; ``record`` and the rest never do.)
     """
@@ -205,6 +152,7 @@ class Monitor:
         queue: RecordQueue | None = None,
         export_from_worker: bool | WorkerProviders | None = None,
         feedback_memory: int | None = None,
+        audit_rate: float | None = None,
     ) -> None:
         for name, value in (
             ("max_queue_size", max_queue_size),
@@ -215,6 +163,8 @@ class Monitor:
         ):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value!r}")
+        if audit_rate is not None and not 0.0 <= audit_rate <= 1.0:
+            raise ValueError(f"audit_rate must be within [0, 1], got {audit_rate!r}")
         from ..judging.judges import CascadeJudge
         from ..judging.scoring import DEFAULT_POLICY
         from ..telemetry import Stats, Telemetry
@@ -257,6 +207,7 @@ class Monitor:
             redact=redact,
             content_max_chars=content_max_chars or config.content_max_chars,
             stats=self.stats,
+            audit_rate=config.audit_rate if audit_rate is None else float(audit_rate),
         )
         self._feedback = Feedback(
             self._telemetry,
@@ -370,7 +321,7 @@ class Monitor:
         error_type: str | None
         try:
             if args or unknown:
-                _guard.bad_input("Monitor.record", TypeError(_misuse_reason(args, unknown)))
+                _guard.bad_input("Monitor.record", TypeError(misuse_reason(args, unknown)))
                 outcome, error_type = Decision.ERROR, sc.ERROR_INVALID_INPUT
             else:
                 outcome, error_type = self._record(
@@ -413,9 +364,9 @@ class Monitor:
             or (route is not None and not isinstance(route, str))
             or (attributes is not None and not isinstance(attributes, Mapping))
             or not isinstance(always_score, bool)
-            or (decided is not None and type(decided) is not Decision and not _a_decision(decided))
+            or (decided is not None and type(decided) is not Decision and not a_decision(decided))
         ):
-            reason = _invalid_reason(
+            reason = invalid_reason(
                 question, contexts, answer, span_context, route, attributes, always_score, decided
             )
             _guard.bad_input("Monitor.record", TypeError(reason))
@@ -463,8 +414,8 @@ class Monitor:
             # mapping that is not one): their input, not our bug.
             _guard.bad_input("Monitor.record", exc)
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
-        if not _NOT_PASSAGES.isdisjoint(map(type, copied)):  # one C-level pass
-            i, item = next((i, x) for i, x in enumerate(copied) if type(x) in _NOT_PASSAGES)
+        if not NOT_PASSAGES.isdisjoint(map(type, copied)):  # one C-level pass
+            i, item = next((i, x) for i, x in enumerate(copied) if type(x) in NOT_PASSAGES)
             reason = f"contexts[{i}] must be a string or a passage, got {type(item).__name__}"
             _guard.bad_input("Monitor.record", TypeError(reason))
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
@@ -594,6 +545,34 @@ class Monitor:
         except Exception as exc:
             _guard.internal_error("feedback", exc)
 
+    @property
+    def audit_rate(self) -> float:
+        """The share of judged answers in the random audit."""
+        return self._telemetry.audit_rate
+
+    def audited(self, trace_id: str | int | SpanContext) -> bool:
+        """Whether the answer of this trace is in the random audit (if it is judged: an
+        evaluation that fails, or a record scored with ``always_score``, is not). The same
+        answer in every replica, ``serve`` and ``worker`` at the same ``audit_rate``.
+
+        Args:
+            trace_id: the 32-hex string, the int or a ``SpanContext``.
+
+        Raises:
+            ValueError: ``trace_id`` is not a trace id.
+        """
+        from .feedback import parse_trace
+
+        ids = parse_trace(trace_id, None)
+        if isinstance(ids, str):
+            raise ValueError(ids)
+        rate = self._telemetry.audit_rate
+        if not rate:
+            return False
+        from ..rates._audit import is_audited
+
+        return is_audited(ids[0], rate)
+
     # --- worker side ---------------------------------------------------------------------------
 
     def _sampling_rate(self, record: RagRecord) -> float | None:
@@ -624,6 +603,8 @@ class Monitor:
             bind(
                 capture_content=self._telemetry.capture_content,
                 redact=self._telemetry.redact,
+                audited=self._telemetry.audited,
+                audit_rate=self._telemetry.audit_rate,
             )
             # Flushed and closed with the monitor: what it buffered is written at shutdown.
             self._bound = [*self._bound, callback]

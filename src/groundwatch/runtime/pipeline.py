@@ -1,19 +1,23 @@
 """Score one record: the one home of prepare → call the judge → score.
 
 Every place that scores records goes through here: the monitor's worker, ``groundwatch
-worker`` (the Redis consumer), ``groundwatch check`` and ``groundwatch serve`` (which run a
-monitor). Each hands records to :func:`evaluate_records` with the :class:`~.runner.Runner` that
-:func:`~.runners.runner_for` chose, so they judge with the same adapter
-(:func:`~groundwatch.judging.judges._base.judge_sync` / ``judge_async``), the same deadlines and
-the same error evaluations. ``groundwatch.evaluate`` and ``aevaluate`` are this pipeline for one
-answer without a runner: prepare, the same adapter, the same scoring.
+worker`` (the Redis consumer) and ``groundwatch serve`` (which runs a monitor) hand records to
+:func:`evaluate_records`; ``groundwatch check``, which streams a file's rows with its own caps
+and reports unreadable rows as bad input, prepares each with :func:`prepare_inputs` and hands
+batches to :func:`judge_prepared`, as :func:`evaluate_records` does. Each uses the
+:class:`~.runner.Runner` that :func:`~.runners.runner_for` chose, so they judge with the same
+adapter (:func:`~groundwatch.judging.judges._base.judge_sync` / ``judge_async``), the same
+deadlines and the same error evaluations. The runners judge and score each record with
+:func:`~groundwatch.judging.evaluate.judge_and_score`, which is also ``groundwatch.evaluate``
+for one answer without a runner: the same preparing, adapter and scoring.
 
 The steps:
 
-1. :func:`prepare_record`: validate and cap the caller's inputs once (a record that cannot be
-   read fails alone, ``invalid_input``);
-2. the runner judges each prepared record under the evaluation deadline: on a thread, in a
-   worker process, or on the event loop (:func:`~.runners.runner_for` decides where; a
+1. :func:`prepare_record` / :func:`prepare_inputs`: validate and cap the caller's inputs once
+   (a record that cannot be read fails alone, ``invalid_input``);
+2. :func:`judge_prepared`: with instrumentation suppressed, the runner is started (outside
+   every deadline) and judges each prepared record under the evaluation deadline: on a thread,
+   in a worker process, or on the event loop (:func:`~.runners.runner_for` decides where; a
    cascade's stages each where their kind runs);
 3. :func:`scored`: the judgement becomes an :class:`~groundwatch.Evaluation` (or, from a worker
    process, the :class:`~groundwatch._wire.EvaluationFields` telemetry reads).
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -31,8 +36,7 @@ from .. import _guard
 from .._inputs import prepare
 from .._suppression import suppressed_context
 from ..judging import scoring
-from ..judging.judges._base import judge_sync
-from ..judging.scoring import score_judgement
+from ..judging.evaluate import judge_and_score, scored_judgement
 from ..telemetry import semconv as sc
 from ..types import Evaluation, Judgement, RagRecord
 from .runner import NO_PACING, Pacer, Prepared, Runner, Scored
@@ -46,6 +50,32 @@ class InvalidRecord(Exception):
     """The caller's record cannot be read: the worker fails it with ``invalid_input``."""
 
 
+def prepare_inputs(
+    answer: Any,
+    contexts: Any,
+    question: Any,
+    *,
+    max_answer_chars: int | None = None,
+    max_passage_chars: int | None = None,
+    max_passages: int | None = None,
+) -> Prepared:
+    """Validate and cap one answer's inputs (:func:`groundwatch._inputs.prepare`; the caps
+    default to the environment's) into what a runner judges.
+
+    Raises:
+        TypeError: as :func:`~groundwatch._inputs.prepare` does.
+    """
+    answer, passages, question, truncated = prepare(
+        answer,
+        contexts,
+        question,
+        max_answer_chars=max_answer_chars,
+        max_passage_chars=max_passage_chars,
+        max_passages=max_passages,
+    )
+    return Prepared(answer, passages, question, truncated)
+
+
 def prepare_record(record: RagRecord) -> Prepared:
     """Prepare one record (once: the runners and the worker process take it as it is) and
     keep the prepared inputs on the record, which is what ``on_result`` callbacks see.
@@ -55,15 +85,14 @@ def prepare_record(record: RagRecord) -> Prepared:
             document property or a mapping's ``.get`` that raises).
     """
     try:
-        answer, passages, question, truncated = prepare(
-            record.answer, record.contexts, record.question
-        )
+        item = prepare_inputs(record.answer, record.contexts, record.question)
     except Exception as exc:
         record.contexts = []
         raise InvalidRecord(f"{type(exc).__name__}: {exc}"[:500]) from exc
-    record.answer, record.contexts, record.question = answer, passages, question
-    record.truncated = truncated
-    return Prepared(answer, passages, question, truncated, record)
+    record.answer, record.contexts, record.question = item.answer, item.passages, item.question
+    record.truncated = item.truncated
+    item.record = record
+    return item
 
 
 def scored(
@@ -73,17 +102,11 @@ def scored(
     policy: scoring.LabelPolicy = scoring.DEFAULT_POLICY,
 ) -> Evaluation:
     """Score a judge's result for one prepared record. Never raises: whatever goes wrong while
-    scoring (a bug of ours) fails this record as ``internal``, not its batch."""
-    try:
-        return score_judgement(
-            judgement, item.answer, item.passages, judge, policy, truncated=item.truncated
-        )
-    except Exception as exc:
-        _guard.internal_error("scoring", exc, reraise=False)
-        failed = Judgement(
-            error=f"scoring failed: {type(exc).__name__}", error_type=sc.ERROR_INTERNAL
-        )
-        return score_judgement(failed, item.answer, item.passages, judge, truncated=item.truncated)
+    scoring (a bug of ours) fails this record as ``internal``, not its batch
+    (:func:`~groundwatch.judging.evaluate.scored_judgement`)."""
+    return scored_judgement(
+        judgement, item.answer, item.passages, judge, policy, truncated=item.truncated
+    )
 
 
 def error_evaluation(error_type: str, message: str, item: Prepared, judge: str) -> Evaluation:
@@ -103,7 +126,33 @@ def evaluate_prepared(
 ) -> Evaluation:
     """Judge and score one prepared record with a sync judge, on the calling thread (a
     runner's thread, or the worker process). Never raises."""
-    return scored(judge_sync(judge, item.answer, item.passages, item.question), item, name, policy)
+    return judge_and_score(
+        judge,
+        item.answer,
+        item.passages,
+        item.question,
+        truncated=item.truncated,
+        policy=policy,
+        name=name,
+    )
+
+
+async def judge_prepared(
+    runner: Runner, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
+) -> list[Scored]:
+    """Judge and score prepared records on ``runner``: one result per item, in order. The one
+    way a runner is driven (:func:`evaluate_records`, ``groundwatch check``): with
+    instrumentation suppressed, ``runner.start()`` outside every deadline, then
+    ``runner.run``. Raises only ``asyncio.CancelledError``, as the runner does."""
+    # The judge's own HTTP / LLM calls must not create spans in the user's traces nor
+    # re-enter our callbacks: instrumentations check this key. The caller's task context
+    # is its own, so attach/detach here cannot leak into the host.
+    token = otel_context.attach(suppressed_context())
+    try:
+        await runner.start()
+        return await runner.run(items, policy, timeout_s)
+    finally:
+        otel_context.detach(token)
 
 
 async def evaluate_records(
@@ -132,15 +181,7 @@ async def evaluate_records(
             continue
         where.append(i)
     if items:
-        # The judge's own HTTP / LLM calls must not create spans in the user's traces nor
-        # re-enter our callbacks: instrumentations check this key. The caller's task context
-        # is its own, so attach/detach here cannot leak into the host.
-        token = otel_context.attach(suppressed_context())
-        try:
-            await runner.start()
-            done = await runner.run(items, policy, timeout_s)
-        finally:
-            otel_context.detach(token)
+        done = await judge_prepared(runner, items, policy, timeout_s)
         for i, result in zip(where, done, strict=True):
             results[i] = result
     return [r for r in results if r is not None]
@@ -216,6 +257,8 @@ __all__ = [
     "error_evaluation",
     "evaluate_prepared",
     "evaluate_records",
+    "judge_prepared",
+    "prepare_inputs",
     "prepare_record",
     "scored",
     "timeout_evaluation",

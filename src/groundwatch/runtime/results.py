@@ -8,7 +8,7 @@ from .. import _guard
 from .._wire import as_evaluation
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
-from .feedback import VerdictMemory
+from .feedback import Verdict, VerdictMemory
 from .runner import NO_PACING, Pacer, Scored
 from .sampling import Sampler, inner_samplers, record_sampling_rate
 
@@ -87,10 +87,15 @@ class Results:
                 try:
                     verdicts.remember(
                         record.trace_id,
-                        record.span_id,
-                        int(record.span_context.trace_flags) if record.span_context else 0,
-                        evaluation.label,
-                        record.route,
+                        Verdict(
+                            evaluation.label,
+                            record.route,
+                            record.span_id,
+                            int(record.span_context.trace_flags) if record.span_context else 0,
+                            evaluation.judge,
+                            evaluation.hallucination_probability,
+                            telemetry.audited(record, evaluation),
+                        ),
                     )
                 except Exception as exc:
                     _guard.internal_error("feedback", exc, reraise=False)

@@ -19,7 +19,15 @@ import logging
 from typing import Any
 
 from .. import _config
-from .._commands import Console, add_console_options, run_command, stop_event, telemetry_destination
+from .._commands import (
+    Console,
+    add_audit_option,
+    add_console_options,
+    audit_sinks,
+    run_command,
+    stop_event,
+    telemetry_destination,
+)
 from .._errors import CommandError, UsageError, install_hint
 from ..check.cli import positive_int
 from ..judging import registry
@@ -191,6 +199,7 @@ def add_parser(subparsers: Any) -> None:
         metavar="ROUTE=RATE",
         help="sample rate of one route instead of --sample-rate (repeatable)",
     )
+    add_audit_option(g)
     g = p.add_argument_group("scoring")
     registry.add_judge_options(g)
     g.add_argument(
@@ -262,6 +271,7 @@ def build_service(args: argparse.Namespace, judge: Any) -> Any:
         kwargs = {"stream": args.stream} if args.stream else {}
         queue = gw.RedisQueue(args.redis, **kwargs)
     monitor = gw.Monitor(
+        on_result=audit_sinks(args),
         judge=judge,
         sampler=_sampler(args),
         max_queue_size=args.max_queue_size,
@@ -270,6 +280,7 @@ def build_service(args: argparse.Namespace, judge: Any) -> Any:
         evaluation_timeout_millis=args.evaluation_timeout_ms,
         queue=queue,
         shutdown_on_exit=False,
+        audit_rate=args.audit_rate,
     )
     assembler = TraceAssembler(
         quiet_s=args.quiet_period_ms / 1000,

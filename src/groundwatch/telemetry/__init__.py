@@ -35,5 +35,11 @@ __all__ = [
 
 if not TYPE_CHECKING:  # a module __getattr__ seen by mypy would type every unknown name Any
     __getattr__, __dir__ = lazy_names(
-        __name__, {name: "._emitter" for name in __all__ if name != "semconv"}, __all__
+        __name__,
+        {
+            name: "._stats" if name == "Stats" else "._emitter"
+            for name in __all__
+            if name != "semconv"
+        },
+        __all__,
     )

@@ -13,7 +13,7 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from opentelemetry import metrics, trace
 from opentelemetry._logs import LoggerProvider, LogRecord, get_logger_provider
@@ -25,6 +25,8 @@ from .. import _guard, _version
 from .._wire import EvaluationView, as_evaluation
 from ..types import Evaluation, RagRecord
 from . import semconv as sc
+from ._rates import RateInstruments, RateKey, audit_key, count_scored, rate_key
+from ._stats import Stats as Stats
 
 Redactor = Callable[[str], str]
 
@@ -53,92 +55,6 @@ def cap_content(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}…[truncated {len(text) - limit} chars]"
-
-
-class EscalationCounts(Protocol):
-    """A judge that sends some answers on to a second judge and counts it (``CascadeJudge``)."""
-
-    name: str
-    escalated: int
-    total: int
-
-
-class Stats:
-    """Per-monitor counts read by the observable instruments.
-
-    The request path only increments plain integers under a lock (about 0.1 us), instead of a
-    synchronous OpenTelemetry counter (about 10 us per ``add`` on this machine); the SDK reads
-    the totals when it collects.
-    """
-
-    def __init__(self, queue_size: Callable[[], int]) -> None:
-        self.lock = threading.Lock()
-        self.decisions: Counter[tuple[str, str | None]] = Counter()
-        self.dropped: Counter[str] = Counter()
-        self.queue_size = queue_size
-        self.escalating: list[EscalationCounts] = []
-        """Judges that count their escalations (a ``CascadeJudge``), read by the
-        ``groundwatch.judge.escalations`` counter."""
-        self.feedback: Counter[tuple[str | None, str | None, str | None, str | None]] = Counter()
-        """``(judge label, person's label, route, error.type) -> count``: ``Monitor.feedback``
-        calls, read by the ``groundwatch.feedback`` counter."""
-        self.feedback_routes: frozenset[str | None] = frozenset()
-        """Routes with scored verdicts, whose label pairs ``groundwatch.feedback`` publishes at
-        0 once feedback is in use (set by the monitor's verdict memory)."""
-
-    def count_decision(self, decision: str, error_type: str | None = None) -> None:
-        with self.lock:
-            self.decisions[(decision, error_type)] += 1
-
-    def count_dropped(self, error_type: str, n: int = 1) -> None:
-        if n:
-            with self.lock:
-                self.dropped[error_type] += n
-
-    def count_feedback(
-        self,
-        judge: str | None,
-        human: str | None,
-        route: str | None,
-        error_type: str | None = None,
-    ) -> None:
-        with self.lock:
-            self.feedback[(judge, human, route, error_type)] += 1
-
-    def reinit_after_fork(self) -> None:
-        self.lock = threading.Lock()
-
-    def snapshot(self) -> tuple[dict[tuple[str, str | None], int], dict[str, int]]:
-        """Copies of the decision and dropped counts (for tests and diagnostics)."""
-        with self.lock:
-            return dict(self.decisions), dict(self.dropped)
-
-    def __repr__(self) -> str:
-        """The counts, for a person at a prompt or in a log line: ``Stats(records: 4 (sampled
-        3, error/invalid_input 1); dropped: 2 (shutdown 2); queue: 0)``."""
-        decisions, dropped = self.snapshot()
-        records = {
-            f"{decision}/{error_type}" if error_type else decision: n
-            for (decision, error_type), n in decisions.items()
-        }
-        try:
-            queue = str(self.queue_size())
-        except Exception:  # a repr must not raise
-            queue = "?"
-        return (
-            f"Stats(records: {_counts(records, 'none yet')}; dropped: {_counts(dropped, 'none')}; "
-            f"queue: {queue})"
-        )
-
-
-def _counts(counts: Mapping[str, int], empty: str) -> str:
-    """``4 (sampled 3, error/invalid_input 1)``: the total, then each count, largest first."""
-    if not counts:
-        return empty
-    parts = ", ".join(
-        f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    )
-    return f"{sum(counts.values())} ({parts})"
 
 
 _VERDICT_LABELS = ("grounded", "hallucinated", "insufficient_context", "no_claims", "error")
@@ -215,6 +131,7 @@ class _Instruments:
             unit="{feedback}",
             description="Feedback on served answers, by the judge's label and the person's",
         )
+        self.rates = RateInstruments(meter, self.sources)
         meter.create_observable_gauge(
             sc.METRIC_QUEUE_SIZE,
             callbacks=[self._observe_queue],
@@ -303,12 +220,15 @@ class MetricBatch:
     Histograms still get one point per evaluation (their values differ).
     """
 
-    __slots__ = ("claims", "evaluations", "instruments")
+    __slots__ = ("claims", "evaluations", "instruments", "rates", "stats")
 
-    def __init__(self, instruments: _Instruments) -> None:
+    def __init__(self, instruments: _Instruments, stats: Stats) -> None:
         self.instruments = instruments
+        self.stats = stats
         self.evaluations: Counter[tuple[tuple[str, Any], ...]] = Counter()
         self.claims: Counter[tuple[tuple[str, str], ...]] = Counter()
+        self.rates: dict[RateKey, list[float]] = {}
+        """``[scored, flagged, f, f²]`` by route and judge (``groundwatch.rate.*``)."""
 
     def flush(self) -> None:
         ins = self.instruments
@@ -316,8 +236,11 @@ class MetricBatch:
             ins.evaluations.add(n, dict(key))
         for key, n in self.claims.items():
             ins.claims.add(n, dict(key))
+        if self.rates:
+            self.stats.rates.merge(self.rates)
         self.evaluations.clear()
         self.claims.clear()
+        self.rates.clear()
 
 
 def _primitive(value: Any) -> Any:
@@ -360,6 +283,8 @@ def _score_attributes(
     evaluation: EvaluationView, counts: Mapping[Any, int]
 ) -> Iterator[tuple[str, Any]]:
     yield sc.GROUNDWATCH_LABEL, evaluation.label
+    if evaluation.hallucination_probability is not None:
+        yield sc.GROUNDWATCH_HALLUCINATION_PROBABILITY, evaluation.hallucination_probability
     if evaluation.faithfulness is not None:
         yield sc.GROUNDWATCH_FAITHFULNESS, evaluation.faithfulness
     if evaluation.groundedness is not None:
@@ -372,7 +297,7 @@ def _score_attributes(
 
 
 def _record_attributes(
-    record: RagRecord, evaluation: EvaluationView, sampling_rate: float | None
+    record: RagRecord, evaluation: EvaluationView, sampling_rate: float | None, audited: bool
 ) -> Iterator[tuple[str, Any]]:
     yield sc.GROUNDWATCH_RECORD_ID, record.record_id
     yield sc.GROUNDWATCH_JUDGE, evaluation.judge
@@ -386,6 +311,8 @@ def _record_attributes(
         yield sc.GROUNDWATCH_EVIDENCE_REJECTED, evaluation.evidence_rejected
     if evaluation.truncated:
         yield sc.GROUNDWATCH_TRUNCATED, True
+    if audited:
+        yield sc.GROUNDWATCH_AUDIT, True
 
 
 class Telemetry:
@@ -401,6 +328,7 @@ class Telemetry:
         redact: Redactor | None,
         content_max_chars: int,
         stats: Stats,
+        audit_rate: float = 0.0,
     ) -> None:
         tp = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         mp = meter_provider if meter_provider is not None else metrics.get_meter_provider()
@@ -411,9 +339,24 @@ class Telemetry:
         self.event_logger = lp.get_logger(sc.INSTRUMENTATION_NAME, _VERSION)
         self.instruments = _Instruments.for_provider(mp)
         self.instruments.sources.add(stats)
+        self.stats = stats
         self.capture_content = capture_content
         self.redact = redact
         self.content_max_chars = content_max_chars
+        self.audit_rate = audit_rate
+        """The share of judged answers in the random audit (``Monitor(audit_rate=...)``)."""
+
+    def audited(self, record: RagRecord, evaluation: EvaluationView) -> bool:
+        """Whether this evaluation is in the random audit: a judged answer (not ``error``)
+        whose trace :func:`groundwatch.rates.is_audited` picks at :attr:`audit_rate`. A record
+        scored on request (``always_score``: a thumbs-down) is not a random sample and never
+        in it."""
+        rate = self.audit_rate
+        if not rate or evaluation.label == "error" or record.always_score:
+            return False
+        from ..rates._audit import is_audited  # the rates package only where audits run
+
+        return is_audited(audit_key(record.trace_id, record.record_id), rate)
 
     # --- span attributes: small generators, each guarded --------------------------------------
     #
@@ -427,13 +370,16 @@ class Telemetry:
         evaluation: EvaluationView,
         sampling_rate: float | None,
         counts: Mapping[Any, int],
+        audited: bool,
     ) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
         if record.attributes:
             collect_attributes(attrs, "user attributes", user_attributes(record))
         collect_attributes(attrs, "score attributes", _score_attributes(evaluation, counts))
         collect_attributes(
-            attrs, "record attributes", _record_attributes(record, evaluation, sampling_rate)
+            attrs,
+            "record attributes",
+            _record_attributes(record, evaluation, sampling_rate, audited),
         )
         if self.capture_content:
             # With content capture on, the worker asks for the whole evaluation first.
@@ -493,7 +439,7 @@ class Telemetry:
 
     def batch(self) -> MetricBatch:
         """A batch for :meth:`emit`'s counter increments; call its ``flush()`` after."""
-        return MetricBatch(self.instruments)
+        return MetricBatch(self.instruments, self.stats)
 
     def emit(
         self,
@@ -539,11 +485,12 @@ class Telemetry:
     ) -> None:
         """The span and the two log events of one evaluation (no metric points)."""
         parent, links = self._parent(record)
+        audited = self.audited(record, evaluation)
         span = self.tracer.start_span(
             sc.SPAN_EVALUATION,
             context=parent,
             kind=SpanKind.INTERNAL,
-            attributes=self._span_attributes(record, evaluation, sampling_rate, counts),
+            attributes=self._span_attributes(record, evaluation, sampling_rate, counts, audited),
             links=links,
             start_time=start_ns,
         )
@@ -558,6 +505,7 @@ class Telemetry:
                 trace.set_span_in_context(span, Context()),
                 timestamp=end_ns,
                 response_id=response_id if isinstance(response_id, str) else None,
+                audited=audited,
             )
         except Exception as exc:  # the events are lost; the span and the metrics are not
             _guard.internal_error("telemetry events", exc, reraise=False)
@@ -571,6 +519,7 @@ class Telemetry:
         *,
         timestamp: int,
         response_id: str | None = None,
+        audited: bool = False,
     ) -> None:
         # What both events share is built once; the SDK copies the attributes it is given.
         shared: dict[str, Any] = {
@@ -583,6 +532,10 @@ class Telemetry:
             shared[sc.GEN_AI_RESPONSE_ID] = response_id
         if evaluation.label == "error":
             shared[sc.ERROR_TYPE] = evaluation.error_type or "error"
+        if evaluation.hallucination_probability is not None:
+            shared[sc.GROUNDWATCH_HALLUCINATION_PROBABILITY] = evaluation.hallucination_probability
+        if audited:
+            shared[sc.GROUNDWATCH_AUDIT] = True
         emit = self.event_logger.emit
         for name, value in (
             (sc.EVALUATION_FAITHFULNESS, evaluation.faithfulness),
@@ -642,6 +595,18 @@ class Telemetry:
         else:
             key = ((sc.GROUNDWATCH_LABEL, evaluation.label), *route_key, *cut_key)
             batch.evaluations[key] += 1
+            if not record.always_score:  # the rate's population: a random share of traffic
+                rates = rate_key(route, judge)
+                count_scored(
+                    batch.rates,
+                    rates,
+                    evaluation.label == "hallucinated",
+                    evaluation.hallucination_probability,
+                )
+                if self.audit_rate:
+                    # The audit sums of this route and judge at 0 from now on (read when the
+                    # SDK collects), ahead of the first label.
+                    self.stats.audit.expect(rates)
         for verdict, n in counts.items():
             if n:
                 key = ((sc.GROUNDWATCH_VERDICT, verdict), *route_key)

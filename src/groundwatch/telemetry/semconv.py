@@ -39,6 +39,13 @@ GROUNDWATCH_EVIDENCE_REJECTED: Final = "groundwatch.evidence.rejected"
 GROUNDWATCH_TRUNCATED: Final = "groundwatch.truncated"
 """``true`` when the record's inputs were cut to the size caps before judging: on the evaluation
 span and on its ``groundwatch.evaluations`` point (absent when nothing was cut)."""
+GROUNDWATCH_HALLUCINATION_PROBABILITY: Final = "groundwatch.hallucination.probability"
+"""The judge's probability that a person would call the answer hallucinated under the label
+policy (``Evaluation.hallucination_probability``): on the evaluation span and its events, absent
+for an ``error`` evaluation."""
+GROUNDWATCH_AUDIT: Final = "groundwatch.audit"
+"""``true`` on the evaluation span and its events when the trace is in the random audit
+(``Monitor(audit_rate=...)``, docs/feedback.md "Audits"); absent otherwise."""
 GROUNDWATCH_COMPONENT: Final = "groundwatch.component"
 """Where an internal error happened (``groundwatch.errors``): ``record``, ``on_result``, ..."""
 
@@ -97,6 +104,36 @@ FEEDBACK_JUDGE_UNKNOWN: Final = "unknown"
 """``groundwatch.label`` of feedback on a trace the monitor has no verdict for."""
 GROUNDWATCH_FEEDBACK_SOURCE: Final = "groundwatch.feedback.source"
 """Who gave the feedback (``human`` by default, or another system's name)."""
+GROUNDWATCH_FEEDBACK_AUDIT_SOURCE: Final = "audit"
+"""``source`` of a label from the random audit (``Monitor.feedback(source="audit")``, ``groundwatch
+feedback import``): only such a label, on an audited trace, enters the ``groundwatch.audit.*``
+counters (docs/feedback.md "Audits")."""
+
+# --- the hallucination-rate estimate's sums (docs/rates.md; all counters, by groundwatch.route
+# and groundwatch.judge, so that Prometheus adds them across replicas) ---------------------------
+METRIC_RATE_SCORED: Final = "groundwatch.rate.scored"
+"""Judged answers (``label`` not ``error``; ``always_score`` records left out: not a random
+sample of the traffic)."""
+METRIC_RATE_FLAGGED: Final = "groundwatch.rate.flagged"
+"""Of those, labelled ``hallucinated`` by the judge."""
+METRIC_RATE_PROBABILITY: Final = "groundwatch.rate.probability"
+"""Sum of ``hallucination_probability`` over them (the flag, 0 or 1, where it is unknown)."""
+METRIC_RATE_PROBABILITY_SQUARES: Final = "groundwatch.rate.probability_squares"
+"""Sum of its squares."""
+METRIC_AUDIT_LABELLED: Final = "groundwatch.audit.labelled"
+"""Audited answers that received a person's label (``source="audit"``)."""
+METRIC_AUDIT_LABEL_SUM: Final = "groundwatch.audit.label_sum"
+"""Of those, labelled ``hallucinated`` by the person."""
+METRIC_AUDIT_FLAGGED: Final = "groundwatch.audit.flagged"
+"""Of those, flagged by the judge."""
+METRIC_AUDIT_LABEL_FLAG: Final = "groundwatch.audit.label_flag"
+"""Of those, labelled ``hallucinated`` by the person and flagged by the judge."""
+METRIC_AUDIT_PROBABILITY: Final = "groundwatch.audit.probability"
+"""Sum of the judge's probability ``f`` over labelled audited answers."""
+METRIC_AUDIT_PROBABILITY_SQUARES: Final = "groundwatch.audit.probability_squares"
+"""Sum of ``f**2`` over them."""
+METRIC_AUDIT_LABEL_PROBABILITY: Final = "groundwatch.audit.label_probability"
+"""Sum of ``y * f`` over them (``y``: 1 for the person's ``hallucinated``, else 0)."""
 METRIC_ALERTS: Final = "groundwatch.alerts"
 """Emitted by the alerts engine, with ``gen_ai.evaluation.name`` and ``groundwatch.route``."""
 

@@ -131,6 +131,7 @@ class WorkerExport:
                     telemetry.capture_content,
                     telemetry.redact,
                     telemetry.content_max_chars,
+                    telemetry.audit_rate,
                 ),
                 protocol=pickle.HIGHEST_PROTOCOL,
             )
@@ -159,7 +160,9 @@ class ChildExport:
     span and the events of each evaluation it finishes (never metric points)."""
 
     def __init__(self, setup: bytes) -> None:
-        providers, resource, capture_content, redact, content_max_chars = pickle.loads(setup)
+        (providers, resource, capture_content, redact, content_max_chars, audit_rate) = (
+            pickle.loads(setup)
+        )
         self.redact: Redactor | None = redact
         self.tracer_provider, self.logger_provider = providers(resource)
         self.telemetry = Telemetry(
@@ -170,6 +173,7 @@ class ChildExport:
             redact=redact,
             content_max_chars=content_max_chars,
             stats=Stats(lambda: 0),
+            audit_rate=audit_rate,  # the same traces marked as the host would mark them
         )
 
     def emit(

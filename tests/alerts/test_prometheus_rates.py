@@ -1,0 +1,286 @@
+"""The hallucination-rate recording rules against ``groundwatch.rates.estimate_rate``.
+
+``examples/prometheus/groundwatch-alerts.yml`` computes, per route, the audited estimate of the
+hallucination rate and its 90 % interval from the counters every replica exports. Here the real
+``promtool test rules`` evaluates those rules on counter series (two replicas, one of them
+restarting) whose sums are those of simulated audited streams, and each recorded value must be
+the one ``estimate_rate`` gives for the same sums: PPI++ where it applies and is tighter, the
+labels' Wilson interval elsewhere, nothing without a label.
+
+The judge-drift rules embed the judges' shipped sensitivity and specificity ranges; a test fails
+when they and ``src/groundwatch/rates/_judge_error_rates.json`` disagree. Running this module
+prints the block that goes between the BEGIN / END markers, or writes it there with ``--write``::
+
+    python -m tests.alerts.test_prometheus_rates [--write]
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from groundwatch.rates import RateTotals, estimate_rate
+
+from .conftest import require_tool
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "examples" / "prometheus" / "groundwatch-alerts.yml"
+ERROR_RATES = ROOT / "src" / "groundwatch" / "rates" / "_judge_error_rates.json"
+
+# Counter (as the Prometheus exporter names it) -> the RateTotals field it carries.
+COUNTERS = {
+    "groundwatch_rate_scored_total": "scored",
+    "groundwatch_rate_flagged_total": "flagged",
+    "groundwatch_rate_probability_total": "probability_sum",
+    "groundwatch_rate_probability_squares_total": "probability_square_sum",
+    "groundwatch_audit_labelled_total": "labelled",
+    "groundwatch_audit_label_sum_total": "label_sum",
+    "groundwatch_audit_flagged_total": "labelled_flagged",
+    "groundwatch_audit_label_flag_total": "label_flag_sum",
+    "groundwatch_audit_probability_total": "labelled_probability_sum",
+    "groundwatch_audit_probability_squares_total": "labelled_probability_square_sum",
+    "groundwatch_audit_label_probability_total": "label_probability_sum",
+}
+ESTIMATE = "groundwatch_route:hallucination_rate_estimate:audit7d"
+LOWER = "groundwatch_route:hallucination_rate_lower:audit7d"
+UPPER = "groundwatch_route:hallucination_rate_upper:audit7d"
+FLAG_SHARE = "groundwatch_route:hallucination_flag_share:ratio7d"
+LABELS = "groundwatch_route:audit_labelled:increase7d"
+HOURS = 168  # the rules' 7-day window, sampled hourly
+
+
+def stream_totals(
+    rng: random.Random, scored: int, rate: float, audit: float, signal: float
+) -> RateTotals:
+    """Sums of a stream of ``scored`` judged answers at a true ``rate``, an ``audit`` share of
+    them labelled; the judge's probability moves towards the truth by ``signal`` (negative:
+    away from it)."""
+    totals = RateTotals()
+    for _ in range(scored):
+        hallucinated = rng.random() < rate
+        f = min(1.0, max(0.0, 0.35 + signal * (0.4 if hallucinated else -0.1) + rng.gauss(0, 0.15)))
+        flagged = f >= 0.4
+        label = hallucinated if rng.random() < audit else None
+        totals = totals.add(flagged, f, label)
+    return totals
+
+
+@dataclass
+class Route:
+    name: str
+    totals: RateTotals
+    method: str | None  # the method estimate_rate must pick (None: no estimate recorded)
+
+
+def routes() -> list[Route]:
+    rng = random.Random(39)
+    return [
+        # A judge that carries information and 100 labels of 2,000: PPI++ is the tighter.
+        Route("ppi", stream_totals(rng, 2_000, 0.08, 0.05, 1.0), "ppi"),
+        # The same at a high rate and a large audit.
+        Route("ppi_high", stream_totals(rng, 1_500, 0.30, 0.25, 1.0), "ppi"),
+        # Fewer than five hallucinated labels: the labels' own interval.
+        Route("few", stream_totals(rng, 600, 0.02, 0.05, 1.0), "labels"),
+        # A judge whose probability points the wrong way: lambda is clipped to 0, the labels.
+        Route("inverted", stream_totals(rng, 1_000, 0.10, 0.1, -1.0), "labels"),
+        # Every answer labelled (a census): the labels alone.
+        Route("census", stream_totals(rng, 300, 0.10, 1.0, 1.0), "labels"),
+        # No audit labels: no estimate (and so no alert on it).
+        Route("unaudited", stream_totals(rng, 800, 0.10, 0.0, 1.0), None),
+    ]
+
+
+def _series_values(total: float, reset: bool) -> str:
+    """promtool's expanding notation for a counter growing to ``total`` over the window,
+    sampled hourly from hour 0 to 168; with ``reset``, the process restarts half way."""
+    if not reset:
+        return f"0+{total / HOURS!r}x{HOURS}"
+    # 0..83 hours, then a restart at 0 and 84 more hours: increase() counts 83 + 84 steps.
+    step = total / (HOURS - 1)
+    return f"0+{step!r}x83 0+{step!r}x84"
+
+
+def rule_test(rules: Path, cases: list[Route]) -> dict[str, Any]:
+    """A promtool test whose expected values are ``estimate_rate``'s for each route's sums."""
+    series: list[dict[str, str]] = []
+    checks: list[dict[str, Any]] = []
+    for route in cases:
+        for metric, field in COUNTERS.items():
+            total = float(getattr(route.totals, field))
+            # Two replicas, a third and two thirds; the second one restarts.
+            for instance, share, reset in (("a:9464", 1 / 3, False), ("b:9464", 2 / 3, True)):
+                labels = (
+                    f'groundwatch_route="{route.name}",groundwatch_judge="LocalJudge",'
+                    f'instance="{instance}",job="app"'
+                )
+                series.append(
+                    {
+                        "series": f"{metric}{{{labels}}}",
+                        "values": _series_values(total * share, reset),
+                    }
+                )
+        selector = f'{{groundwatch_route="{route.name}",job="app"}}'
+        if route.method is None:
+            for name in (ESTIMATE, LOWER, UPPER):
+                checks.append(
+                    {"expr": name + selector, "eval_time": f"{HOURS}h", "exp_samples": []}
+                )
+            continue
+        expected = estimate_rate(route.totals)
+        assert expected.method == route.method, (route.name, expected)
+        for name, value in (
+            (ESTIMATE, expected.estimate),
+            (LOWER, expected.lower),
+            (UPPER, expected.upper),
+            (FLAG_SHARE, expected.flag_share),
+            (LABELS, float(expected.labelled)),
+        ):
+            checks.append(
+                {
+                    # promtool compares sample values exactly; the rules add and divide in
+                    # another order than Python, so the check is on the difference.
+                    "expr": f"abs({name}{selector} - {value!r}) < bool 1e-9",
+                    "eval_time": f"{HOURS}h",
+                    "exp_samples": [{"labels": selector, "value": 1}],
+                }
+            )
+    groups = [group["name"] for group in yaml.safe_load(rules.read_text())["groups"]]
+    return {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1h",
+        # The file's order, so a group reads what an earlier one recorded at the same instant.
+        "group_eval_order": groups,
+        "tests": [{"interval": "1h", "input_series": series, "promql_expr_test": checks}],
+    }
+
+
+def test_rules_compute_what_estimate_rate_computes(tmp_path: Path) -> None:
+    promtool = require_tool("promtool")
+    cases = routes()
+    test_file = tmp_path / "rates.test.yml"
+    test_file.write_text(yaml.safe_dump(rule_test(RULES, cases), sort_keys=False))
+    out = subprocess.run(
+        [promtool, "test", "rules", str(test_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert "SUCCESS" in out.stdout
+
+
+def test_rule_test_fails_on_a_wrong_expected_value(tmp_path: Path) -> None:
+    """The comparison above can fail: one expected estimate off by 0.001 is caught."""
+    promtool = require_tool("promtool")
+    test = rule_test(RULES, routes()[:1])
+    checks = test["tests"][0]["promql_expr_test"]
+    first = checks[0]["expr"]
+    value = float(re.search(r" - ([0-9.e-]+)\) < bool", first).group(1))  # type: ignore[union-attr]
+    checks[0]["expr"] = first.replace(repr(value), repr(value + 0.001))
+    test_file = tmp_path / "wrong.test.yml"
+    test_file.write_text(yaml.safe_dump(test, sort_keys=False))
+    out = subprocess.run(
+        [promtool, "test", "rules", str(test_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert out.returncode != 0
+    assert ESTIMATE in out.stdout + out.stderr
+
+
+def test_the_estimate_is_not_the_flag_share() -> None:
+    """What the rules are for: at a true 8 % with a judge flagging far more, the flag share is
+    far off and the audited interval holds the true rate."""
+    route = routes()[0]
+    expected = estimate_rate(route.totals)
+    assert expected.flag_share > 0.2
+    assert expected.lower <= 0.08 <= expected.upper
+    assert expected.upper - expected.lower < 0.1
+
+
+# --------------------------------------------------------------------------------------------
+# The judges' shipped error rates, embedded in the judge-drift rules
+
+_BEGIN = "      # BEGIN shipped judge error rates\n"
+_END = "      # END shipped judge error rates\n"
+_BOUNDS = ("sensitivity_low", "sensitivity_high", "specificity_low", "specificity_high")
+
+
+def shipped_block(error_rates: dict[str, Any], language: str = "en") -> str:
+    """The recording rules holding each judge's shipped ranges in ``language`` (the rules'
+    counters carry no language; the shipped default is English)."""
+    lines = []
+    for judge, by_language in sorted(error_rates["judges"].items()):
+        rates = by_language.get(language)
+        if rates is None:
+            continue
+        for bound in _BOUNDS:
+            lines += [
+                f"      - record: groundwatch_judge:judge_{bound}:shipped",
+                f"        expr: vector({float(rates[bound])!r})",
+                "        labels:",
+                f"          groundwatch_judge: {json.dumps(judge)}",
+            ]
+    return "".join(line + "\n" for line in lines)
+
+
+def embedded_block(text: str) -> str:
+    start = text.index(_BEGIN) + len(_BEGIN)
+    return text[start : text.index(_END)]
+
+
+def test_drift_rules_hold_the_shipped_error_rates() -> None:
+    assert ERROR_RATES.exists(), f"{ERROR_RATES} is missing"
+    shipped = json.loads(ERROR_RATES.read_text())
+    expected = shipped_block(shipped)
+    assert expected, "no judge has English error rates"
+    assert embedded_block(RULES.read_text()) == expected, (
+        "the judge-drift rules and _judge_error_rates.json disagree; regenerate with "
+        "`python -m tests.alerts.test_prometheus_rates --write`"
+    )
+    # And the rules parse into one constant per judge and bound.
+    doc = yaml.safe_load(RULES.read_text())
+    constants = {
+        (rule["record"], rule["labels"]["groundwatch_judge"]): rule["expr"]
+        for group in doc["groups"]
+        for rule in group["rules"]
+        if str(rule.get("record", "")).endswith(":shipped")
+    }
+    for judge, by_language in shipped["judges"].items():
+        if "en" in by_language:
+            for bound in _BOUNDS:
+                key = (f"groundwatch_judge:judge_{bound}:shipped", judge)
+                assert constants[key] == f"vector({float(by_language['en'][bound])!r})"
+
+
+def test_shipped_block_changes_with_the_json() -> None:
+    """The consistency check can fail: a moved bound gives another block."""
+    rates = {"sensitivity_low": 0.5, "sensitivity_high": 0.8}
+    rates |= {"specificity_low": 0.4, "specificity_high": 0.7}
+    doc: dict[str, Any] = {"judges": {"LocalJudge": {"en": dict(rates)}}}
+    before = shipped_block(doc)
+    doc["judges"]["LocalJudge"]["en"]["specificity_low"] = 0.41
+    assert shipped_block(doc) != before
+    assert "vector(0.41)" in shipped_block(doc)
+
+
+if __name__ == "__main__":
+    import sys
+
+    block = shipped_block(json.loads(ERROR_RATES.read_text()))
+    if sys.argv[1:] == ["--write"]:
+        text = RULES.read_text()
+        start = text.index(_BEGIN) + len(_BEGIN)
+        RULES.write_text(text[:start] + block + text[text.index(_END) :])
+    else:
+        print(_BEGIN + block + _END, end="")

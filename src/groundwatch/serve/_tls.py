@@ -1,0 +1,134 @@
+"""TLS for both of serve's transports: ``--tls-cert`` / ``--tls-key`` (and ``--tls-client-ca``
+for mutual TLS), as the OpenTelemetry Collector's OTLP receiver takes ``tls: cert_file,
+key_file, client_ca_file``.
+
+The files are read and checked once, before anything listens (:func:`load`): a missing or
+unreadable file, a certificate that is not PEM, or a key that does not belong to the
+certificate is a :class:`TlsConfigError` naming the option, and the command exits 2 without
+listening. The same bytes then serve OTLP/HTTP (an :class:`ssl.SSLContext` for aiohttp) and
+OTLP/gRPC (``grpc.ssl_server_credentials``), so both transports speak TLS from the same
+files or neither starts.
+
+The standard library's :mod:`ssl` rather than a TLS package: it is what aiohttp takes, and its
+``load_cert_chain`` is OpenSSL's own check that a key matches its certificate.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+CERT_OPTION = "--tls-cert"
+KEY_OPTION = "--tls-key"
+CLIENT_CA_OPTION = "--tls-client-ca"
+
+_PEM_CERT = b"-----BEGIN CERTIFICATE-----"
+
+
+class TlsConfigError(ValueError):
+    """A TLS file cannot be used: the message names the option and says what to do."""
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """The PEM bytes of serve's certificate chain, its key and (for mutual TLS) the CA that
+    signs client certificates; :func:`load` builds it, checked."""
+
+    cert_chain: bytes
+    key: bytes
+    client_ca: bytes | None = None
+
+    def server_context(self) -> ssl.SSLContext:
+        """The context OTLP/HTTP listens with (TLS 1.2 and up; client certificates required
+        with a client CA)."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        _load_chain(context, self.cert_chain, self.key)
+        if self.client_ca is not None:
+            context.load_verify_locations(cadata=self.client_ca.decode("ascii"))
+            context.verify_mode = ssl.CERT_REQUIRED
+        return context
+
+
+def _read(path: str, option: str, what: str) -> bytes:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise TlsConfigError(f"{option} {path}: no such file; give the {what}'s PEM file") from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise TlsConfigError(f"{option} {path}: cannot read it ({reason})") from None
+    if not data.strip():
+        raise TlsConfigError(f"{option} {path}: the file is empty; give the {what}'s PEM file")
+    return data
+
+
+def _no_passphrase() -> bytes:
+    # Without a callback OpenSSL would ask for a passphrase on the terminal.
+    raise TlsConfigError(f"{KEY_OPTION}: the key is encrypted; give an unencrypted PEM key")
+
+
+def _load_chain(context: ssl.SSLContext, cert_chain: bytes, key: bytes) -> None:
+    """``load_cert_chain`` takes paths only: the bytes go through private temporary files
+    (removed at once), so that what is checked is exactly what gRPC is given."""
+    with tempfile.TemporaryDirectory(prefix="groundwatch-tls-") as folder:
+        cert_path = os.path.join(folder, "cert.pem")
+        key_path = os.path.join(folder, "key.pem")
+        for path, data in ((cert_path, cert_chain), (key_path, key)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        context.load_cert_chain(cert_path, key_path, password=_no_passphrase)
+
+
+def load(cert: str | None, key: str | None, client_ca: str | None) -> TlsFiles | None:
+    """Read and check the TLS files the options name; ``None`` when TLS is not asked for.
+
+    Raises:
+        TlsConfigError: one option is given without its partner, a file is missing,
+            unreadable or not PEM, or the key does not match the certificate.
+    """
+    if cert is None and key is None:
+        if client_ca is not None:
+            raise TlsConfigError(
+                f"{CLIENT_CA_OPTION} needs {CERT_OPTION} and {KEY_OPTION}: client certificates "
+                "are asked for over TLS only"
+            )
+        return None
+    if cert is None or key is None:
+        given, missing = (CERT_OPTION, KEY_OPTION) if key is None else (KEY_OPTION, CERT_OPTION)
+        raise TlsConfigError(f"{given} needs {missing}: TLS takes a certificate and its key")
+    chain = _read(cert, CERT_OPTION, "certificate")
+    if _PEM_CERT not in chain:
+        raise TlsConfigError(f"{CERT_OPTION} {cert}: no PEM certificate in it")
+    key_bytes = _read(key, KEY_OPTION, "private key")
+    ca = None
+    if client_ca is not None:
+        ca = _read(client_ca, CLIENT_CA_OPTION, "client CA certificate")
+        if _PEM_CERT not in ca:
+            raise TlsConfigError(f"{CLIENT_CA_OPTION} {client_ca}: no PEM certificate in it")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        _load_chain(context, chain, key_bytes)
+    except ssl.SSLError as exc:
+        if "KEY_VALUES_MISMATCH" in str(exc):
+            raise TlsConfigError(
+                f"{KEY_OPTION} {key} is not the key of {CERT_OPTION} {cert}; give the "
+                "certificate's own key"
+            ) from None
+        raise TlsConfigError(
+            f"{CERT_OPTION} {cert} / {KEY_OPTION} {key}: OpenSSL cannot use them "
+            f"({exc.reason or exc}); give a PEM certificate and its unencrypted PEM key"
+        ) from None
+    if ca is not None:
+        try:
+            context.load_verify_locations(cadata=ca.decode("ascii"))
+        except (ssl.SSLError, UnicodeDecodeError) as exc:
+            raise TlsConfigError(
+                f"{CLIENT_CA_OPTION} {client_ca}: OpenSSL cannot read it as PEM certificates "
+                f"({getattr(exc, 'reason', None) or exc})"
+            ) from None
+    return TlsFiles(chain, key_bytes, ca)

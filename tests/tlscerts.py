@@ -29,9 +29,7 @@ class Pki:
 
 def _openssl(*args: str | Path, cwd: Path) -> None:
     binary = require_system_tool("openssl", package="openssl")
-    subprocess.run(
-        [binary, *map(str, args)], cwd=cwd, check=True, capture_output=True, timeout=60
-    )
+    subprocess.run([binary, *map(str, args)], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
 def _key(path: Path, cwd: Path) -> None:

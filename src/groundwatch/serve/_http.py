@@ -122,8 +122,8 @@ def build_app(service: TraceService) -> web.Application:
         if request.path not in OPEN_PATHS:
             authorization = request.headers.get("Authorization")
             if request.path == HEALTH_PATH:
-                refused = service.auth is not None and service.auth.check(authorization)
-                if refused:
+                # Not an export: refused, but not counted among the OTLP requests.
+                if service.auth is not None and service.auth.check(authorization) is not None:
                     return web.Response(status=401, text="unauthorized\n")
             else:
                 content_type = request.headers.get("Content-Type", "")

@@ -277,7 +277,9 @@ def add_parser(subparsers: Any) -> None:
         metavar="URL",
         help=(
             "send interactions to this Redis stream for `groundwatch worker`s to score, "
-            "instead of scoring here (needs the redis extra; docs/distributed.md)"
+            "instead of scoring here; rediss://user:password@host:port/0 for TLS and an ACL "
+            f"user (needs the redis extra; docs/distributed.md); {e.REDIS_URL} when not given "
+            "(out of ps, and never printed: it may hold a password)"
         ),
     )
     g.add_argument("--stream", default=None, help="the Redis stream (default groundwatch:records)")
@@ -458,6 +460,8 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Read here, not as the flag's default, which --help would print with its password.
+    args.redis = args.redis or _config.env_str(_config.REDIS_URL, None)
     if not all(_importable(m) for m in _REQUIRED):
         raise UsageError(INSTALL_HINT)
     if args.redis and not _importable("redis"):

@@ -45,11 +45,13 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 
 class TlsRedisServer(RedisServer):
     """A redis-server that speaks TLS only (``--port 0``, the test's certificates) and knows
-    one ACL user, ``scorer``, limited to groundwatch's keys; the default user is off, so
+    two ACL users limited to groundwatch's keys, ``scorer`` for workers and ``producer`` (XADD
+    and XLEN only) for the app's ``RedisQueue``; the default user is off, so
     nothing gets in without the user's password. :attr:`url` is the user's ``rediss://`` URL
     with the CA in ``ssl_ca_certs``."""
 
     USER = "scorer"
+    PRODUCER = "producer"
     PASSWORD = "pw-Jq83-never-printed"
 
     def __init__(self, binary: str, workdir: Path, pki: Any) -> None:
@@ -73,9 +75,12 @@ class TlsRedisServer(RedisServer):
             "--tls-ca-cert-file", str(self.pki.ca),
             "--tls-auth-clients", "no",
             "--user", "default", "off",
-            # The rules docs/distributed.md gives a worker, on groundwatch's keys only.
+            # The rules docs/distributed.md gives a worker and a producer, on groundwatch's
+            # keys only.
             "--user", self.USER, "on", f">{self.PASSWORD}", "~groundwatch:*", "resetchannels",
             "+@all", "-@dangerous",
+            "--user", self.PRODUCER, "on", f">{self.PASSWORD}", "~groundwatch:*",
+            "resetchannels", "+xadd", "+xlen",
         ]  # fmt: skip
 
 

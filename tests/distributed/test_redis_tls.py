@@ -80,8 +80,10 @@ def test_rediss_and_an_acl_user_carry_records_from_the_app_to_a_worker(
         cmdline = Path(f"/proc/{worker.proc.pid}/cmdline").read_bytes()
         assert tls_redis.PASSWORD.encode() not in cmdline
 
+        # The app's user may only XADD and XLEN: all a producer needs.
+        producer = tls_redis.url_for(tls_redis.PRODUCER, tls_redis.PASSWORD)
         monitor = capgw.monitor(
-            sampler=gw.RatioSampler(1.0), queue=gw.RedisQueue(tls_redis.url, timeout_millis=2000)
+            sampler=gw.RatioSampler(1.0), queue=gw.RedisQueue(producer, timeout_millis=2000)
         )
         for i in range(3):
             monitor.record(

@@ -15,9 +15,7 @@ The standard library's :mod:`ssl` rather than a TLS package: it is what aiohttp 
 
 from __future__ import annotations
 
-import os
 import ssl
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,9 +32,12 @@ class TlsConfigError(ValueError):
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """The PEM bytes of serve's certificate chain, its key and (for mutual TLS) the CA that
-    signs client certificates; :func:`load` builds it, checked."""
+    """Serve's certificate chain, its key and (for mutual TLS) the CA that signs client
+    certificates: the paths, for OpenSSL, and the PEM bytes read from them, for gRPC.
+    :func:`load` builds it, checked."""
 
+    cert_path: str
+    key_path: str
     cert_chain: bytes
     key: bytes
     client_ca: bytes | None = None
@@ -46,7 +47,7 @@ class TlsFiles:
         with a client CA)."""
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
-        _load_chain(context, self.cert_chain, self.key)
+        context.load_cert_chain(self.cert_path, self.key_path, password=_no_passphrase)
         if self.client_ca is not None:
             context.load_verify_locations(cadata=self.client_ca.decode("ascii"))
             context.verify_mode = ssl.CERT_REQUIRED
@@ -69,19 +70,6 @@ def _read(path: str, option: str, what: str) -> bytes:
 def _no_passphrase() -> bytes:
     # Without a callback OpenSSL would ask for a passphrase on the terminal.
     raise TlsConfigError(f"{KEY_OPTION}: the key is encrypted; give an unencrypted PEM key")
-
-
-def _load_chain(context: ssl.SSLContext, cert_chain: bytes, key: bytes) -> None:
-    """``load_cert_chain`` takes paths only: the bytes go through private temporary files
-    (removed at once), so that what is checked is exactly what gRPC is given."""
-    with tempfile.TemporaryDirectory(prefix="groundwatch-tls-") as folder:
-        cert_path = os.path.join(folder, "cert.pem")
-        key_path = os.path.join(folder, "key.pem")
-        for path, data in ((cert_path, cert_chain), (key_path, key)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-        context.load_cert_chain(cert_path, key_path, password=_no_passphrase)
 
 
 def load(cert: str | None, key: str | None, client_ca: str | None) -> TlsFiles | None:
@@ -108,11 +96,20 @@ def load(cert: str | None, key: str | None, client_ca: str | None) -> TlsFiles |
     ca = None
     if client_ca is not None:
         ca = _read(client_ca, CLIENT_CA_OPTION, "client CA certificate")
-        if _PEM_CERT not in ca:
-            raise TlsConfigError(f"{CLIENT_CA_OPTION} {client_ca}: no PEM certificate in it")
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            if _PEM_CERT not in ca:
+                raise ValueError("no PEM certificate in it")
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(cadata=ca.decode("ascii"))
+        except (ssl.SSLError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            reason = getattr(exc, "reason", None) or exc
+            raise TlsConfigError(
+                f"{CLIENT_CA_OPTION} {client_ca}: not PEM CA certificates ({reason})"
+            ) from None
+    files = TlsFiles(cert, key, chain, key_bytes, ca)
     try:
-        _load_chain(context, chain, key_bytes)
+        files.server_context()
+    except TlsConfigError:
+        raise
     except ssl.SSLError as exc:
         if "KEY_VALUES_MISMATCH" in str(exc):
             raise TlsConfigError(
@@ -123,12 +120,4 @@ def load(cert: str | None, key: str | None, client_ca: str | None) -> TlsFiles |
             f"{CERT_OPTION} {cert} / {KEY_OPTION} {key}: OpenSSL cannot use them "
             f"({exc.reason or exc}); give a PEM certificate and its unencrypted PEM key"
         ) from None
-    if ca is not None:
-        try:
-            context.load_verify_locations(cadata=ca.decode("ascii"))
-        except (ssl.SSLError, UnicodeDecodeError) as exc:
-            raise TlsConfigError(
-                f"{CLIENT_CA_OPTION} {client_ca}: OpenSSL cannot read it as PEM certificates "
-                f"({getattr(exc, 'reason', None) or exc})"
-            ) from None
-    return TlsFiles(chain, key_bytes, ca)
+    return files

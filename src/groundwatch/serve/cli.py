@@ -25,7 +25,7 @@ import ipaddress
 import logging
 import signal
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _config
 from .._commands import Console, add_console_options, run_command, stop_event, telemetry_destination
@@ -33,6 +33,10 @@ from .._errors import CommandError, UsageError, install_hint
 from ..check.cli import positive_int
 from ..judging import registry
 from . import INSTALL_HINT
+
+if TYPE_CHECKING:
+    from ._auth import TokenFile
+    from ._tls import TlsFiles
 
 _logger = logging.getLogger("groundwatch")
 
@@ -319,7 +323,7 @@ def is_loopback(host: str) -> bool:
     return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
-def load_security(args: argparse.Namespace) -> tuple[Any, Any]:
+def load_security(args: argparse.Namespace) -> tuple[TlsFiles | None, TokenFile | None]:
     """The checked TLS files and token file the options name (each ``None`` when not
     asked for); a :class:`UsageError` naming the option otherwise, before anything
     listens."""
@@ -334,25 +338,28 @@ def load_security(args: argparse.Namespace) -> tuple[Any, Any]:
     return tls, auth
 
 
-def exposure_warning(args: argparse.Namespace, tls: Any, auth: Any) -> str | None:
-    """The one start-up warning for a non-loopback address without TLS or without a token;
-    ``None`` when there is nothing to say (loopback, both set, or ``--insecure``)."""
+def exposure_warning(
+    args: argparse.Namespace, tls: TlsFiles | None, auth: TokenFile | None
+) -> str | None:
+    """The one start-up warning for a non-loopback address without TLS or without a token
+    (client certificates count as one); ``None`` when there is nothing to say (loopback, both
+    set, or ``--insecure``)."""
     if args.insecure or is_loopback(args.host):
         return None
     missing = []
     if tls is None:
-        missing.append("TLS (--tls-cert and --tls-key): traces cross the network readable")
+        missing.append("no TLS (--tls-cert, --tls-key: traces cross the network readable)")
     if auth is None and (tls is None or tls.client_ca is None):
-        missing.append("a token (--auth-token-file): anyone who reaches the port can send spans")
+        missing.append("no token (--auth-token-file: anyone who reaches it can send spans)")
     if not missing:
         return None
     return (
-        f"groundwatch serve: listening on {args.host} without {' and without '.join(missing)}; "
+        f"groundwatch serve: {args.host} is not loopback and serve has {' and '.join(missing)}; "
         "--insecure silences this where a service mesh does TLS and authentication"
     )
 
 
-def build_service(args: argparse.Namespace, judge: Any, auth: Any = None) -> Any:
+def build_service(args: argparse.Namespace, judge: Any, auth: TokenFile | None = None) -> Any:
     """The monitor, assembler and service the options describe (``auth``: the token file
     of :func:`load_security`)."""
     import groundwatch as gw

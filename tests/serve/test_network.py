@@ -167,8 +167,12 @@ def send(exporter: Any, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         exporter.shutdown()
 
 
-def https_get(url: str, path: str, pki: Pki, token: str | None = None) -> tuple[int, bytes]:
+def https_get(
+    url: str, path: str, pki: Pki, token: str | None = None, *, client: bool = False
+) -> tuple[int, bytes]:
     context = ssl.create_default_context(cafile=str(pki.ca))
+    if client:
+        context.load_cert_chain(str(pki.client_cert), str(pki.client_key))
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     request = urllib.request.Request(f"{url}{path}", headers=headers)
     try:
@@ -332,9 +336,13 @@ def test_mutual_tls_needs_a_client_certificate_signed_by_the_client_ca(
         "--tls-client-ca", str(pki.ca),
     )  # fmt: skip
     assert "(mutual TLS)" in process.first_line
-    # Refused in the handshake, which the exporters retry: a short deadline.
+    # Over HTTP the handshake lets a client without a certificate in, for the kubelet's
+    # probes; every other request it makes is refused, counted, and not scored.
     without = http_exporter(process.url, pki, None, timeout=1)
     assert send(without, a_trace()).name == "FAILURE"
+    assert https_get(process.url, "/readyz", pki)[0] == 200
+    assert https_get(process.url, "/livez", pki)[0] == 200
+    assert https_get(process.url, "/health", pki)[0] == 401
     with_cert = http_exporter(
         process.url,
         pki,
@@ -343,10 +351,14 @@ def test_mutual_tls_needs_a_client_certificate_signed_by_the_client_ca(
         client_key_file=str(pki.client_key),
     )
     assert send(with_cert, a_trace()).name == "SUCCESS"
+    # OTLP/gRPC has no probes: its handshake requires the certificate.
     without_grpc = grpc_exporter(process.grpc_target, pki, None, timeout=1)
     assert send(without_grpc, a_trace()).name == "FAILURE"
     with_cert_grpc = grpc_exporter(process.grpc_target, pki, None, client=True)
     assert send(with_cert_grpc, a_trace()).name == "SUCCESS"
+    health = json.loads(https_get(process.url, "/health", pki, client=True)[1])
+    assert health["unauthenticated"] == {"missing_client_certificate": 1}, health
+    assert health["requests"] == {"401": 1, "200": 2}, health
     process.stop()
 
 

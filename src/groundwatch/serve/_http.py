@@ -5,8 +5,10 @@ and ``GET /health`` (the state as JSON); ``POST /v1/metrics`` is refused with a 
 over TLS when given the files (``_tls``).
 
 With a token file (``_auth``) every request but the two probes needs ``authorization: Bearer
-<token>``: a missing or wrong one is answered 401 before the body is read. ``/livez`` and
-``/readyz`` stay open, since a kubelet's probe sends no credentials and they say only ``ok``.
+<token>``, and with a client CA a verified client certificate: a missing or wrong one is
+answered 401 before the body is read. ``/livez`` and ``/readyz`` stay open, since a kubelet's
+probe sends no credentials and they say only ``ok``. (So the TLS handshake asks for a client
+certificate without requiring one; OTLP/gRPC, which has no probes, requires it.)
 
 aiohttp rather than an ASGI framework plus a server: one well-kept package that is both the
 HTTP server and (for the tests) the client, runs inside an event loop we own
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from ..telemetry import semconv as sc
 from ._service import Reply, TraceService
 
 if TYPE_CHECKING:
@@ -84,8 +87,9 @@ def _response(reply: Reply) -> web.Response:
     return response
 
 
-def build_app(service: TraceService) -> web.Application:
-    """The aiohttp application serving ``service``."""
+def build_app(service: TraceService, *, client_certificates: bool = False) -> web.Application:
+    """The aiohttp application serving ``service``; with ``client_certificates`` (mutual TLS)
+    every request but the probes must have come with a verified client certificate."""
 
     async def export(request: web.Request) -> web.StreamResponse:
         content_type = request.headers.get("Content-Type", "")
@@ -117,25 +121,32 @@ def build_app(service: TraceService) -> web.Application:
             return web.Response(status=503, text="not ready\n")
         return web.Response(text="ok\n")
 
+    def refusal(request: web.Request) -> str | None:
+        """Why ``request`` may not go on (an ``error.type``), or ``None``."""
+        transport = request.transport
+        if client_certificates and (transport is None or not transport.get_extra_info("peercert")):
+            return sc.SERVE_MISSING_CLIENT_CERTIFICATE
+        if service.auth is not None:
+            return service.auth.check(request.headers.get("Authorization"))
+        return None
+
     @web.middleware
     async def authenticate(request: web.Request, handler: _Handler) -> web.StreamResponse:
         if request.path not in OPEN_PATHS:
-            authorization = request.headers.get("Authorization")
-            if request.path == HEALTH_PATH:
+            reason = refusal(request)
+            if reason is not None and request.path == HEALTH_PATH:
                 # Not an export: refused, but not counted among the OTLP requests.
-                if service.auth is not None and service.auth.check(authorization) is not None:
-                    return web.Response(status=401, text="unauthorized\n")
-            else:
+                return web.Response(status=401, text="unauthorized\n")
+            if reason is not None:
                 content_type = request.headers.get("Content-Type", "")
-                reply = service.authenticate(authorization, content_type)
-                if reply is not None:
-                    return _response(reply)
+                return _response(service.unauthenticated(reason, content_type))
         return await handler(request)
 
     # client_max_size: aiohttp's own cap for request.read(); ours reads the stream itself.
+    guarded = service.auth is not None or client_certificates
     app = web.Application(
         client_max_size=service.max_body_bytes + 1,
-        middlewares=[authenticate] if service.auth is not None else [],
+        middlewares=[authenticate] if guarded else [],
     )
     app.router.add_post(TRACES_PATH, export)
     app.router.add_post(LOGS_PATH, export)
@@ -180,8 +191,11 @@ class Receiver:
         self._poller: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        mutual = self.tls is not None and self.tls.client_ca is not None
         self._runner = web.AppRunner(
-            build_app(self.service), auto_decompress=False, access_log=None
+            build_app(self.service, client_certificates=mutual),
+            auto_decompress=False,
+            access_log=None,
         )
         await self._runner.setup()
         try:

@@ -137,20 +137,25 @@ class TraceService:
         if self.auth is None:
             return None
         reason = self.auth.check(authorization)
-        if reason is None:
-            return None
+        return None if reason is None else self.unauthenticated(reason, content_type)
+
+    def unauthenticated(self, reason: str, content_type: str) -> Reply:
+        """The 401 answer for ``reason`` (``error.type``), counted."""
         media = _otlp.CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
+        media = media or _otlp.PROTOBUF
         self.requests.add(401)
         self.refused.add(reason)
+        headers: tuple[tuple[str, str], ...] = ()
         if reason == sc.SERVE_MISSING_TOKEN:
             message = "no bearer token: send the header authorization: Bearer <token>"
-            challenge = 'Bearer realm="groundwatch serve"'
-        else:
+            headers = (("WWW-Authenticate", 'Bearer realm="groundwatch serve"'),)
+        elif reason == sc.SERVE_INVALID_TOKEN:
             message = "the bearer token is not accepted"
             challenge = 'Bearer realm="groundwatch serve", error="invalid_token"'
-        media = media or _otlp.PROTOBUF
-        body = _otlp.status_body(media, 401, message)
-        return Reply(401, body, media, (("WWW-Authenticate", challenge),))
+            headers = (("WWW-Authenticate", challenge),)
+        else:
+            message = "a client certificate signed by the CA serve trusts is required"
+        return Reply(401, _otlp.status_body(media, 401, message), media, headers)
 
     def error(
         self, status: int, message: str, media: str | None, retry_after: str | None = None

@@ -43,14 +43,15 @@ class TlsFiles:
     client_ca: bytes | None = None
 
     def server_context(self) -> ssl.SSLContext:
-        """The context OTLP/HTTP listens with (TLS 1.2 and up; client certificates required
-        with a client CA)."""
+        """The context OTLP/HTTP listens with (TLS 1.2 and up). With a client CA a client
+        certificate is verified when presented; the HTTP layer refuses every request but the
+        probes that comes without one (a kubelet's probe has none to present)."""
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(self.cert_path, self.key_path, password=_no_passphrase)
         if self.client_ca is not None:
             context.load_verify_locations(cadata=self.client_ca.decode("ascii"))
-            context.verify_mode = ssl.CERT_REQUIRED
+            context.verify_mode = ssl.CERT_OPTIONAL
         return context
 
 

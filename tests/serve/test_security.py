@@ -160,3 +160,10 @@ def test_help_names_the_variables_and_never_a_token(
     ):
         assert variable in text
     assert SECRET not in text
+    # A Redis URL from the environment may hold a password: no --help prints it.
+    monkeypatch.setenv("GROUNDWATCH_REDIS_URL", f"rediss://scorer:{SECRET}@redis:6380/0")
+    parser = build_parser()
+    for command in ("serve", "worker"):
+        sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+        text = sub.format_help()
+        assert "GROUNDWATCH_REDIS_URL" in text and SECRET not in text, command

@@ -52,6 +52,7 @@ def test_a_header_is_accepted_missing_or_invalid(tmp_path: Path) -> None:
         (f"{SECRET}\nwith space {SECRET}\n", "line 2 is not a token"),
         (f"{SECRET}\u00e9\n", "line 1 is not a token"),
     ],
+    ids=["empty", "inner space", "non-ascii"],
 )
 def test_a_bad_token_file_is_refused_without_saying_the_token(
     tmp_path: Path, text: str, said: str

@@ -46,6 +46,16 @@ falls back to the default; it never raises. Shares take ``0.05`` or ``5%``; whol
 | ``GROUNDWATCH_SERVE_MAX_BODY_BYTES`` | ``8388608`` | request body cap (413 past it) |
 | ``GROUNDWATCH_SERVE_INTERACTIONS`` | ``trace`` | ``trace`` or ``pair`` (retriever + LLM) |
 | ``GROUNDWATCH_SERVE_ROUTE_ATTRIBUTE`` | unset | span attribute naming the route |
+| ``GROUNDWATCH_SERVE_TLS_CERT`` | unset | PEM certificate (chain): both transports TLS only |
+| ``GROUNDWATCH_SERVE_TLS_KEY`` | unset | its PEM private key (unencrypted) |
+| ``GROUNDWATCH_SERVE_TLS_CLIENT_CA`` | unset | CA of client certificates (mutual TLS) |
+| ``GROUNDWATCH_SERVE_AUTH_TOKEN_FILE`` | unset | file of accepted bearer tokens, one a line |
+
+``groundwatch worker`` and ``groundwatch serve --redis`` (docs/distributed.md):
+
+| variable | default | meaning |
+|---|---|---|
+| ``GROUNDWATCH_REDIS_URL`` | unset | the Redis URL when ``--redis`` is not given (out of ``ps``) |
 
 The input caps are read once, when ``groundwatch`` is imported (they size every record).
 ``GROUNDWATCH_RAISE_INTERNAL_ERRORS`` is a development switch (below).
@@ -158,6 +168,16 @@ SERVE_INTERACTIONS = "GROUNDWATCH_SERVE_INTERACTIONS"
 SERVE_INTERACTION_MODES = ("trace", "pair")
 DEFAULT_SERVE_INTERACTIONS = "trace"
 SERVE_ROUTE_ATTRIBUTE = "GROUNDWATCH_SERVE_ROUTE_ATTRIBUTE"
+SERVE_TLS_CERT = "GROUNDWATCH_SERVE_TLS_CERT"
+SERVE_TLS_KEY = "GROUNDWATCH_SERVE_TLS_KEY"
+SERVE_TLS_CLIENT_CA = "GROUNDWATCH_SERVE_TLS_CLIENT_CA"
+SERVE_AUTH_TOKEN_FILE = "GROUNDWATCH_SERVE_AUTH_TOKEN_FILE"
+"""Paths, not secrets: a token is never taken from a variable or a flag, so that it stays out
+of ``ps``, shell history and ``--help``; the file it is in is checked when serve starts."""
+
+REDIS_URL = "GROUNDWATCH_REDIS_URL"
+"""The default of ``--redis``: a URL with an ACL password, kept out of the command line (and so
+out of ``ps``) where the deployment sets it from a secret."""
 
 RAISE_INTERNAL_ERRORS = "GROUNDWATCH_RAISE_INTERNAL_ERRORS"
 """Development switch: re-raise groundwatch's own bugs instead of logging them (our test suite

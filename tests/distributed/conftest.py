@@ -43,6 +43,47 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         server.stop()
 
 
+class TlsRedisServer(RedisServer):
+    """A redis-server that speaks TLS only (``--port 0``, the test's certificates) and knows
+    two ACL users limited to groundwatch's keys, ``scorer`` for workers and ``producer`` (XADD
+    and XLEN only) for the app's ``RedisQueue``; the default user is off, so
+    nothing gets in without the user's password. :attr:`url` is the user's ``rediss://`` URL
+    with the CA in ``ssl_ca_certs``."""
+
+    USER = "scorer"
+    PRODUCER = "producer"
+    PASSWORD = "pw-Jq83-never-printed"
+
+    def __init__(self, binary: str, workdir: Path, pki: Any) -> None:
+        super().__init__(binary, workdir)
+        self.pki = pki
+        self.url = self.url_for(self.USER, self.PASSWORD)
+
+    def url_for(self, user: str | None, password: str | None, ca: bool = True) -> str:
+        credentials = f"{user}:{password}@" if user is not None else ""
+        query = f"?ssl_ca_certs={self.pki.ca}" if ca else ""
+        return f"rediss://{credentials}127.0.0.1:{self.port}/0{query}"
+
+    def argv(self) -> list[str]:
+        argv = super().argv()
+        argv[argv.index("--port") + 1] = "0"  # no plaintext port
+        return [
+            *argv,
+            "--tls-port", str(self.port),
+            "--tls-cert-file", str(self.pki.server_cert),
+            "--tls-key-file", str(self.pki.server_key),
+            "--tls-ca-cert-file", str(self.pki.ca),
+            "--tls-auth-clients", "no",
+            "--user", "default", "off",
+            # The rules docs/distributed.md gives a worker and a producer, on groundwatch's
+            # keys only.
+            "--user", self.USER, "on", f">{self.PASSWORD}", "~groundwatch:*", "resetchannels",
+            "+@all", "-@dangerous",
+            "--user", self.PRODUCER, "on", f">{self.PASSWORD}", "~groundwatch:*",
+            "resetchannels", "+xadd", "+xlen",
+        ]  # fmt: skip
+
+
 class WorkerProcess:
     """``groundwatch worker`` in a child process; spans stream to ``<out>.spans.jsonl`` (they
     survive ``kill -9``), metrics are written to ``<out>.metrics.json`` on a clean exit."""
@@ -52,8 +93,8 @@ class WorkerProcess:
         self.log = open(out.with_suffix(".log"), "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, str(HARNESS), str(out), "worker", *args],
-            # The repository first (the tests' judges), then what the caller put there (a
-            # checkout's src/ ahead of an installed groundwatch).
+            # The repository first (the harness imports tests.*); an outer PYTHONPATH (a
+            # worktree's sources ahead of an editable install elsewhere) after it.
             env={
                 **os.environ,
                 **env,

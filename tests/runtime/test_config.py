@@ -295,6 +295,15 @@ def test_every_documented_variable_has_a_bad_value_test() -> None:
     documented -= {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"}
     documented -= {"OTEL_LOGS_EXPORTER", "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"}  # same code as
     documented -= {"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"}  # their TRACES / METRICS siblings
+    # Files and a URL: never a fallback, the command checks them at start and exits 2 naming
+    # the option (tests/serve/test_security.py, tests/distributed/test_redis_tls.py).
+    documented -= {
+        "GROUNDWATCH_SERVE_TLS_CERT",
+        "GROUNDWATCH_SERVE_TLS_KEY",
+        "GROUNDWATCH_SERVE_TLS_CLIENT_CA",
+        "GROUNDWATCH_SERVE_AUTH_TOKEN_FILE",
+        "GROUNDWATCH_REDIS_URL",
+    }
     tested = {name for name, _, _, _ in BAD_VALUES}
     assert documented - tested == set()
 

@@ -25,16 +25,17 @@ from groundwatch.serve import Receiver, TraceAssembler, TraceService  # noqa: E4
 class RunningReceiver:
     """A :class:`Receiver` on a loopback port, its loop on a daemon thread."""
 
-    def __init__(self, service: TraceService, *, grpc: bool = False) -> None:
+    def __init__(self, service: TraceService, *, grpc: bool = False, tls: Any = None) -> None:
         self.service = service
         self.receiver = Receiver(
-            service, "127.0.0.1", 0, poll_s=0.02, grpc_port=0 if grpc else None
+            service, "127.0.0.1", 0, poll_s=0.02, grpc_port=0 if grpc else None, tls=tls
         )
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         self.call(self.receiver.start())
-        self.url = f"http://127.0.0.1:{self.receiver.port}"
+        scheme = "http" if tls is None else "https"
+        self.url = f"{scheme}://127.0.0.1:{self.receiver.port}"
         self.grpc_target = f"127.0.0.1:{self.receiver.grpc_port}"
         """Where its OTLP/gRPC receiver listens (with ``grpc=True``)."""
         self.stopped = False
@@ -77,6 +78,8 @@ def make_receiver(
         route_attribute: str | None = None,
         max_queue_size: int = 64,
         grpc: bool = False,
+        tls: Any = None,
+        auth: Any = None,
         **monitor_kwargs: Any,
     ) -> RunningReceiver:
         monitor_kwargs.setdefault("executor", "thread")
@@ -92,8 +95,9 @@ def make_receiver(
             max_queue_size=max_queue_size,
             route_attribute=route_attribute,
             meter_provider=capgw.meter_provider,
+            auth=auth,
         )
-        receiver = RunningReceiver(service, grpc=grpc)
+        receiver = RunningReceiver(service, grpc=grpc, tls=tls)
         running.append(receiver)
         return receiver
 

@@ -64,9 +64,9 @@ def rotel(tmp_path: Path) -> Iterator[Callable[..., str]]:
     protocol, ``http`` or ``grpc``); returns its own OTLP/HTTP endpoint."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(upstream: str, protocol: str = "http") -> str:
+    def start(upstream: str, protocol: str = "http", *extra: str) -> str:
         http_port, grpc_port = free_port(), free_port()
-        log = open(tmp_path / "rotel.log", "wb")  # noqa: SIM115 - closed with the process
+        log = open(tmp_path / f"rotel{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
             [
                 str(rotel_binary()),
@@ -77,7 +77,8 @@ def rotel(tmp_path: Path) -> Iterator[Callable[..., str]]:
                 "--otlp-exporter-protocol", protocol,
                 "--otlp-exporter-endpoint", upstream,
                 "--batch-timeout", "100ms",
-                "--pid-file", str(tmp_path / "rotel.pid"),
+                "--pid-file", str(tmp_path / f"rotel{len(procs)}.pid"),
+                *extra,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -146,3 +147,48 @@ def test_llamaindex_query_engine_through_rotel(
     assert record.answer == answer
     assert evaluation.label == "grounded"
     assert span.attributes[sc.GROUNDWATCH_LABEL] == "grounded"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_through_rotel_over_tls_with_a_bearer_token(
+    capgw: GroundwatchTelemetry,
+    make_receiver: Callable[..., RunningReceiver],
+    rotel: Callable[..., str],
+    protocol: str,
+    tmp_path: Path,
+) -> None:
+    """The Collector side of docs/serve.md's "On a network": the exporter speaks TLS to serve
+    and sends the token as a header; a Collector without the header is refused, unscored."""
+    from groundwatch.serve._auth import TokenFile
+    from groundwatch.serve._tls import load
+
+    from ..tlscerts import make_pki
+    from .otlp import openinference_trace
+
+    pki = make_pki(tmp_path / "pki")
+    tokens = tmp_path / "tokens"
+    tokens.write_text("collector-token-Vb71\n")
+    receiver = make_receiver(
+        sampler=gw.RatioSampler(1.0),
+        grpc=protocol == "grpc",
+        tls=load(str(pki.server_cert), str(pki.server_key), None),
+        auth=TokenFile(str(tokens)),
+    )
+    assert receiver.url.startswith("https://")
+    upstream = receiver.url if protocol == "http" else f"https://{receiver.grpc_target}"
+    # rotel 0.0.1a15 refuses --otlp-exporter-tls-ca-file without a client certificate
+    # ("Either both or neither of cert and key must be provided", even given both), so it
+    # does not check serve's certificate here; the SDK exporters do (test_network.py).
+    trust = ("--otlp-exporter-tls-skip-verify",)
+    header = ("--otlp-exporter-custom-headers", "authorization=Bearer collector-token-Vb71")
+    # First a Collector that trusts serve but sends no token: refused, counted, not scored.
+    refused = app_provider(rotel(upstream, protocol, *trust), service="no-token")
+    openinference_trace(refused.provider)
+    deadline = time.monotonic() + 20
+    while not receiver.service.health()["unauthenticated"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert receiver.service.health()["unauthenticated"].get("missing_token", 0) >= 1
+    # Then one with the header: scored under the app's root span (checked by the helper).
+    lcel_scored_through(capgw, app_provider(rotel(upstream, protocol, *trust, *header)))
+    time.sleep(0.5)
+    assert len(capgw.spans()) == 1  # the refused trace never reached the monitor

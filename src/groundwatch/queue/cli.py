@@ -5,7 +5,14 @@ Telemetry goes out through the global OpenTelemetry providers, set up from the s
 The worker reaches Redis before it says it is consuming: a URL that is not one is a usage
 error (exit 2); a Redis it cannot reach is said once, in one line, and waited for (its probes
 answer live and not ready meanwhile, as during an outage later), since in a deployment the
-worker often starts before Redis does.
+worker often starts before Redis does. A Redis that answers but will not take it (credentials
+refused, an ACL permission missing, a TLS certificate not trusted) is a configuration error
+(exit 2): waiting cannot mend it.
+
+The URL may carry a password: it can come from ``GROUNDWATCH_REDIS_URL`` instead of
+``--redis`` (out of ``ps``), and messages show it redacted. The health port answers
+``/livez`` and ``/readyz`` to anyone (a kubelet's probe has no credentials, and they say only
+``ok``); ``/health``, which reports the worker's state, only to a loopback peer.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import ipaddress
 import json
 import logging
 import os
@@ -57,7 +65,14 @@ def add_parser(subparsers: Any) -> None:
             "or releasing what it holds."
         ),
     )
-    p.add_argument("--redis", required=True, metavar="URL", help="redis://host:port/db")
+    p.add_argument(
+        "--redis",
+        metavar="URL",
+        help=(
+            "redis://host:port/db, rediss://user:password@host:port/db for TLS and an ACL user "
+            f"({_config.REDIS_URL} when not given: a password stays out of ps)"
+        ),
+    )
     p.add_argument("--group", required=True, help="the consumer group")
     p.add_argument("--stream", default=DEFAULT_STREAM, help=f"default {DEFAULT_STREAM}")
     p.add_argument("--consumer", help="this consumer's name in the group (default host-pid)")
@@ -85,7 +100,8 @@ def add_parser(subparsers: Any) -> None:
         default=DEFAULT_HEALTH_HOST,
         metavar="ADDRESS",
         help=f"address of the health port (default {DEFAULT_HEALTH_HOST}; 0.0.0.0 in a "
-        "container, where the kubelet probes the pod's address)",
+        "container, where the kubelet probes the pod's address). /livez and /readyz answer "
+        "anyone, /health a loopback peer only",
     )
     p.add_argument(
         "--capture-content",
@@ -111,22 +127,27 @@ def _redacted(url: str) -> str:
         return url
 
 
-def _check_url(url: str) -> None:
-    """A usage error unless redis-py reads ``url`` as a Redis URL."""
+def _check_url(url: str | None) -> str:
+    """``url``, unless redis-py cannot read it as a Redis URL (a usage error)."""
     from .redis import connect
 
+    if url is None:
+        raise UsageError(f"--redis is required (or {_config.REDIS_URL}): the Redis URL to read")
     try:
-        connect(url, 1.0)  # parses the URL and builds a pool; connects on first use
-    except ValueError as exc:
+        # Parses the URL and builds a pool; the connection object is made, not connected,
+        # so that an unknown ?option= is found now.
+        connect(url, 1.0).connection_pool.make_connection()  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError) as exc:
         raise UsageError(
             f"--redis {_redacted(url)!r}: {exc}; for example redis://localhost:6379/0"
         ) from exc
+    return url
 
 
 async def _wait_for_redis(url: str, console: Console, stop: asyncio.Event) -> bool:
     """Until Redis answers a PING (``True``) or ``stop`` is set (``False``); says once, in one
     line, why it is waiting."""
-    from .redis import MAX_BACKOFF_S, connect, transport_errors
+    from .redis import MAX_BACKOFF_S, connect, refusal, transport_errors
 
     delay = 0.1
     said = False
@@ -136,6 +157,9 @@ async def _wait_for_redis(url: str, console: Console, stop: asyncio.Event) -> bo
             await client.ping()
             return True
         except transport_errors() as exc:
+            refused = refusal(exc)
+            if refused is not None:
+                raise UsageError(f"Redis at {_redacted(url)} (--redis): {refused}") from exc
             if not said:
                 console.say(
                     f"cannot reach Redis at {_redacted(url)} (--redis): {type(exc).__name__}: "
@@ -164,9 +188,18 @@ def _health(worker: StreamWorker) -> dict[str, Any]:
     }
 
 
+def _loopback_peer(writer: asyncio.StreamWriter) -> bool:
+    peer = writer.get_extra_info("peername")
+    try:
+        return bool(peer) and ipaddress.ip_address(peer[0]).is_loopback
+    except (ValueError, TypeError, IndexError):
+        return False
+
+
 async def _serve_health(worker: StreamWorker, host: str, port: int) -> asyncio.Server:
     """``GET /livez`` and ``/readyz`` (``ok`` or 503), ``/health`` (JSON), as serve answers
-    them."""
+    them; ``/health`` to a loopback peer only (403 otherwise): the probes carry no data and
+    need no credentials, the state stays on the pod (``kubectl exec``, ``port-forward``)."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -179,6 +212,15 @@ async def _serve_health(worker: StreamWorker, host: str, port: int) -> asyncio.S
                 # The consuming loop goes round at least once per read block (1 s) or backoff
                 # (at most 2 s): a minute without a round is a stuck worker.
                 ok = time.monotonic() - worker.alive_at < LIVENESS_S
+            elif path == "/health" and not _loopback_peer(writer):
+                body = b"/health answers a loopback peer only; /livez and /readyz answer anyone\n"
+                writer.write(
+                    b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: "
+                    + str(len(body)).encode()
+                    + b"\r\nConnection: close\r\n\r\n"
+                    + body
+                )
+                return
             elif path == "/health":
                 ok = worker.ready
                 content_type = b"application/json"
@@ -220,7 +262,8 @@ async def _serve_health(worker: StreamWorker, host: str, port: int) -> asyncio.S
 
 async def _main(args: argparse.Namespace) -> int:
     name = "groundwatch worker"
-    _check_url(args.redis)
+    # The variable is read here, not as the flag's default, which --help could print.
+    args.redis = _check_url(args.redis or _config.env_str(_config.REDIS_URL, None))
     judge = registry.judge_from_args(args)
     try:
         # --concurrency is the LLM judge's own limit too (a cascade's second judge), which it

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import ssl
 import time
 from collections.abc import Callable
 from functools import partial
@@ -69,6 +70,38 @@ def connect(url: str, timeout_s: float) -> Redis:
     )
 
 
+def refusal(exc: BaseException) -> str | None:
+    """Why Redis will not take us, when ``exc`` says it is the configuration and not an outage
+    (retrying cannot help): credentials refused, an ACL user without a permission, a server
+    certificate not trusted. ``None`` for anything else. The words carry no secret."""
+    from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
+
+    message = str(exc)
+    if isinstance(exc, AuthenticationError) or (
+        isinstance(exc, ResponseError) and message.startswith(("NOAUTH", "WRONGPASS"))
+    ):
+        return (
+            f"Redis refused the credentials ({message}); give the ACL user and password in "
+            "the URL: rediss://USER:PASSWORD@host:port/0"
+        )
+    if isinstance(exc, NoPermissionError) or message.startswith("NOPERM"):
+        return (
+            f"the Redis user lacks a permission ({message}); docs/distributed.md lists the ACL "
+            "rules a producer and a worker need"
+        )
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(
+            cause
+        ):
+            return (
+                f"the Redis server's TLS certificate is not trusted ({message}); name its CA in "
+                "the URL: rediss://...?ssl_ca_certs=/path/to/ca.pem"
+            )
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def transport_errors() -> tuple[type[BaseException], ...]:
     """What a lost or slow Redis raises (the client's errors, sockets, deadlines)."""
     from redis.exceptions import RedisError
@@ -80,7 +113,10 @@ class RedisQueue:
     """Send sampled records to a Redis stream for ``groundwatch worker`` to score.
 
     Args:
-        url: ``redis://host:port/db`` (``rediss://`` for TLS, credentials in the URL).
+        url: ``redis://host:port/db``; ``rediss://`` for TLS (the CA in
+            ``?ssl_ca_certs=/path/ca.pem`` when it is not a public one; a client certificate in
+            ``ssl_certfile`` and ``ssl_keyfile``), an ACL user and password as
+            ``rediss://user:password@host:port/db`` (docs/distributed.md).
         stream: the stream's key; the workers' ``--stream`` must match.
         max_backlog: entries in the stream (waiting or being scored) past which the producer
             accepts no more records (``groundwatch.records{decision=queue_full}``). The workers

@@ -13,7 +13,11 @@ Status mapping (https://opentelemetry.io/docs/specs/otlp/#failures-1): an undeco
 ``UNAVAILABLE``, both with a ``google.rpc.RetryInfo`` in the status details, which makes
 exporters retry after the delay it gives (``RESOURCE_EXHAUSTED`` without one, for a message
 over the cap, is final); metrics are ``UNIMPLEMENTED`` with the reason; our own failure is
-``INTERNAL``.
+``INTERNAL``; a call without an accepted ``authorization: Bearer`` metadata entry (with a
+token file) is ``UNAUTHENTICATED``, before its message is looked at.
+
+With TLS files (``_tls``) the port serves TLS only (``grpc.ssl_server_credentials``, client
+certificates required with a client CA), from the same bytes as OTLP/HTTP.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import errno
 import socket
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -35,12 +40,16 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from . import _otlp
 from ._service import Reply, TraceService
 
+if TYPE_CHECKING:
+    from ._tls import TlsFiles
+
 TRACE_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
 LOGS_SERVICE = logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name
 METRICS_SERVICE = metrics_service_pb2.DESCRIPTOR.services_by_name["MetricsService"].full_name
 
 _CODES: dict[int, grpc.StatusCode] = {
     400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
     404: grpc.StatusCode.UNIMPLEMENTED,
     413: grpc.StatusCode.RESOURCE_EXHAUSTED,  # no RetryInfo: the same message fails again
     429: grpc.StatusCode.RESOURCE_EXHAUSTED,  # with RetryInfo: retry after its delay
@@ -76,8 +85,21 @@ async def _answer(reply: Reply, context: aio.ServicerContext[bytes, bytes]) -> b
     raise AssertionError("unreachable: abort raises")  # pragma: no cover
 
 
+def _refusal(service: TraceService, context: aio.ServicerContext[bytes, bytes]) -> Reply | None:
+    """The 401 for a call without an accepted bearer token (``None``: go on)."""
+    if service.auth is None:
+        return None
+    # gRPC metadata keys are lower case; several entries: the first decides, as in HTTP.
+    values = [v for k, v in context.invocation_metadata() or () if k == "authorization"]
+    authorization = values[0] if values and isinstance(values[0], str) else None
+    return service.authenticate(authorization, _otlp.PROTOBUF)
+
+
 def _export(service: TraceService, *, logs: bool) -> _Method:
     async def export(body: bytes, context: aio.ServicerContext[bytes, bytes]) -> bytes:
+        refused = _refusal(service, context)
+        if refused is not None:
+            return await _answer(refused, context)
         # grpcio has already decompressed the message: the body is plain protobuf.
         return await _answer(service.export(body, _otlp.PROTOBUF, "", logs=logs), context)
 
@@ -86,6 +108,9 @@ def _export(service: TraceService, *, logs: bool) -> _Method:
 
 def _metrics(service: TraceService) -> _Method:
     async def export(body: bytes, context: aio.ServicerContext[bytes, bytes]) -> bytes:
+        refused = _refusal(service, context)
+        if refused is not None:
+            return await _answer(refused, context)
         return await _answer(service.not_served(_otlp.PROTOBUF, METRICS_SERVICE), context)
 
     return export
@@ -123,19 +148,31 @@ def _refuse_if_taken(host: str, port: int) -> None:
                 # Another reason (no IPv6 here): grpcio decides.
 
 
+def _credentials(tls: TlsFiles) -> grpc.ServerCredentials:
+    return grpc.ssl_server_credentials(
+        [(tls.key, tls.cert_chain)],
+        root_certificates=tls.client_ca,
+        require_client_auth=tls.client_ca is not None,
+    )
+
+
 class GrpcReceiver:
-    """The OTLP/gRPC server of one :class:`TraceService` (plaintext, like the Collector's
-    default receiver; put TLS in front of it where the network needs it).
+    """The OTLP/gRPC server of one :class:`TraceService`.
 
     Args:
         service: what requests go to.
         host, port: where to listen (port 0 picks a free one: see :attr:`port`).
+        tls: serve TLS only, with these files; ``None``: plaintext, like the Collector's
+            default receiver.
     """
 
-    def __init__(self, service: TraceService, host: str, port: int) -> None:
+    def __init__(
+        self, service: TraceService, host: str, port: int, *, tls: TlsFiles | None = None
+    ) -> None:
         self.service = service
         self.host = host
         self.port = port
+        self.tls = tls
         self._server: aio.Server | None = None
 
     async def start(self) -> None:
@@ -154,7 +191,10 @@ class GrpcReceiver:
         if self.port:
             _refuse_if_taken(self.host, self.port)
         try:
-            bound = server.add_insecure_port(address)
+            if self.tls is None:
+                bound = server.add_insecure_port(address)
+            else:
+                bound = server.add_secure_port(address, _credentials(self.tls))
         except RuntimeError as exc:  # grpcio's "Failed to bind" (older ones return 0)
             raise OSError(f"cannot listen on {address} for OTLP/gRPC: {exc}") from None
         if bound == 0:

@@ -1,7 +1,14 @@
 """The OTLP/HTTP endpoint on aiohttp: ``POST /v1/traces``, ``POST /v1/logs`` (GenAI content
 events), the probes ``GET /livez`` and ``GET /readyz`` (as ``groundwatch worker`` answers them)
 and ``GET /health`` (the state as JSON); ``POST /v1/metrics`` is refused with a reason.
-:class:`Receiver` also runs the OTLP/gRPC endpoint (``_grpc``) beside it when asked to.
+:class:`Receiver` also runs the OTLP/gRPC endpoint (``_grpc``) beside it when asked to, both
+over TLS when given the files (``_tls``).
+
+With a token file (``_auth``) every request but the two probes needs ``authorization: Bearer
+<token>``, and with a client CA a verified client certificate: a missing or wrong one is
+answered 401 before the body is read. ``/livez`` and ``/readyz`` stay open, since a kubelet's
+probe sends no credentials and they say only ``ok``. (So the TLS handshake asks for a client
+certificate without requiring one; OTLP/gRPC, which has no probes, requires it.)
 
 aiohttp rather than an ASGI framework plus a server: one well-kept package that is both the
 HTTP server and (for the tests) the client, runs inside an event loop we own
@@ -18,14 +25,17 @@ import errno
 import json
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from ..telemetry import semconv as sc
 from ._service import Reply, TraceService
 
 if TYPE_CHECKING:
     from ._grpc import GrpcReceiver
+    from ._tls import TlsFiles
 
 _logger = logging.getLogger(__name__)
 
@@ -35,6 +45,10 @@ METRICS_PATH = "/v1/metrics"
 HEALTH_PATH = "/health"
 LIVEZ_PATH = "/livez"
 READYZ_PATH = "/readyz"
+OPEN_PATHS = frozenset({LIVEZ_PATH, READYZ_PATH})
+"""Answered without a token: a kubelet's probe has none, and they tell nothing but ok."""
+
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class ListenError(OSError):
@@ -73,8 +87,9 @@ def _response(reply: Reply) -> web.Response:
     return response
 
 
-def build_app(service: TraceService) -> web.Application:
-    """The aiohttp application serving ``service``."""
+def build_app(service: TraceService, *, client_certificates: bool = False) -> web.Application:
+    """The aiohttp application serving ``service``; with ``client_certificates`` (mutual TLS)
+    every request but the probes must have come with a verified client certificate."""
 
     async def export(request: web.Request) -> web.StreamResponse:
         content_type = request.headers.get("Content-Type", "")
@@ -106,8 +121,33 @@ def build_app(service: TraceService) -> web.Application:
             return web.Response(status=503, text="not ready\n")
         return web.Response(text="ok\n")
 
+    def refusal(request: web.Request) -> str | None:
+        """Why ``request`` may not go on (an ``error.type``), or ``None``."""
+        transport = request.transport
+        if client_certificates and (transport is None or not transport.get_extra_info("peercert")):
+            return sc.SERVE_MISSING_CLIENT_CERTIFICATE
+        if service.auth is not None:
+            return service.auth.check(request.headers.get("Authorization"))
+        return None
+
+    @web.middleware
+    async def authenticate(request: web.Request, handler: _Handler) -> web.StreamResponse:
+        if request.path not in OPEN_PATHS:
+            reason = refusal(request)
+            if reason is not None and request.path == HEALTH_PATH:
+                # Not an export: refused, but not counted among the OTLP requests.
+                return web.Response(status=401, text="unauthorized\n")
+            if reason is not None:
+                content_type = request.headers.get("Content-Type", "")
+                return _response(service.unauthenticated(reason, content_type))
+        return await handler(request)
+
     # client_max_size: aiohttp's own cap for request.read(); ours reads the stream itself.
-    app = web.Application(client_max_size=service.max_body_bytes + 1)
+    guarded = service.auth is not None or client_certificates
+    app = web.Application(
+        client_max_size=service.max_body_bytes + 1,
+        middlewares=[authenticate] if guarded else [],
+    )
     app.router.add_post(TRACES_PATH, export)
     app.router.add_post(LOGS_PATH, export)
     app.router.add_post(METRICS_PATH, metrics)
@@ -127,6 +167,8 @@ class Receiver:
         poll_s: how often finished traces are looked for.
         grpc_port: where OTLP/gRPC listens on ``host`` (0 picks a free one: see
             :attr:`grpc_port`); ``None`` serves OTLP/HTTP only. Needs ``grpcio``.
+        tls: the certificate and key both transports serve TLS with (and the client CA
+            they require certificates from); ``None``: plaintext.
     """
 
     def __init__(
@@ -136,23 +178,29 @@ class Receiver:
         port: int,
         poll_s: float,
         grpc_port: int | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.service = service
         self.host = host
         self.port = port
         self.poll_s = poll_s
         self.grpc_port = grpc_port
+        self.tls = tls
         self._runner: web.AppRunner | None = None
         self._grpc: GrpcReceiver | None = None
         self._poller: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        mutual = self.tls is not None and self.tls.client_ca is not None
         self._runner = web.AppRunner(
-            build_app(self.service), auto_decompress=False, access_log=None
+            build_app(self.service, client_certificates=mutual),
+            auto_decompress=False,
+            access_log=None,
         )
         await self._runner.setup()
         try:
-            await web.TCPSite(self._runner, self.host, self.port).start()
+            context = None if self.tls is None else self.tls.server_context()
+            await web.TCPSite(self._runner, self.host, self.port, ssl_context=context).start()
         except OSError as exc:
             await self._runner.cleanup()
             reason = os.strerror(exc.errno) if exc.errno else str(exc)
@@ -162,7 +210,7 @@ class Receiver:
         if self.grpc_port is not None:
             from ._grpc import GrpcReceiver  # grpcio is loaded only when gRPC is served
 
-            self._grpc = GrpcReceiver(self.service, self.host, self.grpc_port)
+            self._grpc = GrpcReceiver(self.service, self.host, self.grpc_port, tls=self.tls)
             try:
                 await self._grpc.start()
             except BaseException as exc:

@@ -209,7 +209,7 @@ def response_body(content_type: str, rejected: int, message: str, *, logs: bool 
 
 
 # The gRPC code a Status carries for each HTTP error serve answers with.
-_GRPC_CODES = {400: 3, 404: 12, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
+_GRPC_CODES = {400: 3, 401: 16, 404: 12, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
 
 
 def status_body(content_type: str, http_status: int, message: str) -> bytes:

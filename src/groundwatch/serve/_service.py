@@ -38,6 +38,7 @@ from ._assemble import (
     FinishedTrace,
     TraceAssembler,
 )
+from ._auth import TokenFile
 from ._extract import Interaction, Tally, interactions
 from ._intake import IntakeSampler
 from ._otlp import LogEvent, SpanData
@@ -76,6 +77,8 @@ class TraceService:
         route_attribute: the span or resource attribute that names the route; the root's
             ``service.name`` otherwise.
         meter_provider: for serve's own instruments (the global one by default).
+        auth: the accepted bearer tokens (``--auth-token-file``); ``None`` accepts every
+            request. The transports ask :meth:`authenticate` before anything else.
     """
 
     def __init__(
@@ -88,6 +91,7 @@ class TraceService:
         max_queue_size: int,
         route_attribute: str | None = None,
         meter_provider: MeterProvider | None = None,
+        auth: TokenFile | None = None,
     ) -> None:
         self.monitor = monitor
         self.assembler = assembler
@@ -97,6 +101,9 @@ class TraceService:
         self.route_attribute = route_attribute
         self.skips = Tally()
         self.requests = Tally()
+        self.refused = Tally()
+        """Requests answered 401 (gRPC ``UNAUTHENTICATED``), by reason."""
+        self.auth = auth
         self.stopping = False
         self.retry_after_s = max(1, math.ceil(assembler.quiet_s))
         self.intake = IntakeSampler(monitor.sampler, route_attribute=route_attribute)
@@ -122,6 +129,33 @@ class TraceService:
             reply = self.error(500, "internal error", media)
         self.requests.add(reply.status)
         return reply
+
+    def authenticate(self, authorization: str | None, content_type: str) -> Reply | None:
+        """``None`` when the request may go on (no token configured, or an accepted one in
+        ``authorization``, the header's value); otherwise the 401 answer, counted by reason.
+        Nothing of the request is read or scored before this."""
+        if self.auth is None:
+            return None
+        reason = self.auth.check(authorization)
+        return None if reason is None else self.unauthenticated(reason, content_type)
+
+    def unauthenticated(self, reason: str, content_type: str) -> Reply:
+        """The 401 answer for ``reason`` (``error.type``), counted."""
+        media = _otlp.CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
+        media = media or _otlp.PROTOBUF
+        self.requests.add(401)
+        self.refused.add(reason)
+        headers: tuple[tuple[str, str], ...] = ()
+        if reason == sc.SERVE_MISSING_TOKEN:
+            message = "no bearer token: send the header authorization: Bearer <token>"
+            headers = (("WWW-Authenticate", 'Bearer realm="groundwatch serve"'),)
+        elif reason == sc.SERVE_INVALID_TOKEN:
+            message = "the bearer token is not accepted"
+            challenge = 'Bearer realm="groundwatch serve", error="invalid_token"'
+            headers = (("WWW-Authenticate", challenge),)
+        else:
+            message = "a client certificate signed by the CA serve trusts is required"
+        return Reply(401, _otlp.status_body(media, 401, message), media, headers)
 
     def error(
         self, status: int, message: str, media: str | None, retry_after: str | None = None
@@ -278,7 +312,19 @@ class TraceService:
             "traces": traces,
             "skipped": self.skips.snapshot(),
             "requests": {str(k): v for k, v in self.requests.snapshot().items()},
+            "unauthenticated": self.refused.snapshot(),
         }
+
+    def _observe_requests(self, _: CallbackOptions) -> list[Observation]:
+        # A 401 is split by why it was refused; every other status is one series.
+        status = sc.HTTP_RESPONSE_STATUS_CODE
+        observed = [Observation(n, {status: k}) for k, n in self.requests.snapshot().items()]
+        observed = [o for o in observed if o.attributes != {status: 401}]
+        observed.extend(
+            Observation(n, {status: 401, sc.ERROR_TYPE: reason})
+            for reason, n in self.refused.snapshot().items()
+        )
+        return observed
 
     def _register_instruments(self, provider: MeterProvider) -> None:
         meter = provider.get_meter(sc.INSTRUMENTATION_NAME)
@@ -316,12 +362,7 @@ class TraceService:
                 "{attribute}",
                 "Attributes an extractor could not read",
             ),
-            (
-                sc.METRIC_SERVE_REQUESTS,
-                by(sc.HTTP_RESPONSE_STATUS_CODE, self.requests.snapshot),
-                "{request}",
-                "OTLP exports",
-            ),
+            (sc.METRIC_SERVE_REQUESTS, self._observe_requests, "{request}", "OTLP exports"),
         )
         for name, callback, unit, description in counters:
             meter.create_observable_counter(name, [callback], unit=unit, description=description)

@@ -7,6 +7,12 @@ counters) goes out through the global OpenTelemetry providers: run under
 ``opentelemetry-instrument``, or set ``OTEL_EXPORTER_OTLP_ENDPOINT`` and the command sets up
 OTLP/HTTP exporters from the standard ``OTEL_EXPORTER_OTLP_*`` variables, as
 ``groundwatch worker`` does (both through :mod:`groundwatch._commands`).
+
+On a network (docs/serve.md, "On a network"): ``--tls-cert`` / ``--tls-key`` put both
+transports on TLS only (``--tls-client-ca``: mutual TLS), ``--auth-token-file`` asks every
+export for a bearer token. Both are read and checked before anything listens (exit 2 naming
+the option); a non-loopback address with neither is said once at start, unless
+``--insecure``.
 """
 
 from __future__ import annotations
@@ -15,8 +21,11 @@ import argparse
 import asyncio
 import contextlib
 import importlib.util
+import ipaddress
 import logging
-from typing import Any
+import signal
+import socket
+from typing import TYPE_CHECKING, Any
 
 from .. import _config
 from .._commands import (
@@ -32,6 +41,10 @@ from .._errors import CommandError, UsageError, install_hint
 from ..check.cli import positive_int
 from ..judging import registry
 from . import INSTALL_HINT
+
+if TYPE_CHECKING:
+    from ._auth import TokenFile
+    from ._tls import TlsFiles
 
 _logger = logging.getLogger("groundwatch")
 
@@ -93,8 +106,8 @@ def add_parser(subparsers: Any) -> None:
         "--host",
         default=e.env_host(e.SERVE_HOST, e.DEFAULT_SERVE_HOST),
         help=(
-            "address to listen on: loopback unless asked, since the receiver has no "
-            f"authentication; 0.0.0.0 in a container ({e.SERVE_HOST})"
+            "address to listen on: loopback unless asked; 0.0.0.0 in a container, with "
+            f"--tls-cert/--tls-key and --auth-token-file on a shared network ({e.SERVE_HOST})"
         ),
     )
     g.add_argument(
@@ -123,6 +136,49 @@ def add_parser(subparsers: Any) -> None:
         default=e.env_int(e.SERVE_MAX_BODY_BYTES, e.DEFAULT_SERVE_MAX_BODY_BYTES),
         help=f"request body cap, compressed and decompressed; 413 past it (gRPC: "
         f"RESOURCE_EXHAUSTED) ({e.SERVE_MAX_BODY_BYTES})",
+    )
+    g = p.add_argument_group("on a network (docs/serve.md)")
+    g.add_argument(
+        "--tls-cert",
+        default=e.env_str(e.SERVE_TLS_CERT, None),
+        metavar="FILE",
+        help=(
+            "PEM certificate (chain) to serve TLS with, on OTLP/HTTP and OTLP/gRPC alike: "
+            f"with it both speak TLS only; needs --tls-key ({e.SERVE_TLS_CERT})"
+        ),
+    )
+    g.add_argument(
+        "--tls-key",
+        default=e.env_str(e.SERVE_TLS_KEY, None),
+        metavar="FILE",
+        help=f"the certificate's PEM private key, unencrypted ({e.SERVE_TLS_KEY})",
+    )
+    g.add_argument(
+        "--tls-client-ca",
+        default=e.env_str(e.SERVE_TLS_CLIENT_CA, None),
+        metavar="FILE",
+        help=(
+            "PEM CA certificate(s): clients must present a certificate it signed (mutual TLS)"
+            f" ({e.SERVE_TLS_CLIENT_CA})"
+        ),
+    )
+    g.add_argument(
+        "--auth-token-file",
+        default=e.env_str(e.SERVE_AUTH_TOKEN_FILE, None),
+        metavar="FILE",
+        help=(
+            "file of accepted bearer tokens, one a line, re-read on SIGHUP: every request but "
+            "/livez and /readyz needs the header authorization: Bearer <token>, else 401 "
+            f"(gRPC UNAUTHENTICATED) ({e.SERVE_AUTH_TOKEN_FILE})"
+        ),
+    )
+    g.add_argument(
+        "--insecure",
+        action="store_true",
+        help=(
+            "no warning for a non-loopback --host without TLS or a token (a service mesh "
+            "that does TLS and authentication itself)"
+        ),
     )
     g = p.add_argument_group("assembly")
     g.add_argument(
@@ -234,7 +290,9 @@ def add_parser(subparsers: Any) -> None:
         metavar="URL",
         help=(
             "send interactions to this Redis stream for `groundwatch worker`s to score, "
-            "instead of scoring here (needs the redis extra; docs/distributed.md)"
+            "instead of scoring here; rediss://user:password@host:port/0 for TLS and an ACL "
+            f"user (needs the redis extra; docs/distributed.md); {e.REDIS_URL} when not given "
+            "(out of ps, and never printed: it may hold a password)"
         ),
     )
     g.add_argument("--stream", default=None, help="the Redis stream (default groundwatch:records)")
@@ -259,8 +317,60 @@ def _sampler(args: argparse.Namespace) -> Any:
     )
 
 
-def build_service(args: argparse.Namespace, judge: Any) -> Any:
-    """The monitor, assembler and service the options describe."""
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``127.0.0.1``, ``::1``, ``localhost``): a
+    name is loopback when every address it resolves to is."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    addresses = {info[4][0] for info in infos}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+def load_security(args: argparse.Namespace) -> tuple[TlsFiles | None, TokenFile | None]:
+    """The checked TLS files and token file the options name (each ``None`` when not
+    asked for); a :class:`UsageError` naming the option otherwise, before anything
+    listens."""
+    from ._auth import TokenFile, TokenFileError
+    from ._tls import TlsConfigError, load
+
+    try:
+        tls = load(args.tls_cert, args.tls_key, args.tls_client_ca)
+        auth = None if args.auth_token_file is None else TokenFile(args.auth_token_file)
+    except (TlsConfigError, TokenFileError) as exc:
+        raise UsageError(str(exc)) from None
+    return tls, auth
+
+
+def exposure_warning(
+    args: argparse.Namespace, tls: TlsFiles | None, auth: TokenFile | None
+) -> str | None:
+    """The one start-up warning for a non-loopback address without TLS or without a token
+    (client certificates count as one); ``None`` when there is nothing to say (loopback, both
+    set, or ``--insecure``)."""
+    if args.insecure or is_loopback(args.host):
+        return None
+    missing = []
+    if tls is None:
+        missing.append("no TLS (--tls-cert, --tls-key: traces cross the network readable)")
+    if auth is None and (tls is None or tls.client_ca is None):
+        missing.append("no token (--auth-token-file: anyone who reaches it can send spans)")
+    if not missing:
+        return None
+    return (
+        f"groundwatch serve: {args.host} is not loopback and serve has {' and '.join(missing)}; "
+        "--insecure silences this where a service mesh does TLS and authentication"
+    )
+
+
+def build_service(args: argparse.Namespace, judge: Any, auth: TokenFile | None = None) -> Any:
+    """The monitor, assembler and service the options describe (``auth``: the token file
+    of :func:`load_security`)."""
     import groundwatch as gw
 
     from ._assemble import TraceAssembler
@@ -295,6 +405,7 @@ def build_service(args: argparse.Namespace, judge: Any) -> Any:
         max_body_bytes=args.max_body_bytes,
         max_queue_size=args.max_queue_size,
         route_attribute=args.route_attribute,
+        auth=auth,
     )
 
 
@@ -302,16 +413,22 @@ async def _main(args: argparse.Namespace) -> int:
     from ._http import ListenError, Receiver
 
     name = "groundwatch serve"
+    tls, auth = load_security(args)
     judge = registry.judge_from_args(args)
     console = Console(name, args)
-    service = build_service(args, judge)
+    service = build_service(args, judge, auth)
     poll_s = min(0.5, args.quiet_period_ms / 4000)
     grpc_port = args.grpc_port
     if grpc_port is not None and not _importable("grpc"):
         _logger.warning("groundwatch serve: OTLP/gRPC is off: %s", INSTALL_HINT)
         grpc_port = None
-    receiver = Receiver(service, args.host, args.port, poll_s, grpc_port=grpc_port)
+    receiver = Receiver(service, args.host, args.port, poll_s, grpc_port=grpc_port, tls=tls)
     stop = stop_event()
+    if auth is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, auth.reload)
+    warning = exposure_warning(args, tls, auth)
+    if warning is not None:
+        _logger.warning("%s", warning)
     try:
         await receiver.start()
     except ListenError as exc:
@@ -326,7 +443,14 @@ async def _main(args: argparse.Namespace) -> int:
         ) from exc
     # One line a supervisor (or a test) can wait for; the ports are the real ones with 0.
     grpc = "" if receiver.grpc_port is None else f" and grpc://{args.host}:{receiver.grpc_port}"
-    print(f"{name}: listening on http://{args.host}:{receiver.port}{grpc}", flush=True)
+    scheme = "http" if tls is None else "https"
+    how = []
+    if tls is not None:
+        how.append("mutual TLS" if tls.client_ca is not None else "TLS")
+    if auth is not None:
+        how.append("bearer tokens")
+    over = f" ({', '.join(how)})" if how else ""
+    print(f"{name}: listening on {scheme}://{args.host}:{receiver.port}{grpc}{over}", flush=True)
     console.say(telemetry_destination())
 
     def counts() -> str:
@@ -354,6 +478,8 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Read here, not as the flag's default, which --help would print with its password.
+    args.redis = args.redis or _config.env_str(_config.REDIS_URL, None)
     if not all(_importable(m) for m in _REQUIRED):
         raise UsageError(INSTALL_HINT)
     if args.redis and not _importable("redis"):

@@ -285,7 +285,17 @@ back), ``late``, ``not_sampled``; and later ``evicted`` (lost to a cap) or ``unm
 span was not among the trace's stored spans when the trace completed)."""
 METRIC_SERVE_PENDING: Final = "groundwatch.serve.pending_traces"
 METRIC_SERVE_REQUESTS: Final = "groundwatch.serve.requests"
-"""OTLP export requests, by ``http.response.status_code``."""
+"""OTLP export requests, by ``http.response.status_code``; those refused 401 (gRPC
+``UNAUTHENTICATED``) also by ``error.type``: ``missing_token``, ``invalid_token`` or
+``missing_client_certificate``."""
+SERVE_MISSING_TOKEN: Final = "missing_token"
+"""``error.type`` of a request refused for want of an ``authorization: Bearer`` header."""
+SERVE_INVALID_TOKEN: Final = "invalid_token"
+"""``error.type`` of a request refused for a bearer token serve does not accept (RFC 6750's
+error code of the same name)."""
+SERVE_MISSING_CLIENT_CERTIFICATE: Final = "missing_client_certificate"
+"""``error.type`` of an OTLP/HTTP request without a client certificate under mutual TLS (the
+handshake lets it through so that the probes answer; the export is refused)."""
 METRIC_SERVE_SKIPPED: Final = "groundwatch.serve.skipped"
 """Attributes or events an extractor could not read (a counted skip, the rest of the span is
 kept), by ``groundwatch.component`` (the extractor)."""

@@ -43,6 +43,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from .. import _guard
+from .._config import ConfigWarning
 from .._threads import DaemonThreads
 from .._wire import EvaluationFields, RecordFields
 from ..judging import scoring
@@ -373,12 +375,17 @@ class ProcessRunner:
         self._pipe_threads = DaemonThreads("groundwatch-judge-pipe")
 
     def _fall_back(self, why: str) -> None:
-        _logger.warning(
-            "executor='auto': judge %s runs on a thread of this interpreter instead of a worker "
-            "process, because %s; CPU-bound scoring may then slow this process's requests",
-            self.name,
-            why,
+        message = (
+            f"executor='auto': judge {self.name} runs on a thread of this interpreter instead "
+            f"of a worker process, because {why}; CPU-bound scoring may then slow this "
+            "process's requests"
         )
+        _logger.warning("%s", message)
+        hint = (
+            " (make the judge picklable, its class in a module the worker process can import, "
+            "or pass executor='thread' to choose a thread and silence this)"
+        )
+        _guard.say_once("executor fallback", f"groundwatch: {message}{hint}", ConfigWarning)
         self.fallback = ThreadRunner(self.inner)
 
     def batch_size(self) -> int:

@@ -69,6 +69,9 @@ semantic conventions (open-telemetry/semantic-conventions-genai PR #359), not ye
 registry; set on feedback events (docs/feedback.md)."""
 GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 ERROR_TYPE: Final = "error.type"
+EXCEPTION_TYPE: Final = "exception.type"
+"""The class of the exception a judge raised, beside ``error.type=internal`` on the evaluation's
+span (OpenTelemetry's exception conventions)."""
 
 EVALUATION_FAITHFULNESS: Final = "faithfulness"
 EVALUATION_GROUNDEDNESS: Final = "groundedness"

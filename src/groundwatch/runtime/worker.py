@@ -79,9 +79,10 @@ class Destination(Protocol):
         what it had not finished."""
         ...
 
-    def close_soon(self) -> None:
-        """Shutdown began (called on the worker's loop): stop retrying a failing destination,
-        so that shutdown's deadline is not spent waiting for it."""
+    def close_soon(self, deadline: float) -> None:
+        """Shutdown began (called on the worker's loop), to end by ``deadline`` (a
+        ``time.monotonic()`` time): stop retrying a failing destination, so that shutdown's
+        deadline is not spent waiting for it."""
         ...
 
     async def aclose(self) -> None:
@@ -479,7 +480,7 @@ class Worker:
     def _shutdown(self, timeout_s: float, deadline: float) -> bool:
         if self._loop is not None:
             with contextlib.suppress(RuntimeError):  # loop closed
-                self._loop.call_soon_threadsafe(self.destination.close_soon)
+                self._loop.call_soon_threadsafe(self.destination.close_soon, deadline)
         flushed = self.flush(timeout_s)
         loop, thread = self._loop, self._thread
         joined = True

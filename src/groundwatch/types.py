@@ -124,6 +124,10 @@ class Judgement(BaseModel):
     usage: Usage | None = None
     error: str | None = None
     error_type: str | None = None
+    truncated: bool = False
+    """The judge read only part of the passages or the answer (its own budget: a
+    ``SemanticJudge``'s ``max_context_chars``, an ``OpenAIJudge``'s ``max_context_tokens``);
+    the evaluation is marked ``truncated`` as for inputs cut to the size caps."""
 
 
 class Evaluation(BaseModel):

@@ -478,7 +478,9 @@ class OpenAIJudge:
         self.stats.dropped += conversion.dropped
         self.stats.added += conversion.added
         self.stats.quotes_snapped += conversion.snapped
-        judgement = Judgement(claims=conversion.claims, model=self.model, usage=usage)
+        judgement = Judgement(
+            claims=conversion.claims, model=self.model, usage=usage, truncated=bool(trimmed)
+        )
         if key:
             self._cache[key] = judgement.model_copy(deep=True)
             while len(self._cache) > self.cache_size:

@@ -617,6 +617,12 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 < args.sample_rate <= 1.0:
         print("--sample-rate must be in (0, 1]", file=sys.stderr)
         return 2
+    if args.prometheus_port is not None and not all(
+        map(_importable, ("opentelemetry.exporter.prometheus", "prometheus_client"))
+    ):
+        # Before anything runs, as serve does: a flag that cannot work is a usage error.
+        print(f"groundwatch demo: error: {_PROMETHEUS_HINT}", file=sys.stderr)
+        return 2
     missing = [name for module, name in _DEMO_MODULES if not _importable(module)]
     if missing:
         print(

@@ -87,7 +87,8 @@ def user_fault(where: str, error_type: str, message: str, *args: object) -> None
     warning, rate-limited."""
     if _count(where, error_type):
         _logger.warning(message, *args)
-    say_once(f"{where}:{error_type}", _once(message % args if args else message))
+    if f"{where}:{error_type}" not in _said:  # built only the first time
+        say_once(f"{where}:{error_type}", _once(message % args if args else message))
 
 
 def bad_input(where: str, exc: BaseException) -> None:
@@ -102,13 +103,14 @@ def bad_input(where: str, exc: BaseException) -> None:
             type(exc).__name__,
             exc,
         )
-    say_once(
-        f"invalid input:{where}",
-        _once(
-            f"groundwatch: invalid input to {where}, counted as invalid_input: "
-            f"{type(exc).__name__}: {exc}"
-        ),
-    )
+    if f"invalid input:{where}" not in _said:
+        say_once(
+            f"invalid input:{where}",
+            _once(
+                f"groundwatch: invalid input to {where}, counted as invalid_input: "
+                f"{type(exc).__name__}: {exc}"
+            ),
+        )
 
 
 def warning(where: str, message: str, *args: object) -> None:
@@ -116,7 +118,8 @@ def warning(where: str, message: str, *args: object) -> None:
     fault the caller counts itself, such as a lost connection to Redis)."""
     if _due(where):
         _logger.warning(message, *args)
-    say_once(where, _once(message % args if args else message))
+    if where not in _said:
+        say_once(where, _once(message % args if args else message))
 
 
 def error_counts() -> list[tuple[tuple[str, str], int]]:
@@ -129,11 +132,13 @@ def error_counts() -> list[tuple[tuple[str, str], int]]:
 def _count_and_log(where: str, exc: BaseException, message: str) -> None:
     if _count(where, type(exc).__name__):
         _logger.warning(message, where, exc_info=(type(exc), exc, exc.__traceback__))
-    text = (message % where).replace(" (logged at most once a minute)", "")
-    say_once(
-        f"{where}:{type(exc).__name__}",
-        _once(f"{text}: {type(exc).__name__}: {exc} (the groundwatch.errors counter has it)"),
-    )
+    kind = f"{where}:{type(exc).__name__}"
+    if kind not in _said:
+        text = message % where
+        say_once(
+            kind,
+            _once(f"{text}: {type(exc).__name__}: {exc} (the groundwatch.errors counter has it)"),
+        )
 
 
 def _once(message: str) -> str:

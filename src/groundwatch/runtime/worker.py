@@ -141,6 +141,7 @@ class Worker:
         self._hurry: asyncio.Event | None = None
         self.exiting = False
         """Set by the monitor's at-exit hook: a shutdown that drops records says "at exit"."""
+        self._full_said = False
 
     # --- request path --------------------------------------------------------------------------
 
@@ -153,7 +154,8 @@ class Worker:
         # Checked without a lock: concurrent callers may overshoot the bound by one record each,
         # which keeps memory bounded and costs no lock on the request path.
         if len(queue) >= self.max_queue_size or self.destination.full:
-            self._say_full()
+            if not self._full_said:  # one bool on the overloaded path, not a message
+                self._say_full()
             return False
         queue.append(record)
         if self._stopped:
@@ -166,6 +168,7 @@ class Worker:
 
     def _say_full(self) -> None:
         """The first record turned away, said once per process (the counter has them all)."""
+        self._full_said = True
         if self.destination.full:
             _guard.say_once(
                 "queue_full:destination",

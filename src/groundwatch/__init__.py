@@ -17,6 +17,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from ._config import ConfigWarning
+    from ._guard import LossWarning
     from ._version import __version__
     from .alerts import Alert, AlertingHook, DropDetector
     from .judging.evaluate import aevaluate, evaluate
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 # same list for type checkers; tests/core/test_lazy_imports.py holds the two together.
 _WHERE = {
     "ConfigWarning": "._config",
+    "LossWarning": "._guard",
     "__version__": "._version",
     "Alert": ".alerts",
     "AlertingHook": ".alerts",
@@ -109,6 +111,7 @@ __all__ = [
     "Judgement",
     "LabelPolicy",
     "LocalJudge",
+    "LossWarning",
     "Monitor",
     "NLIJudge",
     "OpenAIJudge",

@@ -63,6 +63,7 @@ The input caps are read once, when ``groundwatch`` is imported (they size every 
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
 import os
@@ -385,8 +386,49 @@ class RuntimeConfig:
     export_from_worker: bool
 
 
+_PREFIX = "GROUNDWATCH_"
+
+
+def known_variables() -> frozenset[str]:
+    """Every ``GROUNDWATCH_*`` variable groundwatch reads (the names declared above)."""
+    return frozenset(
+        value
+        for key, value in globals().items()
+        if key.isupper()
+        and isinstance(value, str)
+        and value.startswith(_PREFIX)
+        and value != _PREFIX
+    )
+
+
+def warn_unknown_variables() -> None:
+    """A :class:`ConfigWarning` for each ``GROUNDWATCH_*`` variable set in the environment
+    that groundwatch does not read (once per name), naming the nearest known one: a misspelled
+    ``GROUNDWATCH_SAMPLING_RATE=0.0`` would otherwise score everything in silence. Only the
+    name is said, never the value (it may be a key)."""
+    known = known_variables()
+    for name in sorted(n for n in os.environ if n.startswith(_PREFIX) and n not in known):
+        # Compared without the prefix, which every name shares.
+        tails = sorted(k[len(_PREFIX) :] for k in known)
+        nearest = difflib.get_close_matches(name[len(_PREFIX) :], tails, n=1, cutoff=0.6)
+        hint = (
+            f"did you mean {_PREFIX}{nearest[0]}?"
+            if nearest
+            else "docs/configuration.md lists them"
+        )
+        message = f"groundwatch: ignoring {name}, which is not a groundwatch variable; {hint}"
+        try:
+            warnings.warn_explicit(
+                message, ConfigWarning, "environment", 0, module=__name__, registry=_WARNED
+            )
+        except Exception:
+            _logger.warning("%s", message)
+
+
 def from_env() -> RuntimeConfig:
-    """Read every runtime variable now; bad values warn and fall back."""
+    """Read every runtime variable now; bad values warn and fall back, unknown
+    ``GROUNDWATCH_*`` names warn too (:func:`warn_unknown_variables`)."""
+    warn_unknown_variables()
     limit: float | None = _read(
         RATE_LIMIT_PER_MINUTE,
         None,

@@ -9,6 +9,7 @@ in docs/llm-judge.md ("Errors").
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 # error.type values set by the runtime (others are exception class names).
@@ -68,3 +69,18 @@ def documented_error_type(error_type: str | None) -> str:
     if error_type and error_type.startswith(http) and error_type[len(http) :].isdigit():
         return error_type
     return _ERROR_ALIASES.get(error_type or "", ERROR_INTERNAL)
+
+
+_RAISED = re.compile(r"([A-Z_][\w.]*): ")
+"""How a judge that raised names its exception in ``Judgement.error``: ``"<class>: <message>"``
+(``judging.judges._base.judgement_from_error`` writes it)."""
+
+
+def exception_type(error_type: str | None, error: str | None) -> str | None:
+    """The class of the exception behind a failed evaluation, where a judge raised one
+    (``exception.type`` in OpenTelemetry's conventions: ``ValueError``), else ``None``. Only
+    ``internal`` failures come from an exception the judge did not name itself."""
+    if error_type != ERROR_INTERNAL or not error:
+        return None
+    found = _RAISED.match(error)
+    return found.group(1) if found else None

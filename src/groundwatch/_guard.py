@@ -4,6 +4,11 @@ groundwatch runs inside other people's applications, so an exception of ours mus
 them. ``GROUNDWATCH_RAISE_INTERNAL_ERRORS=1`` re-raises instead (our own test suite sets it, so
 our bugs fail our tests rather than hide in a log line). Logfire's ``handle_internal_errors``
 does the same under pytest; we make it explicit, because our users' test suites are hosts too.
+
+The library's logger has a ``NullHandler``, so a log line reaches nobody in an app that set up
+no logging. The first failure of each kind is therefore also said once per process as a
+:class:`LossWarning` (:func:`say_once`): on stderr with Python's default set-up, where a person
+sees it (docs/runtime.md, "When something is lost").
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections import Counter
 
 from ._config import raise_internal_errors
@@ -25,6 +31,39 @@ _lock = threading.Lock()
 _last_logged: dict[str, float] = {}
 errors: Counter[tuple[str, str]] = Counter()
 """``(where, exception type) -> count``; read by the ``groundwatch.errors`` metric."""
+
+
+class LossWarning(UserWarning):
+    """groundwatch lost something: records dropped (a full queue, the shutdown deadline, an
+    unreachable queue), evaluations that failed, feedback or input it could not read, user code
+    that raised.
+
+    The first of each kind is said once per process (the counters keep counting every one):
+    a Python warning, so it reaches stderr with no logging set up, where the library's
+    ``NullHandler`` would swallow a log line. ``logging.captureWarnings(True)`` sends it to
+    logging instead; ``warnings.simplefilter("ignore", LossWarning)`` silences it."""
+
+
+_said: set[str] = set()
+"""The kinds :func:`say_once` has said in this process."""
+
+
+def say_once(kind: str, message: str, category: type[Warning] = LossWarning) -> None:
+    """Say ``message`` as a ``category`` warning, the first time ``kind`` happens in this
+    process; never raises (a filter that turns warnings into errors gets a log line instead:
+    this runs inside the host's code)."""
+    if kind in _said:  # the common case: one set look-up, no lock
+        return
+    with _lock:
+        if kind in _said:
+            return
+        _said.add(kind)
+    try:
+        # Located at "groundwatch", not at a line of ours (the default display would print that
+        # line's source); a fresh registry, so the default filter shows it (_said is the "once").
+        warnings.warn_explicit(message, category, "groundwatch", 0, module=__name__, registry={})
+    except Exception:
+        _logger.warning("%s", message)
 
 
 def internal_error(where: str, exc: BaseException, *, reraise: bool = True) -> None:
@@ -48,6 +87,8 @@ def user_fault(where: str, error_type: str, message: str, *args: object) -> None
     warning, rate-limited."""
     if _count(where, error_type):
         _logger.warning(message, *args)
+    if f"{where}:{error_type}" not in _said:  # built only the first time
+        say_once(f"{where}:{error_type}", _once(message % args if args else message))
 
 
 def bad_input(where: str, exc: BaseException) -> None:
@@ -62,6 +103,14 @@ def bad_input(where: str, exc: BaseException) -> None:
             type(exc).__name__,
             exc,
         )
+    if f"invalid input:{where}" not in _said:
+        say_once(
+            f"invalid input:{where}",
+            _once(
+                f"groundwatch: invalid input to {where}, counted as invalid_input: "
+                f"{type(exc).__name__}: {exc}"
+            ),
+        )
 
 
 def warning(where: str, message: str, *args: object) -> None:
@@ -69,6 +118,8 @@ def warning(where: str, message: str, *args: object) -> None:
     fault the caller counts itself, such as a lost connection to Redis)."""
     if _due(where):
         _logger.warning(message, *args)
+    if where not in _said:
+        say_once(where, _once(message % args if args else message))
 
 
 def error_counts() -> list[tuple[tuple[str, str], int]]:
@@ -81,6 +132,22 @@ def error_counts() -> list[tuple[tuple[str, str], int]]:
 def _count_and_log(where: str, exc: BaseException, message: str) -> None:
     if _count(where, type(exc).__name__):
         _logger.warning(message, where, exc_info=(type(exc), exc, exc.__traceback__))
+    kind = f"{where}:{type(exc).__name__}"
+    if kind not in _said:
+        text = message % where
+        say_once(
+            kind,
+            _once(f"{text}: {type(exc).__name__}: {exc} (the groundwatch.errors counter has it)"),
+        )
+
+
+def _once(message: str) -> str:
+    """A log line's text as said once on stderr: without the log's rate-limit note, with where
+    the rest goes."""
+    text = message.replace(" (logged at most once a minute)", "")
+    if not text.startswith("groundwatch"):
+        text = f"groundwatch: {text}"
+    return f"{text} [said once per process; every occurrence is counted and logged]"
 
 
 def _count(where: str, error_type: str) -> bool:

@@ -243,16 +243,18 @@ class RecordingMonitor:
     def record(
         self,
         *,
-        question: str | None,
-        contexts: Sequence[Any],
-        answer: str,
+        question: str | None = None,
+        contexts: Sequence[Any] | None = None,
+        answer: str | None = None,
         span_context: SpanContext | None = None,
         route: str | None = None,
         attributes: Mapping[str, Any] | None = None,
         always_score: bool = False,
         decision: Decision | None = None,
     ) -> None:
-        items = list(contexts)
+        """Keep the call, as :meth:`Monitor.record <groundwatch.Monitor.record>` takes it:
+        every argument may be left out (``contexts`` is then an empty list)."""
+        items = list(contexts) if contexts is not None else []
         call = {
             "question": question,
             "contexts": items,

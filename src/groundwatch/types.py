@@ -128,6 +128,10 @@ class Judgement(BaseModel):
     hallucination_probability: float | None = None
     """The judge's probability that a person would call the answer hallucinated, where it
     knows one; scoring carries it onto :attr:`Evaluation.hallucination_probability`."""
+    truncated: bool = False
+    """The judge read only part of the passages or the answer (its own budget: a
+    ``SemanticJudge``'s ``max_context_chars``, an ``OpenAIJudge``'s ``max_context_tokens``);
+    the evaluation is marked ``truncated`` as for inputs cut to the size caps."""
 
 
 class Evaluation(BaseModel):

@@ -211,6 +211,25 @@ def test_demo_without_langchain(
     assert "langchain-core" in err and 'pip install -e ".[demo]" -e integrations/langchain' in err
 
 
+def test_a_prometheus_port_without_the_exporter_stops_before_anything_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.prometheus", None)
+    args = argparse.Namespace(
+        requests=10,
+        sample_rate=0.5,
+        seed=1,
+        prometheus_port=9464,
+        prometheus_host="127.0.0.1",
+        linger=0.0,
+    )
+    assert demo_cli.run(args) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no traffic simulated, no footer suggesting the flag
+    assert err.startswith("groundwatch demo: error: --prometheus-port needs the Prometheus")
+    assert 'pip install -e ".[prometheus]"' in err
+
+
 def test_core_does_not_import_langchain() -> None:
     code = (
         "import sys, groundwatch, groundwatch.cli; groundwatch.cli.build_parser(); "

@@ -71,7 +71,7 @@ VERDICTS: dict[str, tuple[str, str | None]] = {
 }
 
 
-def build_report(tmp_path: Path) -> tuple[Path, CheckSummary, int]:
+def build_report(tmp_path: Path, baseline: Path | None = None) -> tuple[Path, CheckSummary, int]:
     data = write_jsonl(tmp_path / "report_cases.jsonl", ROWS)
     out = tmp_path / "report.html"
     code, summary, _ = run_check(
@@ -80,8 +80,20 @@ def build_report(tmp_path: Path) -> tuple[Path, CheckSummary, int]:
         GateOptions(max_hallucination_rate=0.5),
         html_out=out,
         concurrency=2,
+        baseline=baseline,
     )
     return out, summary, code
 
 
-__all__ = ["HOSTILE", "ROWS", "build_report"]
+def all_grounded_baseline(tmp_path: Path) -> Path:
+    """A previous run's ``--json`` in which every row passed: the hallucinated rows of
+    :func:`build_report` are then newly failing."""
+    lines = [
+        {"kind": "evaluation", "row": i, "id": row["id"], "evaluation": {"label": "grounded"}}
+        for i, row in enumerate(ROWS, start=1)
+    ]
+    lines.append({"kind": "summary"})
+    return write_jsonl(tmp_path / "baseline.json", lines)
+
+
+__all__ = ["HOSTILE", "ROWS", "all_grounded_baseline", "build_report"]

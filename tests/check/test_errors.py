@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from groundwatch import Judgement
 from groundwatch.check import cli as check_cli
 from groundwatch.check.input import InvalidRow, read_rows
 
@@ -129,3 +131,49 @@ def test_a_file_of_only_bad_rows_names_them_without_zero_tables(tmp_path: Path) 
     assert "row 1: field 'answer': null" in proc.stdout
     assert "grounded " not in proc.stdout and "gate" not in proc.stdout
     assert proc.stdout.rstrip().endswith("result: FAIL (bad input), exit 2")
+
+
+def _closed_port_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.mark.parametrize("rows", [1, 40])
+def test_an_endpoint_that_cannot_be_reached_stops_with_its_cause_and_address(
+    tmp_path: Path, rows: int
+) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", [{**GROUNDED, "id": f"r{i}"} for i in range(rows)])
+    url = _closed_port_url()
+    proc = run_cli(data, "--judge", "openai", "--model", "m", "--base-url", url)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""  # no summary of a run that judged nothing
+    (line,) = proc.stderr.strip().splitlines()  # said once, whatever the file's length
+    assert line.startswith("groundwatch check: error: the judge cannot reach its endpoint")
+    assert f"connection failed to {url}: ConnectionRefusedError" in line
+    assert "--base-url" in line
+
+
+class _ReachedOnce:
+    """A judge whose endpoint answers the first row and is gone for the rest."""
+
+    name = "reached-once"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def judge(self, answer: str, contexts: list[Any], question: str | None) -> Judgement:
+        self.calls += 1
+        if self.calls == 1:
+            return Judgement(claims=[])
+        return Judgement(error="connection failed to http://x/v1: gone", error_type="connection")
+
+
+def test_an_endpoint_lost_after_the_first_row_fails_the_rows_not_the_run(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", [{**GROUNDED, "id": f"r{i}"} for i in range(5)])
+    gate = check_cli.GateOptions(max_hallucination_rate=None)
+    code, summary, _ = check_cli.run_check(data, _ReachedOnce(), gate, concurrency=1)
+    assert code == 1 and len(summary.errors) == 4

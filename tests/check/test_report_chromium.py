@@ -14,7 +14,7 @@ import pytest
 from groundwatch.check.report import histogram_svg
 
 from ..extras import require_system_tool
-from .report_cases import build_report
+from .report_cases import all_grounded_baseline, build_report
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
@@ -196,3 +196,37 @@ def test_chart_labels_never_overlap(browser: Any, tmp_path: Path, bins: list[int
     )
     browser.get(page.as_uri())
     assert _overlapping_chart_labels(browser) == []
+
+
+def test_the_baseline_table_keeps_every_cell_under_its_header(browser: Any, tmp_path: Path) -> None:
+    report, summary, _ = build_report(tmp_path, baseline=all_grounded_baseline(tmp_path))
+    assert summary.baseline is not None and summary.baseline.counts["newly_failing"] > 0
+    browser.get(report.as_uri())
+    table = browser.find_element(By.ID, "baseline")
+    # Each cell's box, as laid out: [left, right] of the headers, then of each row's cells.
+    boxes = browser.execute_script(
+        """
+        const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; };
+        const rows = Array.from(arguments[0].rows);
+        return rows.map(r => Array.from(r.cells).map(box));
+        """,
+        table,
+    )
+    header, *rows = boxes
+    assert len(header) == 3 and rows
+    failing = table.find_element(By.CSS_SELECTOR, "tr.fail")
+    right = table.rect["x"] + table.rect["width"]
+    for cells in rows:
+        assert len(cells) == len(header)
+        for (left, end), (h_left, h_end) in zip(cells, header, strict=True):
+            # Under its own header, and inside the table (nothing pushed out of the grid).
+            assert abs(left - h_left) < 1 and abs(end - h_end) < 1, (cells, header)
+            assert end <= right + 1
+    # A row's first cell starts where the table's first column does: no box in front of it.
+    first_cell = failing.find_element(By.TAG_NAME, "td")
+    assert abs(first_cell.rect["x"] - header[0][0]) < 1
+    # The row is still marked, inside its first cell.
+    marker = browser.execute_script(
+        "return getComputedStyle(arguments[0], '::before').content", first_cell
+    )
+    assert "FAIL" in marker

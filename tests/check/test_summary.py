@@ -98,3 +98,24 @@ def test_render_shows_the_tables() -> None:
     assert "r2 (row 2) hallucinated" in text and '? unsupported: "claim 0"' in text
     assert "FAIL  hallucination rate 50.0% > 10.0%" in text
     assert text.endswith("result: FAIL (a threshold failed), exit 1")
+
+
+def test_render_says_bad_input_one_class_and_one_answer_in_words() -> None:
+    from groundwatch.check.input import InvalidRow
+
+    s = CheckSummary(source="set.jsonl", judge="local")
+    s.add(_row(1, "faithful"), _ev("grounded", 1.0, 1.0))  # a file's "grounded" is faithful
+    s.add_invalid(InvalidRow(2, "answer", "row 2: field 'answer' is missing", None))
+    text = s.render(s.thresholds(max_hallucination_rate=0.0), 2)
+    gate = text.split("\ngate\n")[1].splitlines()
+    # The bad input is a gate line of its own, not only the result's parenthesis.
+    assert gate[-2] == "  FAIL  invalid rows 1 > 0 allowed (bad input: exit 2)"
+    assert gate[-1] == "result: FAIL (bad input), exit 2"
+    assert "(0 of 1 scored answer)" in text and "scored answers)" not in text
+    assert "(over 1 scored answer;" in text
+    # The human-label row says which labels it counts.
+    assert any(line.startswith("faithful/grounded ") for line in text.splitlines())
+    # No balanced accuracy from one class, and the line says why.
+    assert (
+        "balanced accuracy - (needs rows of both human labels; none labelled hallucinated)" in text
+    )

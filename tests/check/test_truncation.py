@@ -26,11 +26,27 @@ def test_a_cut_answer_fails_the_gate_and_says_so_in_every_output(tmp_path: Path)
     cap -= cap % len(SUPPORTED)
     row = {"id": "long", "contexts": [CONTEXT], "answer": _long_answer(cap)}
     data = write_jsonl(tmp_path / "long.jsonl", [GROUNDED, row])
-    junit, html = tmp_path / "junit.xml", tmp_path / "report.html"
+    junit, html, out = tmp_path / "junit.xml", tmp_path / "report.html", tmp_path / "out.json"
     proc = run_cli(
-        data, "--max-answer-chars", str(cap), "--junit", junit, "--html", html, "--worst", "0"
+        data,
+        "--max-answer-chars",
+        str(cap),
+        "--junit",
+        junit,
+        "--html",
+        html,
+        "--json",
+        out,
+        "--worst",
+        "0",
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
+    # --json holds the answer the judge read (its claims' offsets point into it), and the length
+    # of the whole answer.
+    by_id = {r.get("id"): r for r in map(json.loads, out.read_text().splitlines())}
+    assert by_id["long"]["answer"] == row["answer"][:cap]
+    assert by_id["long"]["answer_chars"] == cap + len(CONTRADICTED)
+    assert "answer_chars" not in by_id["ok"]
     # A named line in the summary, and the gate line that fails.
     assert f"long (row 2): answer: {cap + len(CONTRADICTED):,} characters, " in proc.stdout
     assert f"the judge read the first {cap:,} (--max-answer-chars)" in proc.stdout

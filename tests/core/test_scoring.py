@@ -327,3 +327,19 @@ def test_pydantic_documents_are_read_by_field_property_or_extra_field() -> None:
 
     with pytest.raises(RuntimeError, match="metadata store is down"):
         prepare("Paris.", [Broken(page_content="x")], None)
+
+
+def test_a_failure_from_the_worker_process_names_its_exception_once() -> None:
+    # The process executor reports an exception raised out there (after scoring, while the
+    # reply was pickled) as WorkerProcessError, whose text already starts with the class.
+    from groundwatch.runtime.pipeline import Prepared, error_evaluation
+    from groundwatch.runtime.process import WorkerProcessError
+
+    failure = WorkerProcessError("PicklingError", "Can't pickle <function <lambda>>")
+    item = Prepared("a", [Passage(text="c")], None, False)
+    ev = error_evaluation(failure.error_type, str(failure), item, "local")
+    assert ev.error == "PicklingError: Can't pickle <function <lambda>>"
+    assert ev.error_type == "internal"
+    # A judge's own message still gets its specific cause in front.
+    ev = score(Judgement(error="no reply", error_type="judge_unresponsive"), "a", ["c"])
+    assert ev.error == "judge_unresponsive: no reply"

@@ -244,6 +244,8 @@ def test_a_huge_context_is_read_only_up_to_the_cap(monkeypatch: pytest.MonkeyPat
     assert seen == [5_000]
     # The part the model did read still supports the claim.
     assert [c.verdict for c in ev.claims] == ["inferred"]
+    assert ev.truncated  # the cut is marked, so a gate sees it
+    assert not gw.evaluate(PARAPHRASE, [CONTEXT[0]], judge=judge).truncated
 
 
 @pytest.mark.parametrize(

@@ -193,15 +193,38 @@ def test_shutdown_keeps_its_deadline_with_redis_down_and_counts_the_lost_as_tran
         monitor.record(question=f"q{i}", contexts=CONTEXTS, answer=ANSWER)
     time.sleep(0.3)  # the first batch fails and backs off
     start = time.monotonic()
-    monitor.shutdown(timeout_millis=1_500)
+    delivered = monitor.shutdown(timeout_millis=1_500)
     took = time.monotonic() - start
     assert took < 1.5 + 1.5, f"shutdown(1500 ms) took {took:.1f} s"
+    assert delivered is False  # it says whether everything was delivered
     sampled = capgw.metric_total(sc.METRIC_RECORDS, groundwatch__decision="sampled")
     transport = capgw.metric_total(sc.METRIC_DROPPED, error__type="transport")
     assert sampled == 205 if server is not None else 200
     # Every record Redis did not take is counted, and counted as what it was: a lost Redis.
     assert transport == sampled - sent == 200
     assert capgw.metric_total(sc.METRIC_DROPPED, error__type="shutdown") == 0
+
+
+def test_an_app_losing_records_to_a_stopped_redis_says_so_on_stderr(
+    redis_server: RedisServer,
+) -> None:
+    from ..runtime.test_said_once import run_app, said
+
+    redis_server.stop()  # an outage: the app starts while Redis is down
+    result = run_app(
+        f"""
+        monitor = gw.Monitor(queue=gw.RedisQueue({redis_server.url!r}))
+        for i in range(5):
+            monitor.record(question="q", contexts=["c"], answer="a")
+        time.sleep(0.3)
+        print(monitor.shutdown(timeout_millis=5_000), monitor.stats.snapshot()[1])
+        """
+    )
+    assert result.stdout.split("\n")[0] == "False {'transport': 5}", result.stderr
+    # Once the first failure, once what shutdown dropped; each on a line of its own.
+    assert said(result.stderr, "cannot send records to Redis stream") == 1, result.stderr
+    assert said(result.stderr, "5 not handed over: RedisQueue(stream=") == 1, result.stderr
+    assert "Connection refused" in result.stderr or "Error 111" in result.stderr
 
 
 def test_shutdown_does_not_wait_out_the_retry_window_of_a_redis_that_refuses(

@@ -24,7 +24,8 @@ import pytest
 
 from groundwatch.cli import build_parser
 
-from .conftest import REDIS_SERVER, ROOT, RedisServer, _free_port
+from ..extras import require_system_tool
+from .conftest import ROOT, RedisServer, _free_port
 
 pytest.importorskip("redis")
 
@@ -153,9 +154,8 @@ def worker_process() -> Iterator[list[Worker]]:
 def test_an_unreachable_redis_is_said_once_and_waited_for_before_consuming(
     tmp_path: Path, worker_process: list[Worker]
 ) -> None:
-    if REDIS_SERVER is None:
-        pytest.skip("needs redis-server (Debian package redis-server)")
-    server = RedisServer(REDIS_SERVER, tmp_path)  # its port, not started yet
+    binary = require_system_tool("redis-server", package="redis-server")
+    server = RedisServer(binary, tmp_path)  # its port, not started yet
     w = Worker("--redis", server.url, "--group", "g", "--executor", "thread")
     worker_process.append(w)
     said = w.wait_for(r"groundwatch worker: cannot reach Redis at (\S+) \(--redis\): .*waiting")

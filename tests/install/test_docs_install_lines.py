@@ -48,3 +48,20 @@ def test_every_install_line_installs_from_a_clone() -> None:
         if (found := registry_installs(path.read_text(encoding="utf-8")))
     }
     assert bad == {}
+
+
+PUBLISH = re.compile(r"(?:^|\s)(?:-p|--publish)[ =](\S+)")
+
+
+def test_every_docker_port_a_reader_can_copy_is_published_on_loopback_only() -> None:
+    # A Collector's OTLP and Prometheus ports have no authentication: `-p 9464:9464` would
+    # open them on every interface of the host.
+    sources = [*SOURCES, *sorted((ROOT / "examples").rglob("*.y*ml"))]
+    published = []
+    for path in sources:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if "docker run" in line or line.lstrip("# ").startswith("-p "):
+                published += [(path.name, p) for p in PUBLISH.findall(line)]
+    assert published, "the Collector's docker line is no longer found"
+    open_ = [(name, p) for name, p in published if not p.startswith("127.0.0.1:")]
+    assert not open_, open_

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from operator import itemgetter
 from typing import Any
 
 import pytest
@@ -182,8 +183,62 @@ def test_failing_extractor_never_reaches_the_host(monitor: RecordingMonitor) -> 
     handler = GroundwatchCallbackHandler(monitor, question_extractor=boom)
     assert build("lcel").chain.invoke("q?", {"callbacks": [handler]}) == ANSWER
     assert monitor.records == []
+    assert monitor.failures == [("extractor_error", None)]  # the run's one decision
     assert handler.counts["extractor_errors"] == 1
     assert handler.active_runs == 0
+
+
+class _UnreadableOutput:
+    """A chain's output whose every attribute raises as it is read."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # Python's own look-ups (pytest's ids, copies)
+            raise AttributeError(name)
+        raise RuntimeError(f"{name} cannot be read")
+
+
+@pytest.mark.parametrize(
+    "output", [_UnreadableOutput(), {"answer": _UnreadableOutput()}], ids=["object", "in_dict"]
+)
+def test_an_output_that_raises_as_it_is_read_still_ends_the_run_in_one_decision(
+    monitor: RecordingMonitor, output: Any
+) -> None:
+    chain = build("lcel").chain | RunnableLambda(lambda _: output)
+    handler = GroundwatchCallbackHandler(monitor)
+    assert chain.invoke("q?", {"callbacks": [handler]}) is output
+    assert monitor.records == [] and monitor.decisions == []
+    assert monitor.failures == [("extractor_error", None)]
+    assert handler.active_runs == 0
+
+
+@pytest.mark.parametrize("question", [42, {"text": "q?"}])
+def test_a_question_that_is_not_a_string_is_said_and_counted_not_dropped_silently(
+    monitor: RecordingMonitor,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    question: Any,
+) -> None:
+    from groundwatch import _guard
+
+    monkeypatch.setattr(_guard, "_last_logged", {})  # the warning is rate-limited
+    retriever = vector_store().as_retriever(search_kwargs={"k": 2})
+    chain = (
+        {
+            "context": itemgetter("topic") | retriever | format_docs,
+            "question": itemgetter("question"),
+        }
+        | PROMPT_
+        | chat_model("list")
+        | StrOutputParser()
+    )
+    handler = GroundwatchCallbackHandler(monitor)
+    with caplog.at_level(logging.WARNING, logger="groundwatch"):
+        chain.invoke({"question": question, "topic": "refunds"}, {"callbacks": [handler]})
+    [record] = monitor.records  # scored all the same, without a question
+    assert record["question"] is None
+    assert handler.counts["questions_unreadable"] == 1
+    words = f"the run's question is a {type(question).__name__}, not a string"
+    assert any(words in r.getMessage() for r in caplog.records), caplog.text
 
 
 def test_internal_error_is_swallowed_and_counted(

@@ -114,8 +114,17 @@ def test_connection_and_circuit_open(make_judge: MakeJudge) -> None:
     url = srv.url
     srv.stop()
     judge = make_judge(base_url=url, max_attempts=1, failure_threshold=1, recovery_seconds=60)
-    assert gw.evaluate(ANSWER, PASSAGES, judge=judge).error_type == "connection"
-    assert gw.evaluate(ANSWER, PASSAGES, judge=judge).error_type == "circuit_open"
+    first = gw.evaluate(ANSWER, PASSAGES, judge=judge)
+    assert first.error_type == "connection"
+    # The address and the socket's own words, not the client's bare "Connection error.".
+    assert first.error == (
+        f"connection failed to {url}: ConnectionRefusedError: [Errno 111] Connect call failed "
+        f"('127.0.0.1', {url.split(':')[2].split('/')[0]})"
+    )
+    second = gw.evaluate(ANSWER, PASSAGES, judge=judge)
+    assert second.error_type == "circuit_open"
+    assert second.error is not None
+    assert second.error.startswith(f"{first.error}; the endpoint's circuit is open, next probe")
 
 
 def test_without_the_openai_package_the_judge_says_how_to_install_it(

@@ -575,11 +575,13 @@ def test_long_context_is_trimmed_to_relevant_sentences_keeping_numbers(
     (e,) = ev.claims[0].evidence
     assert e.passage == 6 and passages[6][e.start : e.end] == fact
     assert judge.stats.trimmed == 1
+    assert ev.truncated  # the judge's own cut is marked, so a gate sees it
 
 
 def test_short_context_is_not_trimmed(server: FakeOpenAIServer, make_judge: MakeJudge) -> None:
-    gw.evaluate(ANSWER, PASSAGES, judge=make_judge())
+    ev = gw.evaluate(ANSWER, PASSAGES, judge=make_judge())
     assert "[...]" not in server.completions()[0].user
+    assert not ev.truncated
 
 
 def test_chinese_claims_and_quotes_stay_in_chinese(

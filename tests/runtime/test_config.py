@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -481,3 +482,34 @@ def test_the_otlp_exporters_groundwatch_builds_follow_the_standard_variables(
         "opentelemetry.exporter.otlp.proto.http"
     )
     assert not _config.otel_signal_enabled("METRICS")
+
+
+def test_a_misspelled_variable_warns_once_naming_the_nearest_known_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_config, "_WARNED", {})
+    monkeypatch.setenv("GROUNDWATCH_SAMPLING_RATE", "0.0")
+    monkeypatch.setenv("GROUNDWATCH_QUITE_UNLIKE_ANYTHING", "sk-secret-value")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        config = _config.from_env()
+        _config.from_env()  # a second monitor: not said again
+    messages = [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, _config.ConfigWarning)
+        and ("SAMPLING" in str(w.message) or "QUITE" in str(w.message))
+    ]
+    assert config.sample_rate == 1.0  # the misspelled name is not read
+    assert messages == [
+        "groundwatch: ignoring GROUNDWATCH_QUITE_UNLIKE_ANYTHING, which is not a groundwatch "
+        "variable; docs/configuration.md lists them",
+        "groundwatch: ignoring GROUNDWATCH_SAMPLING_RATE, which is not a groundwatch variable; "
+        "did you mean GROUNDWATCH_SAMPLE_RATE?",
+    ]
+
+
+def test_every_documented_variable_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each variable in the module's table is one the unknown-name check accepts.
+    documented = set(re.findall(r"``(GROUNDWATCH_[A-Z_]+)``", _config.__doc__ or ""))
+    assert documented and documented <= _config.known_variables()

@@ -141,3 +141,15 @@ def test_the_books_balance_over_a_mix_of_good_and_bad_calls(capgw: GroundwatchTe
         monitor.record(question="q", contexts=[PASSAGE], answer=GOOD)
     seen = assert_identity(capgw, 2 * len(INVALID))
     assert seen == {"error/invalid_input": len(INVALID), "sampled": len(INVALID)}
+
+
+def test_the_recording_monitor_takes_record_calls_as_the_monitor_does() -> None:
+    from groundwatch.testing import RecordingMonitor
+
+    recording = RecordingMonitor()
+    recording.record(answer="a")  # every argument optional, as in Monitor.record
+    recording.record()
+    assert [(r["question"], r["contexts"], r["answer"]) for r in recording.records] == [
+        (None, [], "a"),
+        (None, [], None),
+    ]

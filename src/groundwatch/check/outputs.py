@@ -68,7 +68,10 @@ class JsonLinesWriter:
                 "row": row.number,
                 "id": row.id,
                 "question": row.question,
-                "answer": row.answer,
+                # What the judge read (the claims' offsets point into it), and how long the
+                # answer was when the judge read part of it.
+                "answer": row.answer if row.answer_read is None else row.answer[: row.answer_read],
+                **({} if row.answer_read is None else {"answer_chars": len(row.answer)}),
                 "expected": row.expected,
                 "truncation": list(row.cuts),
                 "seconds": round(seconds, 6),

@@ -79,7 +79,8 @@ th:first-child, td:first-child { text-align: left; }
 .thresholds { list-style: none; padding: 0; margin: 0; }
 .thresholds li { margin: .2rem 0; }
 .pass::before { content: "✓ PASS "; color: var(--supported); font-weight: 700; }
-.fail::before { content: "✗ FAIL "; color: var(--contradicted); font-weight: 700; }
+li.fail::before, tr.fail > td:first-child::before {
+  content: "✗ FAIL "; color: var(--contradicted); font-weight: 700; }
 svg text { font-size: 11px; fill: var(--ink); }
 .filters { position: sticky; top: 0; background: var(--paper); padding: .6rem 0; z-index: 2;
   border-bottom: 1px solid var(--line); display: flex; flex-wrap: wrap; gap: .4rem;

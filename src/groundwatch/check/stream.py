@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 from .. import _config
 from .._config import usable_cores
+from .._errors import UsageError
 from .._wire import as_evaluation
 from ..judging import scoring
 from ..judging.judges import Judge
@@ -142,6 +143,7 @@ async def _check_rows(
     limit = in_flight * max(WINDOW_PER_WORKER, 2 * batch_rows)
     filling: _Batch | None = None
     done = 0
+    reached = False  # the judge's endpoint answered once: later failures are the rows'
 
     async def judged(items: list[Prepared]) -> list[Scored]:
         async with sem:
@@ -154,7 +156,7 @@ async def _check_rows(
             filling = None
 
     async def emit() -> None:
-        nonlocal done
+        nonlocal done, reached
         head = window.popleft()
         if isinstance(head, InvalidRow):
             summary.add_invalid(head)
@@ -166,6 +168,8 @@ async def _check_rows(
                 send(batch)
             assert batch.task is not None
             ev, seconds = _as_evaluation((await batch.task)[index])
+            if not reached:
+                reached = _check_reached(ev)
             summary.add(row, ev)
             for sink in sinks:
                 sink.add(row, ev, seconds)
@@ -205,3 +209,21 @@ async def _check_rows(
         for entry in window:
             if not isinstance(entry, InvalidRow) and entry[1].task is not None:
                 entry[1].task.cancel()
+
+
+_UNREACHABLE = frozenset({"connection", "circuit_open"})
+
+
+def _check_reached(ev: Evaluation) -> bool:
+    """Whether the judge reached its endpoint for this row (whatever it then said).
+
+    Raises:
+        UsageError: it could not, and no row before it was judged either: the endpoint is
+            wrong or down (exit 2 with the cause and address, not a gate full of errors).
+    """
+    if ev.label == "error" and ev.error_type in _UNREACHABLE:
+        raise UsageError(
+            f"the judge cannot reach its endpoint, so no row was judged: {ev.error}; check "
+            "--base-url and that the server is running"
+        )
+    return True

@@ -442,7 +442,7 @@ class CheckSummary:
                 ok = rate <= max_hallucination_rate + 1e-12
                 text = (
                     f"{name} {rate:.1%} {'<=' if ok else '>'} {max_hallucination_rate:.1%} "
-                    f"({self.labels['hallucinated']} of {self.scored} scored answers)"
+                    f"({self.labels['hallucinated']} of {_answers(self.scored)})"
                 )
                 out.append(Threshold(name, ok, text, metric, max_hallucination_rate))
         if max_rate_upper_bound is not None:
@@ -524,6 +524,15 @@ class CheckSummary:
             "seconds": round(self.seconds, 3),
         }
 
+    def _one_class(self) -> str:
+        """Why there is no balanced accuracy: the human label class that has no scored row."""
+        missing = [
+            _HUMAN_ROWS[e]
+            for e in EXPECTED_LABELS
+            if not any(n for (x, label), n in self.confusion.items() if x == e and label != "error")
+        ]
+        return f"needs rows of both human labels; none labelled {' or '.join(missing)}"
+
     def render(self, thresholds: list[Threshold], exit_code: int) -> str:
         """The human-readable summary printed at the end of a run."""
         lines = [
@@ -559,16 +568,17 @@ class CheckSummary:
         )
         if self.labelled:
             lines += ["", f"human label vs groundwatch label ({self.labelled} labelled rows)"]
-            lines.append(" " * 14 + "".join(f"{label:>{len(label) + 2}}" for label in LABELS))
+            lines.append(" " * 19 + "".join(f"{label:>{len(label) + 2}}" for label in LABELS))
             for e in EXPECTED_LABELS:
                 cells = "".join(
                     f"{self.confusion[(e, label)]:>{len(label) + 2}}" for label in LABELS
                 )
-                lines.append(f"{e:<14}{cells}")
+                # Each human label under the names a file may give it (grounded is faithful).
+                lines.append(f"{_HUMAN_ROWS[e]:<19}{cells}")
             ba = self.balanced_accuracy
             lines.append(
                 "balanced accuracy "
-                + ("-" if ba is None else f"{ba:.3f}")
+                + (f"{ba:.3f}" if ba is not None else f"- ({self._one_class()})")
                 + "  (flagged = hallucinated or insufficient_context)"
             )
         if self.baseline is not None:
@@ -604,6 +614,9 @@ class CheckSummary:
                 lines.append(f"  … and {self.invalid - len(self.invalid_rows)} more")
         lines += ["", "gate"]
         lines += [f"  {'PASS' if t.passed else 'FAIL'}  {t.text}" for t in thresholds]
+        if self.invalid:
+            # Bad input fails the run whatever the thresholds say: said where they are.
+            lines.append(f"  FAIL  invalid rows {self.invalid} > 0 allowed (bad input: exit 2)")
         verdict = {0: "PASS", 1: "FAIL (a threshold failed)", 2: "FAIL (bad input)"}[exit_code]
         lines.append(f"result: {verdict}, exit {exit_code}")
         return "\n".join(lines)
@@ -622,3 +635,11 @@ def _without_labels(totals: RateTotals) -> RateTotals:
         probability_sum=totals.probability_sum,
         probability_square_sum=totals.probability_square_sum,
     )
+
+
+_HUMAN_ROWS = {"faithful": "faithful/grounded", "hallucinated": "hallucinated"}
+"""The human-label table's row names: the input's ``grounded`` is counted as ``faithful``."""
+
+
+def _answers(n: int) -> str:
+    return f"{n} scored answer{'' if n == 1 else 's'}"

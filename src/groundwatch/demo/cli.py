@@ -28,7 +28,7 @@ from ..types import Evaluation, RagRecord
 from . import audit as simulated_audit
 from . import data
 from .chain import Script, build_chain
-from .telemetry import DEFAULT_PROMETHEUS_HOST, setup_telemetry
+from .telemetry import DEFAULT_PROMETHEUS_HOST, PROMETHEUS_HINT, setup_telemetry
 
 DEFAULT_REQUESTS = 300
 DEFAULT_SAMPLE_RATE = 0.5
@@ -311,6 +311,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not 0.0 < args.sample_rate <= 1.0:
         print("--sample-rate must be in (0, 1]", file=sys.stderr)
+        return 2
+    if args.prometheus_port is not None and not all(
+        map(_importable, ("opentelemetry.exporter.prometheus", "prometheus_client"))
+    ):
+        # Before anything runs, as serve does: a flag that cannot work is a usage error.
+        print(f"groundwatch demo: error: {PROMETHEUS_HINT}", file=sys.stderr)
         return 2
     missing = [name for module, name in _DEMO_MODULES if not _importable(module)]
     if missing:

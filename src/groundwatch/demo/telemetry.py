@@ -25,7 +25,7 @@ _OTLP_HINT = (
 )
 DEFAULT_PROMETHEUS_HOST = "127.0.0.1"
 """The Prometheus endpoint is unauthenticated: this machine only unless asked."""
-_PROMETHEUS_HINT = (
+PROMETHEUS_HINT = (
     "--prometheus-port needs the Prometheus exporter:\n"
     '    pip install -e ".[prometheus]"   (opentelemetry-exporter-prometheus)'
 )
@@ -170,7 +170,7 @@ def setup_telemetry(
             from opentelemetry.exporter.prometheus import PrometheusMetricReader
             from prometheus_client import start_http_server
         except ImportError:
-            notes.append(_PROMETHEUS_HINT)
+            notes.append(PROMETHEUS_HINT)
         else:
             start_http_server(prometheus_port, addr=prometheus_host)
             readers.append(PrometheusMetricReader())

@@ -298,12 +298,17 @@ def score(
         judge=judge_name,
         model=judgement.model,
         usage=judgement.usage,
-        truncated=truncated,
+        # Cut before judging (the size caps), or by the judge itself (its own context budget).
+        truncated=truncated or judgement.truncated,
     )
     if judgement.error is not None:
         error_type = documented_error_type(judgement.error_type)
         error = judgement.error
-        if judgement.error_type and judgement.error_type != error_type:
+        if (
+            judgement.error_type
+            and judgement.error_type != error_type
+            and not error.startswith(f"{judgement.error_type}: ")  # named once, not twice
+        ):
             error = f"{judgement.error_type}: {error}"  # the specific cause stays readable
         return common.model_copy(
             update={

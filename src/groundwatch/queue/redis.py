@@ -268,7 +268,7 @@ class RedisQueue:
         )
         entries.clear()
 
-    def close_soon(self) -> None:
+    def close_soon(self, deadline: float) -> None:
         """Shutdown began (on the monitor's worker loop): a batch backing off tries once more
         at once, and after a failure nothing is retried, so that shutdown does not wait out
         the retry window of a Redis that is down; what is not sent is counted ``transport``."""

@@ -88,6 +88,9 @@ class AsyncRunner:
     async def start(self) -> None:
         """Nothing to start."""
 
+    def close_soon(self, deadline: float) -> None:
+        """Nothing is waited for but the judge, whose deadline bounds shutdown."""
+
     def close(self) -> None:
         """Nothing to stop."""
 

@@ -53,6 +53,10 @@ class CascadeRunner:
         await self.first.start()
         await self.then.start()
 
+    def close_soon(self, deadline: float) -> None:
+        self.first.close_soon(deadline)
+        self.then.close_soon(deadline)
+
     async def run(
         self, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
     ) -> list[Scored]:

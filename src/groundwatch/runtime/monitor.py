@@ -642,8 +642,10 @@ class Monitor:
         all the same. A second call does nothing and returns ``True``.
 
         Returns:
-            ``True`` when everything queued was scored or handed over (or counted as lost to
-            the queue's transport) and the worker stopped in time.
+            ``True`` when everything queued was scored or handed over and the worker stopped
+            in time; ``False`` when a record was dropped (the deadline, the queue's transport),
+            which the first such shutdown of the process also says on stderr
+            (a :class:`~groundwatch.LossWarning`).
         """
         try:
             with self._lock:
@@ -669,6 +671,7 @@ class Monitor:
             return False
 
     def _shutdown_at_exit(self) -> None:
+        self._worker.exiting = True
         self.shutdown(timeout_millis=5000)
 
     def _at_fork_reinit(self) -> None:

@@ -233,8 +233,8 @@ class LocalScoring:
                 self.stats.count_dropped(sc.ERROR_INTERNAL, len(records))
             _guard.internal_error("worker", exc, reraise=False)
 
-    def close_soon(self) -> None:
-        """Nothing to give up early: the runner's deadlines bound shutdown."""
+    def close_soon(self, deadline: float) -> None:
+        self.runner.close_soon(deadline)
 
     async def aclose(self) -> None:
         """Nothing lives on the worker's loop."""

@@ -43,6 +43,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from .. import _guard
+from .._config import ConfigWarning
 from .._threads import DaemonThreads
 from .._wire import EvaluationFields, RecordFields
 from ..judging import scoring
@@ -174,6 +176,22 @@ def _read_exact(stream: IO[bytes], n: int) -> bytes:
     return b"".join(chunks)
 
 
+AUTO_INSTRUMENTATION = "opentelemetry.instrumentation.auto_instrumentation"
+"""The package whose directory ``opentelemetry-instrument`` puts first on ``PYTHONPATH``: its
+``sitecustomize`` sets the SDK up and loads every instrumentor in each Python that starts."""
+
+
+def child_path() -> str:
+    """The host's ``sys.path`` for a worker process, without ``opentelemetry-instrument``'s
+    ``sitecustomize`` directory: a worker process only judges, and with it each one would set
+    up the SDK and import every instrumented framework first (OpenInference's instrumentors
+    import LangChain, LlamaIndex), seconds that an app exiting right after its last request
+    does not have (the exit hook's deadline is 5 s)."""
+    auto = sys.modules.get(AUTO_INSTRUMENTATION)
+    skip = {os.path.realpath(p) for p in getattr(auto, "__path__", ())}
+    return os.pathsep.join(p for p in sys.path if p and os.path.realpath(p) not in skip)
+
+
 class _Child:
     """One worker process and its pipes."""
 
@@ -182,7 +200,7 @@ class _Child:
     ) -> None:
         env = dict(os.environ)
         # The child imports what the host can import: groundwatch and the judge's module.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        env["PYTHONPATH"] = child_path()
         if not nice:
             env[NO_NICE_ENV] = "1"
         try:
@@ -314,6 +332,12 @@ class _Child:
                 stream.close()
 
 
+def _consume_result(future: asyncio.Future[Any]) -> None:
+    """Read an abandoned start's outcome, so that asyncio does not log it as never retrieved."""
+    if not future.cancelled():
+        future.exception()
+
+
 class ProcessRunner:
     """A :class:`~.runner.Runner` that judges in a worker process, started on first use; the
     judge must be picklable.
@@ -371,14 +395,22 @@ class ProcessRunner:
         self.started = 0
         self.speed = JudgeSpeed()
         self._pipe_threads = DaemonThreads("groundwatch-judge-pipe")
+        self._closing: asyncio.Event | None = None
+        """Set by :meth:`close_soon` (on the worker's loop)."""
+        self._closed = False
 
     def _fall_back(self, why: str) -> None:
-        _logger.warning(
-            "executor='auto': judge %s runs on a thread of this interpreter instead of a worker "
-            "process, because %s; CPU-bound scoring may then slow this process's requests",
-            self.name,
-            why,
+        message = (
+            f"executor='auto': judge {self.name} runs on a thread of this interpreter instead "
+            f"of a worker process, because {why}; CPU-bound scoring may then slow this "
+            "process's requests"
         )
+        _logger.warning("%s", message)
+        hint = (
+            " (make the judge picklable, its class in a module the worker process can import, "
+            "or pass executor='thread' to choose a thread and silence this)"
+        )
+        _guard.say_once("executor fallback", f"groundwatch: {message}{hint}", ConfigWarning)
         self.fallback = ThreadRunner(self.inner)
 
     def batch_size(self) -> int:
@@ -447,25 +479,67 @@ class ProcessRunner:
     async def start(self) -> None:
         """Start a worker process if none is ready; the worker awaits this *outside* the
         evaluation deadline, so a slow interpreter start is not a judge timeout. A failed
-        start is left for :meth:`run` to report (and to fall back from)."""
+        start is left for :meth:`run` to report (and to fall back from).
+
+        Once shutdown began (:meth:`close_soon`) a start is waited for half the time left at
+        most; then, with no process ready, what is left is scored on a thread of this
+        interpreter (the app is stopping, its requests are done), so the records queued at
+        exit do not hang on how long an interpreter takes to start on a loaded machine."""
         with self._lock:
             ready = bool(self._idle) or len(self._all) >= self.concurrency
         if ready or self.fallback is not None or self._judge_bytes is None:
+            return
+        if self._closing is None:
+            self._closing = asyncio.Event()
+        if self._closing.is_set():
+            self._finish_on_thread()
             return
         call = _BatchCall()
 
         def start_one() -> None:
             child = self._take()
             call.child = child
-            self._give_back(child)
+            if self._closed:  # came after close(): nobody will use or stop it
+                self._discard(child)
+            else:
+                self._give_back(child)
 
+        starting = asyncio.ensure_future(self._pipe_threads.run(start_one))
+        closing = asyncio.ensure_future(self._closing.wait())
         try:
-            with contextlib.suppress(WorkerProcessError):
-                await self._pipe_threads.run(start_one)
+            await asyncio.wait((starting, closing), return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
+            starting.cancel()
             if call.child is not None:  # shut down while it started: nobody will use it
                 self._discard(call.child)
             raise
+        finally:
+            closing.cancel()
+        if starting.done():
+            with contextlib.suppress(WorkerProcessError):
+                starting.result()
+            return
+        # Shutdown's patience ran out while the process started: the process, when it comes,
+        # is stopped (start_one after close()); the batch goes to a thread now.
+        starting.add_done_callback(_consume_result)
+        self._finish_on_thread()
+
+    def close_soon(self, deadline: float) -> None:
+        """Shutdown began (on the worker's loop): a worker process still starting gets half
+        the time left, the rest is for scoring on a thread (:meth:`start`)."""
+        if self._closing is None:
+            self._closing = asyncio.Event()
+        patience = max(0.0, deadline - time.monotonic()) / 2
+        asyncio.get_running_loop().call_later(patience, self._closing.set)
+
+    def _finish_on_thread(self) -> None:
+        if self.fallback is None:
+            _logger.info(
+                "judge %s: shutdown began before a worker process was ready; what is left is "
+                "scored on a thread of this interpreter",
+                self.name,
+            )
+            self.fallback = ThreadRunner(self.inner)
 
     # --- a batch ---------------------------------------------------------------------------
 
@@ -644,6 +718,7 @@ class ProcessRunner:
     def close(self) -> None:
         """Stop every worker process (Monitor.shutdown calls this)."""
         with self._lock:
+            self._closed = True
             children, self._all, self._idle = self._all, [], []
         # All pipes first, then the waits: each process exits (exporting what it holds, with
         # export_from_worker) at the same time as the others, not one after another.
@@ -659,6 +734,7 @@ class ProcessRunner:
         self._lock = threading.Lock()
         self._returned = threading.Condition(self._lock)
         self._flushing = 0
+        self._closing = None  # the parent's loop's
         for child in self._all:
             child.close_pipes()
         self._all, self._idle = [], []

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from .. import _guard
-from .._wire import as_evaluation
+from opentelemetry import _logs, metrics, trace
+
+from .. import _config, _guard
+from .._error_types import exception_type
+from .._wire import EvaluationView, as_evaluation
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
 from .feedback import Verdict, VerdictMemory
@@ -42,6 +46,7 @@ class Results:
             for observe in (getattr(x, "observe", None) for x in inner_samplers(sampler))
             if callable(observe)
         ]
+        self._looked_for_sdk = False
 
     def add_callback(self, callback: ResultCallback) -> None:
         # A new list, not an append: the worker may be iterating the old one.
@@ -58,6 +63,9 @@ class Results:
         verdicts = self.verdicts
         need_full = bool(self.observers or self.callbacks)
         batch = telemetry.batch()
+        if not self._looked_for_sdk:
+            self._looked_for_sdk = True
+            say_if_nowhere(telemetry)
         pacer.start()
         for record, result in zip(records, results, strict=True):
             pacer.maybe()
@@ -83,6 +91,8 @@ class Results:
                 )
             except Exception as exc:
                 _guard.internal_error("telemetry", exc, reraise=False)
+            if evaluation.label == "error":
+                say_failed(evaluation)
             if verdicts is not None:
                 try:
                     verdicts.remember(
@@ -110,3 +120,57 @@ class Results:
             batch.flush()
         except Exception as exc:
             _guard.internal_error("telemetry", exc, reraise=False)
+
+
+_HINTS = {
+    "timeout": "; raise evaluation_timeout_millis (GROUNDWATCH_EVALUATION_TIMEOUT_MILLIS) or "
+    "use a faster judge",
+    "internal": "; the span's exception.type names the exception, the 'groundwatch' logger at "
+    "DEBUG has its traceback",
+}
+
+
+def say_failed(evaluation: EvaluationView) -> None:
+    """Say the first failed evaluation of each ``error.type`` once per process (a
+    :class:`~groundwatch.LossWarning` on stderr): a judge that raises on every answer otherwise
+    shows only as ``label=error`` in the telemetry. The judge's message is not repeated (it may
+    quote the content); its exception's class is."""
+    error_type = evaluation.error_type or "error"
+    raised = exception_type(evaluation.error_type, evaluation.error)
+    because = f", exception.type={raised}" if raised else ""
+    _guard.say_once(
+        f"evaluation failed:{error_type}",
+        f"groundwatch: judge {evaluation.judge} failed an evaluation (error.type={error_type}"
+        f"{because}); failed evaluations are counted as groundwatch.evaluations"
+        f"{{groundwatch.label=error}}{_HINTS.get(error_type, '')}",
+    )
+
+
+def _placeholder(given: Any, global_provider: Callable[[], Any]) -> bool:
+    """Whether a provider (as given, else the global one now) is one of the OpenTelemetry
+    API's own no-op or proxy providers: nothing it is handed goes anywhere."""
+    provider = given if given is not None else global_provider()
+    return type(provider).__module__.split(".")[:2] in (
+        ["opentelemetry", "trace"],
+        ["opentelemetry", "metrics"],
+        ["opentelemetry", "_logs"],
+    )
+
+
+def say_if_nowhere(telemetry: Telemetry) -> None:
+    """Say once (a :class:`~groundwatch.ConfigWarning`) when no OpenTelemetry SDK is set up
+    as the first evaluation is emitted: its span, events and metric points would go nowhere.
+    Looked at then, not in ``Monitor()``: providers set after the monitor count."""
+    if (
+        _placeholder(telemetry.tracer_provider, trace.get_tracer_provider)
+        and _placeholder(telemetry.meter_provider, metrics.get_meter_provider)
+        and _placeholder(telemetry.logger_provider, _logs.get_logger_provider)
+    ):
+        _guard.say_once(
+            "no sdk",
+            "groundwatch: no OpenTelemetry SDK is set up (no tracer, meter or logger provider): "
+            "evaluations are scored but their spans, events and metrics go nowhere; set the "
+            "SDK's providers up (README, 'Quick start') or run the app under "
+            "opentelemetry-instrument",
+            _config.ConfigWarning,
+        )

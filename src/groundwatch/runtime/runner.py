@@ -88,6 +88,12 @@ class Runner(Protocol):
         Raises only ``asyncio.CancelledError``."""
         ...
 
+    def close_soon(self, deadline: float) -> None:
+        """Shutdown began (called on the worker's loop): what is left must be scored by
+        ``deadline`` (a ``time.monotonic()`` time), so stop waiting for what may not come in
+        time (a worker process still starting)."""
+        ...
+
     def flush(self, timeout_s: float) -> bool:
         """Export what the runner exported itself and still holds (the worker processes'
         spans with ``export_from_worker``); ``True`` when there is nothing of the kind."""

@@ -50,6 +50,9 @@ class ThreadRunner:
     async def start(self) -> None:
         """Nothing to start."""
 
+    def close_soon(self, deadline: float) -> None:
+        """Nothing is waited for but the judge, whose deadline bounds shutdown."""
+
     def close(self) -> None:
         """Nothing to stop: a stuck thread is a daemon and ends with the interpreter."""
 

@@ -79,9 +79,10 @@ class Destination(Protocol):
         what it had not finished."""
         ...
 
-    def close_soon(self) -> None:
-        """Shutdown began (called on the worker's loop): stop retrying a failing destination,
-        so that shutdown's deadline is not spent waiting for it."""
+    def close_soon(self, deadline: float) -> None:
+        """Shutdown began (called on the worker's loop), to end by ``deadline`` (a
+        ``time.monotonic()`` time): stop retrying a failing destination, so that shutdown's
+        deadline is not spent waiting for it."""
         ...
 
     async def aclose(self) -> None:
@@ -138,6 +139,9 @@ class Worker:
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._flush_waiters: list[tuple[int, threading.Event]] = []
         self._hurry: asyncio.Event | None = None
+        self.exiting = False
+        """Set by the monitor's at-exit hook: a shutdown that drops records says "at exit"."""
+        self._full_said = False
 
     # --- request path --------------------------------------------------------------------------
 
@@ -150,6 +154,8 @@ class Worker:
         # Checked without a lock: concurrent callers may overshoot the bound by one record each,
         # which keeps memory bounded and costs no lock on the request path.
         if len(queue) >= self.max_queue_size or self.destination.full:
+            if not self._full_said:  # one bool on the overloaded path, not a message
+                self._say_full()
             return False
         queue.append(record)
         if self._stopped:
@@ -159,6 +165,26 @@ class Worker:
         elif not self._awake:
             self._wake()
         return True
+
+    def _say_full(self) -> None:
+        """The first record turned away, said once per process (the counter has them all)."""
+        self._full_said = True
+        if self.destination.full:
+            _guard.say_once(
+                "queue_full:destination",
+                f"groundwatch: {self.destination!r} is full: sampled records are dropped and "
+                "counted as groundwatch.records{groundwatch.decision=queue_full}; start more "
+                "workers (groundwatch worker) or lower the sample rate (GROUNDWATCH_SAMPLE_RATE)",
+            )
+        else:
+            _guard.say_once(
+                "queue_full",
+                f"groundwatch: the monitor's queue is full ({self.max_queue_size} records "
+                "waiting for the judge): sampled records are dropped and counted as "
+                "groundwatch.records{groundwatch.decision=queue_full}; lower the sample rate "
+                "(GROUNDWATCH_SAMPLE_RATE), cap it (GROUNDWATCH_RATE_LIMIT_PER_MINUTE) or raise "
+                "max_queue_size (GROUNDWATCH_MAX_QUEUE_SIZE)",
+            )
 
     def _wake(self) -> None:
         loop = self._loop
@@ -405,16 +431,59 @@ class Worker:
         asyncio.get_running_loop().stop()
 
     def shutdown(self, timeout_s: float) -> bool:
-        """Score what is queued within the deadline, count the rest as dropped, stop."""
+        """Score what is queued within the deadline, count the rest as dropped, stop.
+
+        Returns ``False`` when a record was dropped meanwhile (the deadline, an unreachable
+        destination) or the thread did not stop in time; the first such shutdown of the process
+        says what was dropped and why (a :class:`~groundwatch.LossWarning`)."""
         deadline = time.monotonic() + max(0.0, timeout_s)
         with self._start_lock:
             already = self._stopped
             self._stopped = True
         if already:
             return True
+        started = time.monotonic()
+        _, before = self.stats.snapshot()
+        done = self._shutdown(timeout_s, deadline)
+        _, after = self.stats.snapshot()
+        lost = {k: n - before.get(k, 0) for k, n in after.items() if n > before.get(k, 0)}
+        if lost:
+            self._say_dropped(lost, timeout_s, time.monotonic() - started)
+        return done and not lost
+
+    def _say_dropped(self, lost: dict[str, int], timeout_s: float, waited_s: float) -> None:
+        reasons = []
+        for error_type, n in sorted(lost.items(), key=lambda kv: -kv[1]):
+            if error_type == sc.ERROR_SHUTDOWN:
+                reasons.append(
+                    f"{n} still queued or being scored when the {timeout_s:g} s deadline passed "
+                    "(error.type=shutdown)"
+                )
+            elif error_type == sc.ERROR_TRANSPORT:
+                reasons.append(
+                    f"{n} not handed over: {self.destination!r} could not be reached "
+                    "(error.type=transport)"
+                )
+            else:
+                reasons.append(f"{n} with error.type={error_type}")
+        what = "at exit" if self.exiting else "at shutdown"
+        hint = (
+            "; call monitor.shutdown(timeout_millis=...) before the app exits to wait longer, "
+            "or lower the sample rate (GROUNDWATCH_SAMPLE_RATE)"
+            if sc.ERROR_SHUTDOWN in lost
+            else ""
+        )
+        _guard.say_once(
+            "dropped at shutdown",
+            f"groundwatch: {what}, after {waited_s:.1f} s, {sum(lost.values())} sampled records "
+            f"were dropped unscored: {'; '.join(reasons)} (counted in "
+            f"groundwatch.evaluations.dropped){hint}",
+        )
+
+    def _shutdown(self, timeout_s: float, deadline: float) -> bool:
         if self._loop is not None:
             with contextlib.suppress(RuntimeError):  # loop closed
-                self._loop.call_soon_threadsafe(self.destination.close_soon)
+                self._loop.call_soon_threadsafe(self.destination.close_soon, deadline)
         flushed = self.flush(timeout_s)
         loop, thread = self._loop, self._thread
         joined = True

@@ -22,6 +22,7 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, TracerProvider
 
 from .. import _guard, _version
+from .._error_types import exception_type
 from .._wire import EvaluationView, as_evaluation
 from ..types import Evaluation, RagRecord
 from . import semconv as sc
@@ -291,6 +292,9 @@ def _score_attributes(
         yield sc.GROUNDWATCH_GROUNDEDNESS, evaluation.groundedness
     if evaluation.label == "error":
         yield sc.ERROR_TYPE, evaluation.error_type or "error"
+        raised = exception_type(evaluation.error_type, evaluation.error)
+        if raised is not None:
+            yield sc.EXCEPTION_TYPE, raised
     else:
         for verdict, n in counts.items():
             yield sc.GROUNDWATCH_CLAIMS_BY_VERDICT[verdict], n
@@ -335,6 +339,8 @@ class Telemetry:
         lp = logger_provider if logger_provider is not None else get_logger_provider()
         self.tracer_provider = tracer_provider
         """As given (``None``: the global one, looked up when it is needed)."""
+        self.meter_provider = meter_provider
+        self.logger_provider = logger_provider
         self.tracer = tp.get_tracer(sc.INSTRUMENTATION_NAME, _VERSION)
         self.event_logger = lp.get_logger(sc.INSTRUMENTATION_NAME, _VERSION)
         self.instruments = _Instruments.for_provider(mp)

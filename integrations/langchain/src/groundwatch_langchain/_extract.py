@@ -192,6 +192,23 @@ def default_question(inputs: Any) -> str | None:
     return message_text(inputs)
 
 
+def odd_question(inputs: Any) -> str | None:
+    """The type of a question :func:`default_question` cannot read although it is there (a
+    number or an object under a question key, or as the whole input), else ``None``."""
+    try:
+        if isinstance(inputs, Mapping):
+            for key in QUESTION_KEYS:
+                value = inputs.get(key)
+                if value is not None:
+                    return None if _text_of(value) is not None else type(value).__name__
+            return None
+        if inputs is None or isinstance(inputs, (str, Sequence)) or message_text(inputs):
+            return None
+    except Exception:  # the application's object raised as it was read: not a string either
+        pass
+    return type(inputs).__name__
+
+
 def default_answer(outputs: Any) -> str | None:
     """Extract the answer from a root run's final output.
 

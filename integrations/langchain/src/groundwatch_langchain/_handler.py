@@ -33,6 +33,7 @@ from groundwatch.integration import (
     RunTracker,
     ToolOutput,
     TrackedRun,
+    bad_input,
     guarded,
     raise_internal_errors,
     readable_tool_output,
@@ -49,6 +50,7 @@ from ._extract import (
     default_answer,
     default_question,
     earlier_turns,
+    odd_question,
     passage_of,
     plain,
     turn_in_progress,
@@ -75,6 +77,7 @@ LLM_ERROR = semconv.ERROR_LLM
 CHAIN_ERROR = semconv.ERROR_CHAIN
 CANCELLED = semconv.ERROR_CANCELLED
 NO_ANSWER = semconv.ERROR_NO_ANSWER
+EXTRACTOR_ERROR = semconv.ERROR_EXTRACTOR
 EVICTED = semconv.ERROR_EVICTED
 
 #: Run metadata key that overrides the handler's route for one run:
@@ -275,7 +278,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         self._tracker: RunTracker[int, _RootRun] = RunTracker(
             max_active_runs=max_active_runs,
             component="langchain.",
-            counters=("turns_paused", "extractor_errors"),
+            counters=("turns_paused", "extractor_errors", "questions_unreadable"),
         )
 
     # -- introspection ----------------------------------------------------------------------------
@@ -294,8 +297,10 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         ``max_documents``), ``tool_outputs`` (kept as passages), ``tool_errors`` (tool calls
         that raised: never passages), ``tool_outputs_unreadable`` (outputs with no text, left
         out), ``turns_paused`` (agent runs that stopped at an interrupt after calling tools:
-        the run that resumes the turn is recorded), ``extractor_errors`` (a user extractor
-        raised), ``internal_errors`` (a bug of ours, logged and swallowed).
+        the run that resumes the turn is recorded), ``extractor_errors`` (an extractor
+        raised: the run is reported failed, ``error.type=extractor_error``),
+        ``questions_unreadable`` (a question that is not a string: recorded without it, with a
+        warning), ``internal_errors`` (a bug of ours, logged and swallowed).
         """
         return self._tracker.counts
 
@@ -735,12 +740,21 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         try:
             answer = self._answer(outputs)
             question = self._question(inputs)
-            if question is None and self._question is default_question:
+            if (
+                question is None
+                and self._question is default_question
+                and isinstance(outputs, Mapping)
+                and MESSAGES_KEY in outputs
+            ):
                 # An agent's input may be a form we do not read (a dict of role and content);
-                # its output state holds the turn's human message as a message.
+                # its output state holds the turn's human message as a message. (Only agent
+                # state: a plain chain's output is its answer, never its question.)
                 question = default_question(outputs)
         except Exception as exc:
-            self._tracker.ignore(root, "extractor_errors")
+            # The run retrieved and ended: it is an interaction, so it gets its decision (a
+            # failure), not silence; the extractor's exception is said once and logged.
+            self._tracker.count("extractor_errors")
+            self._tracker.fail(root, EXTRACTOR_ERROR)
             user_error("langchain extractor", exc)
             return
         if not isinstance(answer, str):
@@ -758,7 +772,21 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
             else:
                 self._tracker.ignore(root, "no_answer")
             return
-        question = plain(question) if isinstance(question, str) else None
+        if isinstance(question, str):
+            question = plain(question)
+        else:
+            odd = type(question).__name__ if question is not None else odd_question(inputs)
+            if odd is not None:
+                # Recorded without its question (never coerced): said, not dropped silently.
+                self._tracker.count("questions_unreadable")
+                bad_input(
+                    "GroundwatchCallbackHandler",
+                    TypeError(
+                        f"the run's question is a {odd}, not a string: recorded without it "
+                        "(question_extractor= reads other forms)"
+                    ),
+                )
+            question = None
         answer = plain(answer)
         turns: list[Any] = []
         if self._conversation_context and isinstance(outputs, Mapping):

@@ -197,6 +197,7 @@ class _Root(TrackedRun[str]):
         "retrieved",
         "source_nodes",
         "stream",
+        "stream_ended",
         "tool_called",
         "tool_slots",
         "tool_steps",
@@ -226,6 +227,7 @@ class _Root(TrackedRun[str]):
         self.answer: str | None = None
         self.error: str | None = None
         self.stream: str | None = None  # None, "complete" or "closed"
+        self.stream_ended = False  # the wrapped generator ended, or was collected unread
         self.pending = 0  # stream consumers still running (chat writers, wrapped generators)
         self.exited = False
         self.finished = False
@@ -819,9 +821,11 @@ class Capture:
         if isinstance(result, StreamingResponse) and result.response_txt is None:
             streamed = True
             result.response_gen = _sync_stream(self, root, result.response_gen)
+            weakref.finalize(result.response_gen, self.stream_abandoned, root)
         elif isinstance(result, AsyncStreamingResponse) and result.response_txt is None:
             streamed = True
             result.response_gen = _async_stream(self, root, result.response_gen)
+            weakref.finalize(result.response_gen, self.stream_abandoned, root)
         elif isinstance(result, StreamingAgentChatResponse):
             # The answer arrives when the writer span (a thread or a task the chat engine
             # started) exits; it may already have, or not have started yet.
@@ -847,6 +851,7 @@ class Capture:
         """A wrapped stream ended: exhausted (True), closed early (False) or failed."""
         try:
             with self._lock:
+                root.stream_ended = True
                 if isinstance(outcome, BaseException):
                     root.error = type(outcome).__name__
                 else:
@@ -856,6 +861,21 @@ class Capture:
             self._maybe_finish(root)
         except BaseException as exc:
             self.internal_error("stream end", exc)
+
+    def stream_abandoned(self, root: _Root) -> None:
+        """A wrapped stream was garbage collected: if nobody ever read it (a generator that
+        never started runs no ``finally``), the query ends ``cancelled``, as the LangChain
+        integration counts a run abandoned mid-stream, instead of ending with no decision."""
+        try:
+            with self._lock:
+                if root.stream_ended:
+                    return
+                root.stream_ended = True
+                root.error = semconv.ERROR_CANCELLED
+                root.pending -= 1
+            self._maybe_finish(root)
+        except BaseException as exc:
+            self.internal_error("stream abandoned", exc)
 
     def _maybe_finish(self, root: _Root) -> None:
         with self._lock:

@@ -111,6 +111,18 @@ def _safe_url(url: str | None) -> str | None:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
+def _root_cause(exc: BaseException) -> str:
+    """The innermost exception behind ``exc`` (an ``APIConnectionError`` wraps httpx's, which
+    wraps the socket's ``ConnectionRefusedError`` or ``gaierror``), as ``Type: message``."""
+    inner = exc
+    for _ in range(10):  # a chain is short; a cycle must not loop
+        nxt = inner.__cause__ or inner.__context__
+        if nxt is None:
+            break
+        inner = nxt
+    return f"{type(inner).__name__}: {inner}" if inner is not exc else str(exc)
+
+
 @dataclass
 class OpenAIJudgeStats:
     """Counters of what the judge did, for benchmarks and debugging (metrics go via the runtime).
@@ -288,6 +300,8 @@ class OpenAIJudge:
             if known is not None:
                 self._format_index = _FORMAT_ORDER.index(known)
         self._breaker = CircuitBreaker(failure_threshold, recovery_seconds)
+        self._last_failure: str | None = None
+        """What the circuit's last failure was, said with every call it turns away."""
         self._cache: OrderedDict[str, Judgement] = OrderedDict()
         self._loop = LoopThread(f"groundwatch-judge-{name}")
         self._client: AsyncOpenAI | None = None
@@ -464,7 +478,9 @@ class OpenAIJudge:
         self.stats.dropped += conversion.dropped
         self.stats.added += conversion.added
         self.stats.quotes_snapped += conversion.snapped
-        judgement = Judgement(claims=conversion.claims, model=self.model, usage=usage)
+        judgement = Judgement(
+            claims=conversion.claims, model=self.model, usage=usage, truncated=bool(trimmed)
+        )
         if key:
             self._cache[key] = judgement.model_copy(deep=True)
             while len(self._cache) > self.cache_size:
@@ -547,9 +563,10 @@ class OpenAIJudge:
         while True:
             if not self._breaker.allow():
                 self.stats.circuit_rejections += 1
+                # The last failure first: it names the cause and the address.
                 raise _CallFailed(
-                    f"endpoint circuit open after repeated failures; next probe in "
-                    f"{self._breaker.retry_in():.1f}s",
+                    f"{self._last_failure or 'repeated failures'}; the endpoint's circuit is "
+                    f"open, next probe in {self._breaker.retry_in():.1f}s",
                     et.ERROR_CIRCUIT_OPEN,
                 )
             format_index = self._format_index
@@ -571,11 +588,19 @@ class OpenAIJudge:
                     failure = _CallFailed(
                         f"no reply within {self.timeout_seconds:g}s", et.ERROR_TIMEOUT
                     )
+                    self._last_failure = failure.reason
                     self._breaker.record_failure()
                 except openai.APIConnectionError as exc:
+                    # The client says only "Connection error."; the cause (refused, no such
+                    # host, TLS) and the address are what a person needs to fix --base-url.
                     failure = _CallFailed(
-                        self._redact(f"connection failed: {exc}")[:300], et.ERROR_CONNECTION
+                        self._redact(
+                            f"connection failed to {self._endpoint[0] or 'the endpoint'}: "
+                            f"{_root_cause(exc)}"
+                        )[:300],
+                        et.ERROR_CONNECTION,
                     )
+                    self._last_failure = failure.reason[:200]
                     self._breaker.record_failure()
                 except openai.APIStatusError as exc:
                     status = exc.status_code
@@ -593,6 +618,7 @@ class OpenAIJudge:
                         ) from None
                     if status == 429 or status >= 500 or status == 408:
                         if status != 429:
+                            self._last_failure = message[:200]
                             self._breaker.record_failure()
                         else:
                             self._breaker.release()

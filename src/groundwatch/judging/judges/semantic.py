@@ -105,7 +105,10 @@ class SemanticJudge:
             claims=[
                 self._decide(claim, f, match)
                 for (claim, f), match in zip(judged, found, strict=True)
-            ]
+            ],
+            # The meaning model read a prefix of the passages: marked, so a gate sees the cut.
+            truncated=any(m is not None for m in found)
+            and sum(len(p.text) for p in contexts) > self.max_context_chars,
         )
 
     def matches(

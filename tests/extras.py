@@ -68,6 +68,27 @@ def require_transformers_runtime() -> None:
     )
 
 
+# .ci/run's own step for the reference implementation of prediction-powered inference sets this.
+PPI_STEP = "GROUNDWATCH_TEST_PPI"
+
+
+def require_ppi_reference() -> None:
+    """Skip this module unless ``ppi-python`` (the PPI authors' reference implementation) is
+    installed; fail instead where ``GROUNDWATCH_TEST_PPI`` is set.
+
+    It pulls in numba, pandas, statsmodels and scikit-learn (hundreds of MB), so
+    requirements-dev.txt leaves it out; ``.ci/run`` runs these tests in a venv of their own."""
+    missing = [m for m in ("numpy", "ppi_py") if importlib.util.find_spec(m) is None]
+    if not missing:
+        return
+    if os.environ.get(PPI_STEP):
+        pytest.fail(f"ppi-python is missing with {PPI_STEP} set ({', '.join(missing)})")
+    pytest.skip(
+        "needs ppi-python: pip install ppi-python (.ci/run tests it in its own step)",
+        allow_module_level=True,
+    )
+
+
 def require_zh_extra() -> None:
     """Skip this test (or, with ``CI`` set, fail it) unless ``groundwatch[zh]`` is installed."""
     _require("zh", ZH_MODULES, module_level=False)

@@ -1,8 +1,9 @@
 """PPI++ from the sums against the authors' reference implementation, ``ppi-python``.
 
 ``ppi-python`` pulls in numba, pandas, statsmodels and scikit-learn (about 600 MB), too heavy
-for requirements-dev.txt, so this module skips where it is not installed;
-``benchmarks/ppi_reference.py`` runs the same comparison on more streams in a venv of its own.
+for requirements-dev.txt, so this module skips where it is not installed; ``.ci/run`` installs
+it in a venv of its own and runs it there. ``benchmarks/ppi_reference.py`` runs the same
+comparison on more streams.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import pytest
 
 from groundwatch.rates._estimate import ppi_interval
 
+from ..extras import require_ppi_reference
 from .streams import stream
 
-np = pytest.importorskip("numpy")
-ppi = pytest.importorskip("ppi_py")
+require_ppi_reference()
+
+import numpy as np  # noqa: E402
+import ppi_py as ppi  # noqa: E402
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -112,7 +112,8 @@ def test_render_says_bad_input_one_class_and_one_answer_in_words() -> None:
     assert gate[-2] == "  FAIL  invalid rows 1 > 0 allowed (bad input: exit 2)"
     assert gate[-1] == "result: FAIL (bad input), exit 2"
     assert "(0 of 1 scored answer)" in text and "scored answers)" not in text
-    assert "(over 1 scored answer;" in text
+    assert "1 labelled of 1; labels alone" in text
+    assert "(1 labelled row)" in text
     # The human-label row says which labels it counts.
     assert any(line.startswith("faithful/grounded ") for line in text.splitlines())
     # No balanced accuracy from one class, and the line says why.

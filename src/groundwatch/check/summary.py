@@ -567,10 +567,8 @@ class CheckSummary:
             + (f" · {self.evidence_rejected} evidence rejected" if self.evidence_rejected else "")
         )
         if self.labelled:
-            lines += [
-                "",
-                f"human label vs groundwatch label ({self.labelled} labelled row{'' if self.labelled == 1 else 's'})",
-            ]
+            rows = "row" if self.labelled == 1 else "rows"
+            lines += ["", f"human label vs groundwatch label ({self.labelled} labelled {rows})"]
             lines.append(" " * 19 + "".join(f"{label:>{len(label) + 2}}" for label in LABELS))
             for e in EXPECTED_LABELS:
                 cells = "".join(

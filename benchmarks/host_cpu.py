@@ -65,7 +65,7 @@ from _stats import percentile  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
-from groundwatch.runtime import pipeline, process, results  # noqa: E402
+from groundwatch.runtime import pipeline, process_runner, results  # noqa: E402
 from groundwatch.telemetry import _emitter  # noqa: E402
 
 PASSAGES = [
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         timed(_emitter.Telemetry, "_span_attributes", "  span attributes")
         timed(_emitter.Telemetry, "_emit_events", "  two log events")
         timed(_emitter.Telemetry, "_record_metrics", "  metric points")
-        timed(process.ProcessRunner, "_batch_blocking", "pipe thread (send, receive)")
+        timed(process_runner.ProcessRunner, "_batch_blocking", "pipe thread (send, receive)")
 
     monitor = gw.Monitor(
         judge=gw.LocalJudge(),

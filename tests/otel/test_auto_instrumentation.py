@@ -89,7 +89,7 @@ def test_a_worker_process_does_not_run_opentelemetry_instrument_again() -> None:
     if tool is None:
         pytest.skip("needs opentelemetry-distro")
     code = (
-        "import sys, json; from groundwatch.runtime.process import child_path; "
+        "import sys, json; from groundwatch.runtime.worker_process import child_path; "
         "print(json.dumps([sys.path, child_path()]))"
     )
     done = subprocess.run(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import groundwatch as gw
-from groundwatch.runtime import process
+from groundwatch.runtime import process_runner, worker_process
 from groundwatch.runtime import runner as runner_module
 from groundwatch.runtime import worker as worker_module
 from groundwatch.telemetry import semconv as sc
@@ -35,14 +35,14 @@ MIXED = "The Eiffel Tower stands 330 metres tall. It is painted gold."
 def sends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Sizes of the evaluate_batch messages sent to worker processes."""
     sizes: list[int] = []
-    real = process._Child.send
+    real = worker_process.WorkerProcess.send
 
     def spy(self: Any, message: Any) -> None:
         if message[0] == "evaluate_batch":
             sizes.append(len(message[1][0]))
         real(self, message)
 
-    monkeypatch.setattr(process._Child, "send", spy)
+    monkeypatch.setattr(worker_process.WorkerProcess, "send", spy)
     return sizes
 
 
@@ -290,7 +290,7 @@ def test_the_pipe_thread_takes_a_batch_s_replies_in_a_wake_up_or_two(
             sleeps.append(seconds)
             time.sleep(seconds)
 
-    monkeypatch.setattr(process, "time", Clock())
+    monkeypatch.setattr(process_runner, "time", Clock())
     # The worker sleeps until a record wakes it, then lets the batch gather: one batch of 12.
     # A batch is cut at BATCH_TARGET_S of the judge's recent speed, some 25 records at 0.1 s
     # here, but only 11 when a loaded machine made the warm-up record take 9 ms: a second of
@@ -308,10 +308,10 @@ def test_the_pipe_thread_takes_a_batch_s_replies_in_a_wake_up_or_two(
     assert sleeps[0] >= 11 * 0.004  # the whole batch's worth, from the judge's speed
 
 
-def _pipe_child() -> tuple[process._Child, Any]:
-    """A ``_Child`` reading from a plain pipe: what arrives on it is up to the test."""
+def _pipe_child() -> tuple[worker_process.WorkerProcess, Any]:
+    """A ``WorkerProcess`` reading from a plain pipe: what arrives on it is up to the test."""
     read_fd, write_fd = os.pipe()
-    child = object.__new__(process._Child)
+    child = object.__new__(worker_process.WorkerProcess)
     child.stdout = os.fdopen(read_fd, "rb", buffering=0)
     child._fd = read_fd
     child._buffer = bytearray()
@@ -323,12 +323,12 @@ def test_replies_read_ahead_in_one_chunk_are_each_returned() -> None:
     child, writer = _pipe_child()
     for value in ("first", "second"):
         # Both replies sit in the pipe before the first is asked for.
-        process.write_message(writer, ("ok", value))
-    process.write_message(writer, ("error", ("ValueError", "bad")))
+        worker_process.write_message(writer, ("ok", value))
+    worker_process.write_message(writer, ("error", ("ValueError", "bad")))
     assert child.reply(1.0) == "first"
     assert child._buffer  # the second came with the same read
     assert child.reply(1.0) == "second"
-    with pytest.raises(process.WorkerProcessError, match="ValueError"):
+    with pytest.raises(worker_process.WorkerProcessError, match="ValueError"):
         child.reply(1.0)
     with pytest.raises(TimeoutError):
         child.reply(0.05)  # nothing more: the deadline holds
@@ -339,12 +339,12 @@ def test_replies_read_ahead_in_one_chunk_are_each_returned() -> None:
 def test_a_reply_split_across_reads_is_waited_for_whole() -> None:
     child, writer = _pipe_child()
     data = pickle.dumps(("ok", "x" * 200_000))
-    frame = process._HEADER.pack(len(data)) + data
+    frame = worker_process._HEADER.pack(len(data)) + data
     writer.write(frame[:10])  # the header and a little: larger than one read after that
 
     def rest() -> None:
         time.sleep(0.1)
-        process._write_all(writer, frame[10:])
+        worker_process._write_all(writer, frame[10:])
 
     sender = threading.Thread(target=rest)
     sender.start()

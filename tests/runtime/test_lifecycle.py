@@ -429,16 +429,16 @@ def test_accounting_holds_when_shutdown_races_with_recording_threads(
 def test_process_executor_does_not_retry_a_failed_start_per_record(
     capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from groundwatch.runtime import process
+    from groundwatch.runtime import worker_process
 
     attempts: list[str] = []
-    real = process._Child._popen
+    real = worker_process.WorkerProcess._popen
 
     def counting(env: dict[str, str]) -> Any:
         attempts.append(sys.executable)
         return real(env)
 
-    monkeypatch.setattr(process._Child, "_popen", staticmethod(counting))
+    monkeypatch.setattr(worker_process.WorkerProcess, "_popen", staticmethod(counting))
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     monitor = capgw.monitor(judge=EchoJudge(), executor="process")
     for _ in range(3):

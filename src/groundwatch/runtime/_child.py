@@ -1,7 +1,7 @@
 """The worker process of ``Monitor(executor="process")``: ``python -m groundwatch.runtime._child``.
 
 Reads ``(op, payload)`` messages on stdin, answers on a private copy of stdout (see
-:mod:`groundwatch.runtime.process` for the protocol), exits on EOF.
+:mod:`groundwatch.runtime.worker_process` for the protocol), exits on EOF.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .._wire import RecordFields
 from ..judging.judges._base import judge_name
 from ..telemetry.worker_export import ChildExport
 from .pipeline import Prepared, evaluate_prepared
-from .process import NO_NICE_ENV, encode_reply, read_message, write_message
+from .worker_process import NO_NICE_ENV, encode_reply, read_message, write_message
 
 
 def _error(exc: BaseException) -> tuple[str, tuple[str, str]]:

@@ -7,7 +7,7 @@ judges and scores each one under its own deadline and returns one result per rec
 Three runners implement the contract:
 
 - :class:`~.thread.ThreadRunner`: a sync judge on a daemon thread of this interpreter;
-- :class:`~.process.ProcessRunner`: a sync judge in a worker process (the default);
+- :class:`~.process_runner.ProcessRunner`: a sync judge in a worker process (the default);
 - :class:`~.asyncjudge.AsyncRunner`: an async judge on the worker's event loop (batches of one,
   several in flight);
 - :class:`~.cascade.CascadeRunner`: a cascade's two stages, each on a runner of its own.

@@ -10,7 +10,7 @@ from ..judging.judges.cascade import CascadeJudge
 from ..telemetry.worker_export import WorkerExport
 from .asyncjudge import AsyncRunner
 from .cascade import CascadeRunner
-from .process import ProcessRunner
+from .process_runner import ProcessRunner
 from .runner import Runner
 from .thread import ThreadRunner
 

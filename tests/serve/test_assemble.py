@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from groundwatch.serve import SpanData, TraceAssembler, interactions
-from groundwatch.serve._extract import Skips
+from groundwatch.serve._tally import Skips
 
 
 class Clock:

@@ -16,16 +16,16 @@ INSTALL_HINT = f"groundwatch serve needs the serve extra, {install_hint('serve')
 
 if TYPE_CHECKING:
     from ._assemble import Counts, TraceAssembler
-    from ._extract import Interaction, interactions
     from ._http import Receiver, build_app
+    from ._interactions import Interaction, interactions
     from ._otlp import SpanData, spans_of
     from ._service import Reply, TraceService
 
 _WHERE = {
     "Counts": "._assemble",
     "TraceAssembler": "._assemble",
-    "Interaction": "._extract",
-    "interactions": "._extract",
+    "Interaction": "._interactions",
+    "interactions": "._interactions",
     "Receiver": "._http",
     "build_app": "._http",
     "SpanData": "._otlp",

@@ -37,7 +37,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 
-from ._extract import is_llm, is_retriever, is_tool, prune
+from ._conventions import is_llm, is_retriever, is_tool, prune
 from ._otlp import LogEvent, SpanData
 
 ACCEPTED = "accepted"

@@ -39,9 +39,10 @@ from ._assemble import (
     TraceAssembler,
 )
 from ._auth import TokenFile
-from ._extract import Interaction, Tally, interactions
 from ._intake import IntakeSampler
+from ._interactions import Interaction, interactions
 from ._otlp import LogEvent, SpanData
+from ._tally import Tally
 
 _logger = logging.getLogger(__name__)
 

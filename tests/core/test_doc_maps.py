@@ -27,6 +27,8 @@ import pytest
 
 from groundwatch.telemetry import semconv
 
+from .package_faces import lazy_tables
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SRC = ROOT / "src" / "groundwatch"
@@ -220,34 +222,15 @@ def _builtin_judges() -> list[str]:
     return [name for name in judges.__all__ if name != "Judge"]
 
 
-def _lazy_tables(path: Path) -> tuple[dict[str, str], dict[str, str], list[str]]:
-    """A package face's ``if TYPE_CHECKING:`` imports, its ``_WHERE`` and its ``__all__``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    checked: dict[str, str] = {}
-    where: dict[str, str] = {}
-    public: list[str] = []
-    for node in tree.body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for imp in node.body:
-                assert isinstance(imp, ast.ImportFrom)
-                for alias in imp.names:
-                    checked[alias.asname or alias.name] = "." * imp.level + (imp.module or "")
-        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_WHERE":
-            where = ast.literal_eval(node.value)
-        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
-            public = ast.literal_eval(node.value)
-    return checked, where, public
-
-
 def test_the_registry_and_the_lazy_tables_name_the_same_judges() -> None:
     builtin = _builtin_judges()
     assert {"LocalJudge", "OpenAIJudge", "CascadeJudge"} <= set(builtin)
 
-    checked, where, public = _lazy_tables(SRC / "judging" / "judges" / "__init__.py")
+    checked, where, public = lazy_tables(SRC / "judging" / "judges" / "__init__.py")
     assert checked == where
     assert sorted(where) == sorted(public)
 
-    _, top_where, top_public = _lazy_tables(SRC / "__init__.py")
+    _, top_where, top_public = lazy_tables(SRC / "__init__.py")
     for name in builtin:
         assert top_where.get(name) == ".judging.judges", name
         assert name in top_public, name

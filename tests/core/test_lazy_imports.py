@@ -6,7 +6,6 @@ The cost itself is a benchmark (benchmarks/import_cost.py), not a timed test.
 
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import json
 import subprocess
@@ -17,6 +16,8 @@ from typing import Any
 import pytest
 
 import groundwatch
+
+from .package_faces import lazy_tables
 
 INIT = Path(groundwatch.__file__)
 
@@ -210,17 +211,7 @@ def test_what_type_checkers_see_is_what_loads() -> None:
     # The imports under ``if TYPE_CHECKING:`` (what mypy and IDEs read) and the table the
     # module's __getattr__ loads from name the same things in the same places, and __all__
     # lists exactly them.
-    tree = ast.parse(INIT.read_text(encoding="utf-8"))
-    checked: dict[str, str] = {}
-    where: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for imp in node.body:
-                assert isinstance(imp, ast.ImportFrom)
-                for alias in imp.names:
-                    checked[alias.asname or alias.name] = "." * imp.level + (imp.module or "")
-        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_WHERE":
-            where = ast.literal_eval(node.value)
+    checked, where, _ = lazy_tables(INIT)
     assert checked == where
     assert sorted(where) == sorted(groundwatch.__all__)
 

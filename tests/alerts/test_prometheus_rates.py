@@ -161,39 +161,33 @@ def rule_test(rules: Path, cases: list[Route]) -> dict[str, Any]:
     }
 
 
-def test_rules_compute_what_estimate_rate_computes(tmp_path: Path) -> None:
+def promtool_test(test: dict[str, Any], path: Path) -> subprocess.CompletedProcess[str]:
+    """``promtool test rules`` on ``test``, written to ``path`` (the rule files beside it)."""
     promtool = require_tool("promtool")
-    cases = routes()
-    test_file = tmp_path / "rates.test.yml"
-    test_file.write_text(yaml.safe_dump(rule_test(RULES, cases), sort_keys=False))
-    out = subprocess.run(
-        [promtool, "test", "rules", str(test_file)],
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    return subprocess.run(
+        [promtool, "test", "rules", str(path)],
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=tmp_path,
+        cwd=path.parent,
     )
+
+
+def test_rules_compute_what_estimate_rate_computes(tmp_path: Path) -> None:
+    out = promtool_test(rule_test(RULES, routes()), tmp_path / "rates.test.yml")
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert "SUCCESS" in out.stdout
 
 
 def test_rule_test_fails_on_a_wrong_expected_value(tmp_path: Path) -> None:
     """The comparison above can fail: one expected estimate off by 0.001 is caught."""
-    promtool = require_tool("promtool")
     test = rule_test(RULES, routes()[:1])
     checks = test["tests"][0]["promql_expr_test"]
     first = checks[0]["expr"]
     value = float(re.search(r" - ([0-9.e-]+)\) < bool", first).group(1))  # type: ignore[union-attr]
     checks[0]["expr"] = first.replace(repr(value), repr(value + 0.001))
-    test_file = tmp_path / "wrong.test.yml"
-    test_file.write_text(yaml.safe_dump(test, sort_keys=False))
-    out = subprocess.run(
-        [promtool, "test", "rules", str(test_file)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    out = promtool_test(test, tmp_path / "wrong.test.yml")
     assert out.returncode != 0
     assert ESTIMATE in out.stdout + out.stderr
 

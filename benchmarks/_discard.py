@@ -97,7 +97,7 @@ def discarding_worker_providers(resource_attributes: Mapping[str, Any]) -> tuple
 def without_pacing(monitor: Any) -> None:
     """The monitor's worker never rests between slices of its work (``runner.Pacer``): for
     comparing pacing on and off in one run, not a setting users need."""
-    from groundwatch.runtime.runner import always_hurry
+    from groundwatch.runtime.runners.contract import always_hurry
 
     monitor._worker.pacer.hurry = always_hurry
 

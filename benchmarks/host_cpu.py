@@ -65,7 +65,8 @@ from _stats import percentile  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
-from groundwatch.runtime import pipeline, process_runner, results  # noqa: E402
+from groundwatch.runtime import pipeline, results  # noqa: E402
+from groundwatch.runtime.runners import process_runner  # noqa: E402
 from groundwatch.telemetry import _emitter  # noqa: E402
 
 PASSAGES = [

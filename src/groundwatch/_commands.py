@@ -158,15 +158,17 @@ def add_audit_option(parser: Any) -> None:
     )
 
 
-def audit_sinks(args: argparse.Namespace) -> list[Any]:
-    """The ``DatasetSink(when="audit")`` that ``--audit-file`` asks for, if any.
+def audit_file(args: argparse.Namespace) -> str | None:
+    """The path ``--audit-file`` asks the audited answers to be written to, if any (the
+    command builds its ``DatasetSink(path, when="audit")``: this module sits below the runtime
+    and imports none of it).
 
     Raises:
         UsageError: ``--audit-file`` without ``--capture-content`` or without an audit rate.
     """
-    path = getattr(args, "audit_file", None)
+    path: str | None = getattr(args, "audit_file", None)
     if not path:
-        return []
+        return None
     if not args.capture_content:
         raise _errors.UsageError(
             "--audit-file writes the question, passages and answer of each audited answer for "
@@ -177,9 +179,7 @@ def audit_sinks(args: argparse.Namespace) -> list[Any]:
             "--audit-file keeps the audited answers and nothing is audited: add --audit-rate "
             "0.02 (say), or set GROUNDWATCH_AUDIT_RATE"
         )
-    from .runtime.dataset import DatasetSink
-
-    return [DatasetSink(path, when="audit")]
+    return path
 
 
 def add_console_options(parser: Any) -> None:

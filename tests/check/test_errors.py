@@ -12,7 +12,7 @@ import pytest
 
 from groundwatch import Judgement
 from groundwatch.check import cli as check_cli
-from groundwatch.check.input import InvalidRow, read_rows
+from groundwatch.check.rows import InvalidRow, read_rows
 
 from .conftest import GROUNDED, run_cli, write_jsonl
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from groundwatch.check.input import InputFileError, InvalidRow, Row, count_rows, read_rows
+from groundwatch.check.rows import InputFileError, InvalidRow, Row, count_rows, read_rows
 
 from .conftest import GROUNDED, write_jsonl
 

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import groundwatch as gw
-from groundwatch.check.input import InvalidRow, Row
 from groundwatch.check.outputs import JsonLinesWriter, JUnitWriter
+from groundwatch.check.rows import InvalidRow, Row
 from groundwatch.check.summary import CheckSummary
 
 NASTY = 'ctl\x00\x01\x1b "quotes" & <tags> ]]> 汉字 \U0001f600\n'

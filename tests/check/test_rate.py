@@ -13,7 +13,7 @@ from statistics import NormalDist
 
 import pytest
 
-from groundwatch.check.input import Row, parse_row
+from groundwatch.check.rows import Row, parse_row
 from groundwatch.check.summary import CheckSummary
 from groundwatch.rates import (
     JudgeErrorRates,

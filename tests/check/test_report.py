@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 from groundwatch.check.answer_cards import highlight_answer
-from groundwatch.check.input import Row
 from groundwatch.check.report import HtmlReportWriter
+from groundwatch.check.rows import Row
 from groundwatch.check.summary import CheckSummary
 from groundwatch.types import Claim, Evaluation
 

@@ -13,7 +13,7 @@ import pytest
 import groundwatch as gw
 from groundwatch.check import stream as check_stream
 from groundwatch.check.cli import GateOptions, run_check
-from groundwatch.check.input import Row
+from groundwatch.check.rows import Row
 from groundwatch.check.stream import check_rows
 from groundwatch.check.summary import CheckSummary
 from groundwatch.types import Claim, Evaluation, Judgement, Passage

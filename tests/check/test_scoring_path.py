@@ -19,7 +19,7 @@ from groundwatch.integration import suppressed
 from groundwatch.judging import evaluate as evaluate_module
 from groundwatch.judging.judges import Judge
 from groundwatch.judging.scoring import score_judgement as real
-from groundwatch.runtime.runner import Prepared, Runner, Scored
+from groundwatch.runtime.runners.contract import Prepared, Runner, RunnerResult
 from groundwatch.types import Judgement, Passage
 
 from .conftest import CONTEXT, GOLDEN_SET, GROUNDED, INVENTED, write_jsonl
@@ -88,7 +88,9 @@ class RecordingRunner:
         self.calls.append("start")
         await self.inner.start()
 
-    async def run(self, items: Sequence[Prepared], policy: Any, timeout_s: float) -> list[Scored]:
+    async def run(
+        self, items: Sequence[Prepared], policy: Any, timeout_s: float
+    ) -> list[RunnerResult]:
         self.calls.append(f"run {len(items)}")
         return await self.inner.run(items, policy, timeout_s)
 

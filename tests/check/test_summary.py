@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from groundwatch.check.input import Row
+from groundwatch.check.rows import Row
 from groundwatch.check.summary import CheckSummary
 from groundwatch.types import Claim, Evaluation
 
@@ -101,7 +101,7 @@ def test_render_shows_the_tables() -> None:
 
 
 def test_render_says_bad_input_one_class_and_one_answer_in_words() -> None:
-    from groundwatch.check.input import InvalidRow
+    from groundwatch.check.rows import InvalidRow
 
     s = CheckSummary(source="set.jsonl", judge="local")
     s.add(_row(1, "faithful"), _ev("grounded", 1.0, 1.0))  # a file's "grounded" is faithful

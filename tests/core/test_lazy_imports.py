@@ -77,10 +77,10 @@ MONITOR_HEAVY = (
     "groundwatch.judging.structured",
     "groundwatch.runtime.feedback",
     "groundwatch.runtime.pipeline",
-    "groundwatch.runtime.process_runner",
-    "groundwatch.runtime.worker_process",
+    "groundwatch.runtime.runners.process_runner",
+    "groundwatch.runtime.runners.worker_process",
     "groundwatch.runtime.results",
-    "groundwatch.runtime.runners",
+    "groundwatch.runtime.runners.choice",
     "groundwatch.runtime.worker",
     "groundwatch.telemetry._emitter",
     "groundwatch.telemetry.worker_export",
@@ -89,6 +89,15 @@ MONITOR_HEAVY = (
     "multiprocessing",
     "pickle",
 )
+
+
+def test_every_name_the_import_tests_watch_is_a_module() -> None:
+    # A module renamed or moved would otherwise leave its old name here, never loaded, and the
+    # tests above would pass whatever the import loads.
+    import importlib.util
+
+    missing = [name for name in (*HEAVY, *MONITOR_HEAVY) if importlib.util.find_spec(name) is None]
+    assert missing == []
 
 
 def test_from_groundwatch_import_monitor_defines_no_model_and_loads_no_judge() -> None:

@@ -333,7 +333,7 @@ def test_a_failure_from_the_worker_process_names_its_exception_once() -> None:
     # The process executor reports an exception raised out there (after scoring, while the
     # reply was pickled) as WorkerProcessError, whose text already starts with the class.
     from groundwatch.runtime.pipeline import Prepared, error_evaluation
-    from groundwatch.runtime.worker_process import WorkerProcessError
+    from groundwatch.runtime.runners.worker_process import WorkerProcessError
 
     failure = WorkerProcessError("PicklingError", "Can't pickle <function <lambda>>")
     item = Prepared("a", [Passage(text="c")], None, False)

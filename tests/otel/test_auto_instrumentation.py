@@ -89,7 +89,7 @@ def test_a_worker_process_does_not_run_opentelemetry_instrument_again() -> None:
     if tool is None:
         pytest.skip("needs opentelemetry-distro")
     code = (
-        "import sys, json; from groundwatch.runtime.worker_process import child_path; "
+        "import sys, json; from groundwatch.runtime.runners.worker_process import child_path; "
         "print(json.dumps([sys.path, child_path()]))"
     )
     done = subprocess.run(
@@ -114,7 +114,7 @@ def test_a_worker_process_does_not_run_opentelemetry_instrument_again() -> None:
 SLOW_START = """
 import sys, time
 # Only in groundwatch's worker process: an interpreter that takes a minute to start.
-if "groundwatch.runtime._child" in sys.orig_argv:
+if "groundwatch.runtime.runners._child" in sys.orig_argv:
     time.sleep(60)
 """
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import groundwatch as gw
-from groundwatch.runtime import process_runner, worker_process
-from groundwatch.runtime import runner as runner_module
 from groundwatch.runtime import worker as worker_module
+from groundwatch.runtime.runners import contract as runner_module
+from groundwatch.runtime.runners import process_runner, worker_process
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -369,7 +369,7 @@ class _Rests:
 def test_the_worker_rests_between_records_so_request_threads_get_the_gil(
     capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from groundwatch.runtime import runner
+    from groundwatch.runtime.runners import contract as runner
 
     scored = threading.Semaphore(0)
     monitor = capgw.monitor(
@@ -399,7 +399,7 @@ def test_the_worker_rests_between_records_so_request_threads_get_the_gil(
 def test_the_worker_does_not_rest_when_a_flush_waits_or_its_queue_fills(
     capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from groundwatch.runtime import runner
+    from groundwatch.runtime.runners import contract as runner
 
     rests = _Rests()
     monkeypatch.setattr(runner, "time", rests)

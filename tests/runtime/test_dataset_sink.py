@@ -17,7 +17,7 @@ import pytest
 
 import groundwatch as gw
 from groundwatch import RatioSampler, _guard
-from groundwatch.check.input import Row, read_rows
+from groundwatch.check.rows import Row, read_rows
 from groundwatch.testing import GroundwatchTelemetry
 
 CONTEXT = "The Model X battery lasts 12 hours. Charging takes 90 minutes. Call alice@example.com."

@@ -429,7 +429,7 @@ def test_accounting_holds_when_shutdown_races_with_recording_threads(
 def test_process_executor_does_not_retry_a_failed_start_per_record(
     capgw: GroundwatchTelemetry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from groundwatch.runtime import worker_process
+    from groundwatch.runtime.runners import worker_process
 
     attempts: list[str] = []
     real = worker_process.WorkerProcess._popen

@@ -26,9 +26,9 @@ from groundwatch._wire import (
     as_evaluation,
 )
 from groundwatch.check.stream import check_runner
-from groundwatch.runtime.cascade import CascadeRunner
 from groundwatch.runtime.pipeline import LocalScoring, evaluate_records
-from groundwatch.runtime.process_runner import ProcessRunner
+from groundwatch.runtime.runners.cascade_runner import CascadeRunner
+from groundwatch.runtime.runners.process_runner import ProcessRunner
 from groundwatch.testing import GroundwatchTelemetry
 
 PASSAGE = "The Eiffel Tower stands 330 metres tall."

@@ -15,7 +15,7 @@ from .._inputs import to_passage
 from ..judging.lexical import WIDE_CHAR
 from ..judging.scoring import counted
 from ..types import Claim, Evaluation, Passage, passage_names
-from .input import InvalidRow, Row
+from .rows import InvalidRow, Row
 from .summary import FLAGGED_LABELS, VERDICT_ICONS, closest_sentence
 
 PASSAGE_WINDOW_CHARS = 600

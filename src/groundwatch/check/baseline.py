@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..types import Evaluation
-from .input import InputFileError, InvalidRow, Row
+from .rows import InputFileError, InvalidRow, Row
 
 MAX_LISTED = 20
 """Changes of each kind listed in the reports; the rest are counted."""

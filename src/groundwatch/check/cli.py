@@ -25,10 +25,10 @@ from ..judging import registry
 from ..judging.judges import Judge
 from ..judging.judges._base import judge_name
 from .baseline import BaselineDiff
-from .input import Caps, InputFileError, count_rows, read_rows
 from .outputs import JsonLinesWriter, JUnitWriter, Sink
 from .progress import Progress
 from .report import DEFAULT_MAX_CASES_PER_LABEL, HtmlReportWriter
+from .rows import Caps, InputFileError, count_rows, read_rows
 from .stream import (
     DEFAULT_CONCURRENCY,
     ROWS_PER_PROCESS,

@@ -19,7 +19,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from ..judging.scoring import counted
 from ..types import Evaluation
-from .input import InvalidRow, Row
+from .rows import InvalidRow, Row
 from .summary import CheckSummary, Threshold, claim_line, failing_claims, is_failure
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from .answer_cards import case_order, escape, render_case, render_invalid, score
 from .baseline import KINDS as BASELINE_KINDS
 from .baseline import TITLES as BASELINE_TITLES
 from .baseline import BaselineDiff
-from .input import InvalidRow, Row
+from .rows import InvalidRow, Row
 from .summary import (
     EXPECTED_LABELS,
     HISTOGRAM_BINS,

@@ -4,13 +4,13 @@ A bounded window of rows is in flight at a time, results are handed to the summa
 report writers in input order, and nothing per row is kept once written, so memory stays flat
 however long the file.
 
-The scoring is the runtime's pipeline (:mod:`groundwatch.runtime.pipeline`), as for a monitor:
-each row is prepared with the check's caps (:func:`~groundwatch.runtime.pipeline.prepare_inputs`;
-a row it rejects is bad input, exit 2) and each batch judged by
+The scoring is the runtime's pipeline (:mod:`groundwatch.runtime.pipeline`), as for a monitor: each
+row is prepared with the check's caps (:func:`~groundwatch.runtime.pipeline.prepare_inputs`; a row
+it rejects is bad input, exit 2) and each batch judged by
 :func:`~groundwatch.runtime.pipeline.judge_prepared` on the runner that
-:func:`~groundwatch.runtime.runners.runner_for` chose: a sync judge (the local judge: CPU-bound)
-in ``--concurrency`` worker processes, so N processes use N cores; an async judge (an LLM over
-the network) with ``--concurrency`` calls in flight on this process's loop. A small file, or
+:func:`~groundwatch.runtime.runners.choice.runner_for` chose: a sync judge (the local judge:
+CPU-bound) in ``--concurrency`` worker processes, so N processes use N cores; an async judge (an LLM
+over the network) with ``--concurrency`` calls in flight on this process's loop. A small file, or
 ``--concurrency 1``, judges in this process: starting an interpreter costs more than judging a
 hundred short answers.
 """
@@ -30,14 +30,14 @@ from .._wire import as_evaluation
 from ..judging import scoring
 from ..judging.judges import Judge
 from ..judging.judges._base import is_async_judge
-from ..runtime.asyncjudge import AsyncRunner
 from ..runtime.pipeline import judge_prepared
-from ..runtime.runner import Prepared, Runner, Scored
-from ..runtime.runners import runner_for
+from ..runtime.runners.async_runner import AsyncRunner
+from ..runtime.runners.choice import runner_for
+from ..runtime.runners.contract import Prepared, Runner, RunnerResult
 from ..types import Evaluation
-from .input import Caps, InvalidRow, Row
 from .outputs import Sink
 from .progress import Progress
+from .rows import Caps, InvalidRow, Row
 from .summary import CheckSummary
 
 DEFAULT_CONCURRENCY = 4
@@ -85,7 +85,7 @@ def check_runner(judge: Judge, concurrency: int, processes: int) -> Runner:
     return runner_for(judge, executor, processes, concurrency, nice=False)
 
 
-def _as_evaluation(result: Scored) -> tuple[Evaluation, float]:
+def _as_evaluation(result: RunnerResult) -> tuple[Evaluation, float]:
     return as_evaluation(result.evaluation), max(0, result.end_ns - result.start_ns) / 1e9
 
 
@@ -96,7 +96,7 @@ class _Batch:
 
     def __init__(self) -> None:
         self.items: list[Prepared] = []
-        self.task: asyncio.Task[list[Scored]] | None = None
+        self.task: asyncio.Task[list[RunnerResult]] | None = None
 
 
 async def check_rows(
@@ -145,7 +145,7 @@ async def _check_rows(
     done = 0
     reached = False  # the judge's endpoint answered once: later failures are the rows'
 
-    async def judged(items: list[Prepared]) -> list[Scored]:
+    async def judged(items: list[Prepared]) -> list[RunnerResult]:
         async with sem:
             return await judge_prepared(runner, items, policy, JUDGE_TIMEOUT_S)
 

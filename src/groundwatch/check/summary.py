@@ -36,7 +36,7 @@ from ..judging.judges.local import LocalJudge
 from ..judging.lexical import CJK
 from ..rates import RateEstimate, RateTotals, estimate_rate
 from ..types import LABELS, VERDICTS, Claim, Evaluation, Passage
-from .input import InvalidRow, Row
+from .rows import InvalidRow, Row
 
 if TYPE_CHECKING:
     from .baseline import BaselineDiff

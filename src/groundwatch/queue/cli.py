@@ -34,7 +34,7 @@ from .._commands import (
     Console,
     add_audit_option,
     add_console_options,
-    audit_sinks,
+    audit_file,
     run_command,
     stop_event,
     telemetry_destination,
@@ -285,7 +285,7 @@ async def _main(args: argparse.Namespace) -> int:
             evaluation_timeout_millis=args.evaluation_timeout_ms,
             capture_content=args.capture_content,
             audit_rate=args.audit_rate,
-            on_result=audit_sinks(args),
+            on_result=_audit_sinks(args),
         )
         stop = stop_event()
         server = None
@@ -333,3 +333,11 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         raise UsageError(INSTALL_HINT) from None
     return run_command("groundwatch worker", lambda: _main(args))
+
+
+def _audit_sinks(args: argparse.Namespace) -> list[Any]:
+    """The ``DatasetSink(when="audit")`` that ``--audit-file`` asks for, if any."""
+    from ..runtime.dataset import DatasetSink
+
+    path = audit_file(args)
+    return [DatasetSink(path, when="audit")] if path else []

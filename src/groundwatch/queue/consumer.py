@@ -46,8 +46,8 @@ from ..judging import scoring
 from ..judging.judges import Judge
 from ..runtime.pipeline import evaluate_records
 from ..runtime.results import ResultCallback
-from ..runtime.runner import Runner
-from ..runtime.runners import runner_for
+from ..runtime.runners.choice import runner_for
+from ..runtime.runners.contract import Runner
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
 from ..types import RagRecord

@@ -40,7 +40,7 @@ from . import wire
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from ..runtime.runner import Pacer
+    from ..runtime.runners.contract import Pacer
 
 __all__ = ["DEFAULT_STREAM", "RedisQueue"]
 

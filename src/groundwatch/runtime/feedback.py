@@ -38,7 +38,7 @@ from ..telemetry._rates import prediction, rate_key
 from ._background import BackgroundQueue
 
 DEFAULT_MEMORY = 10_000
-"""Scored traces whose verdict the monitor remembers (about 240 bytes each)."""
+"""RunnerResult traces whose verdict the monitor remembers (about 240 bytes each)."""
 
 MAX_PENDING_EVENTS = 4096
 """Feedback events waiting for their thread; more are dropped and counted in

@@ -97,7 +97,7 @@ class Monitor:
             ``GROUNDWATCH_EXECUTOR``), a process, falling back to a thread with a warning
             when the judge cannot be pickled or no process can start. Async judges run on
             the worker's event loop (on threads once one blocks the loop: see
-            :mod:`groundwatch.runtime.asyncjudge`).
+            :mod:`groundwatch.runtime.runners.async_runner`).
         policy: thresholds that turn scores into a label (:class:`~groundwatch.LabelPolicy`;
             its defaults when ``None``).
         content_max_chars: cap per captured text attribute (``GROUNDWATCH_CONTENT_MAX_CHARS``).
@@ -171,7 +171,7 @@ class Monitor:
         from .feedback import DEFAULT_MEMORY, Feedback
         from .pipeline import LocalScoring
         from .results import Results
-        from .runners import runner_for
+        from .runners.choice import runner_for
         from .worker import Worker
 
         config = _config.from_env()

@@ -1,15 +1,15 @@
 """Score one record: the one home of prepare → call the judge → score.
 
-Every place that scores records goes through here: the monitor's worker, ``groundwatch
-worker`` (the Redis consumer) and ``groundwatch serve`` (which runs a monitor) hand records to
-:func:`evaluate_records`; ``groundwatch check``, which streams a file's rows with its own caps
-and reports unreadable rows as bad input, prepares each with :func:`prepare_inputs` and hands
-batches to :func:`judge_prepared`, as :func:`evaluate_records` does. Each uses the
-:class:`~.runner.Runner` that :func:`~.runners.runner_for` chose, so they judge with the same
-adapter (:func:`~groundwatch.judging.judges._base.judge_sync` / ``judge_async``), the same
-deadlines and the same error evaluations. The runners judge and score each record with
-:func:`~groundwatch.judging.evaluate.judge_and_score`, which is also ``groundwatch.evaluate``
-for one answer without a runner: the same preparing, adapter and scoring.
+Every place that scores records goes through here: the monitor's worker, ``groundwatch worker`` (the
+Redis consumer) and ``groundwatch serve`` (which runs a monitor) hand records to
+:func:`evaluate_records`; ``groundwatch check``, which streams a file's rows with its own caps and
+reports unreadable rows as bad input, prepares each with :func:`prepare_inputs` and hands batches to
+:func:`judge_prepared`, as :func:`evaluate_records` does. Each uses the
+:class:`~.runners.contract.Runner` that :func:`~.runners.choice.runner_for` chose, so they judge
+with the same adapter (:func:`~groundwatch.judging.judges._base.judge_sync` / ``judge_async``), the
+same deadlines and the same error evaluations. The runners judge and score each record with
+:func:`~groundwatch.judging.evaluate.judge_and_score`, which is also ``groundwatch.evaluate`` for
+one answer without a runner: the same preparing, adapter and scoring.
 
 The steps:
 
@@ -17,9 +17,9 @@ The steps:
    (a record that cannot be read fails alone, ``invalid_input``);
 2. :func:`judge_prepared`: with instrumentation suppressed, the runner is started (outside
    every deadline) and judges each prepared record under the evaluation deadline: on a thread,
-   in a worker process, or on the event loop (:func:`~.runners.runner_for` decides where; a
+   in a worker process, or on the event loop (:func:`~.runners.choice.runner_for` decides where; a
    cascade's stages each where their kind runs);
-3. :func:`scored`: the judgement becomes an :class:`~groundwatch.Evaluation` (or, from a worker
+3. :func:`evaluation_from`: the judgement becomes an :class:`~groundwatch.Evaluation` (or, from a worker
    process, the :class:`~groundwatch._wire.EvaluationFields` telemetry reads).
 """
 
@@ -39,7 +39,7 @@ from ..judging import scoring
 from ..judging.evaluate import judge_and_score, scored_judgement
 from ..telemetry import semconv as sc
 from ..types import Evaluation, Judgement, RagRecord
-from .runner import NO_PACING, Pacer, Prepared, Runner, Scored
+from .runners.contract import NO_PACING, Pacer, Prepared, Runner, RunnerResult
 
 if TYPE_CHECKING:
     from ..telemetry import Stats
@@ -95,7 +95,7 @@ def prepare_record(record: RagRecord) -> Prepared:
     return item
 
 
-def scored(
+def evaluation_from(
     judgement: Judgement,
     item: Prepared,
     judge: str,
@@ -111,7 +111,7 @@ def scored(
 
 def error_evaluation(error_type: str, message: str, item: Prepared, judge: str) -> Evaluation:
     """A failed evaluation of one prepared record."""
-    return scored(Judgement(error=message[:500], error_type=error_type), item, judge)
+    return evaluation_from(Judgement(error=message[:500], error_type=error_type), item, judge)
 
 
 def timeout_evaluation(timeout_s: float, item: Prepared, judge: str) -> Evaluation:
@@ -139,7 +139,7 @@ def evaluate_prepared(
 
 async def judge_prepared(
     runner: Runner, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
-) -> list[Scored]:
+) -> list[RunnerResult]:
     """Judge and score prepared records on ``runner``: one result per item, in order. The one
     way a runner is driven (:func:`evaluate_records`, ``groundwatch check``): with
     instrumentation suppressed, ``runner.start()`` outside every deadline, then
@@ -161,11 +161,11 @@ async def evaluate_records(
     policy: scoring.LabelPolicy,
     timeout_s: float,
     pacer: Pacer = NO_PACING,
-) -> list[Scored]:
+) -> list[RunnerResult]:
     """Prepare each record once and run the batch on ``runner``; one result per record, in
     order (the monitor's worker and ``groundwatch worker`` both score through here; the
     monitor's worker paces the preparing with ``pacer``)."""
-    results: list[Scored | None] = [None] * len(records)
+    results: list[RunnerResult | None] = [None] * len(records)
     items: list[Prepared] = []
     where: list[int] = []
     pacer.start()
@@ -177,7 +177,7 @@ async def evaluate_records(
             now = time.time_ns()
             empty = Prepared("", [], None, False)
             failed = error_evaluation(sc.ERROR_INVALID_INPUT, str(exc), empty, runner.name)
-            results[i] = Scored(failed, now, now)
+            results[i] = RunnerResult(failed, now, now)
             continue
         where.append(i)
     if items:
@@ -253,13 +253,13 @@ __all__ = [
     "InvalidRecord",
     "LocalScoring",
     "Prepared",
-    "Scored",
+    "RunnerResult",
     "error_evaluation",
     "evaluate_prepared",
     "evaluate_records",
+    "evaluation_from",
     "judge_prepared",
     "prepare_inputs",
     "prepare_record",
-    "scored",
     "timeout_evaluation",
 ]

@@ -13,7 +13,7 @@ from .._wire import EvaluationView, as_evaluation
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
 from .feedback import Verdict, VerdictMemory
-from .runner import NO_PACING, Pacer, Scored
+from .runners.contract import NO_PACING, Pacer, RunnerResult
 from .sampling import Sampler, inner_samplers, record_sampling_rate
 
 ResultCallback = Callable[[RagRecord, Evaluation], None]
@@ -53,7 +53,10 @@ class Results:
         self.callbacks = [*self.callbacks, callback]
 
     def finish(
-        self, records: Sequence[RagRecord], results: Sequence[Scored], pacer: Pacer = NO_PACING
+        self,
+        records: Sequence[RagRecord],
+        results: Sequence[RunnerResult],
+        pacer: Pacer = NO_PACING,
     ) -> None:
         """Finish each record with its result (same order)."""
         # An evaluation from the worker process (EvaluationFields) becomes the pydantic

@@ -5,14 +5,14 @@ Request path (any host thread): :meth:`Worker.submit` appends to a ``deque`` and
 worker is asleep (no record for ``STAY_AWAKE_S``), wakes it with one ``call_soon_threadsafe``.
 Nothing else: no lock held, no I/O beyond that wake-up, no scoring.
 
-Worker thread (``groundwatch-worker``), one path for every record: the loop takes a batch off
-the queue (:meth:`Worker._take_batch`, as many as its :class:`Destination` asks for, waiting
-up to ``BATCH_DELAY_S`` for more) and hands it to the destination: the scoring pipeline
+Worker thread (``groundwatch-worker``), one path for every record: the loop takes a batch off the
+queue (:meth:`Worker._take_batch`, as many as its :class:`Destination` asks for, waiting up to
+``BATCH_DELAY_S`` for more) and hands it to the destination: the scoring pipeline
 (:class:`~.pipeline.LocalScoring`: prepare, judge on the chosen runner, score, then
-:meth:`Results.finish <.results.Results.finish>`: telemetry, then the ``on_result``
-callbacks), or a queue that remote workers score from. Preparing and finishing are paced
-(:class:`~.runner.Pacer`): short slices of work with rests between, so a batch does not hold
-the host's GIL through a request; the rests stop while a flush waits or the queue fills. Up to
+:meth:`Results.finish <.results.Results.finish>`: telemetry, then the ``on_result`` callbacks), or a
+queue that remote workers score from. Preparing and finishing are paced
+(:class:`~.runners.contract.Pacer`): short slices of work with rests between, so a batch does not
+hold the host's GIL through a request; the rests stop while a flush waits or the queue fills. Up to
 ``destination.concurrency`` batches are in flight; what waits stays in the bounded queue, so
 overload shows up as ``queue_full`` on the request path, not as unbounded memory.
 
@@ -37,7 +37,7 @@ from .._weakhooks import reinit_after_fork
 from ..telemetry import Stats
 from ..telemetry import semconv as sc
 from ..types import RagRecord
-from .runner import Pacer
+from .runners.contract import Pacer
 
 BATCH_DELAY_S = 0.2
 """How long the worker lets records gather before sending a batch smaller than its destination
@@ -301,7 +301,7 @@ class Worker:
                     self._inflight[seq] = task
 
     def _behind(self) -> bool:
-        """The worker must not rest (:class:`~.runner.Pacer`): a flush waits, the monitor
+        """The worker must not rest (:class:`~.runners.contract.Pacer`): a flush waits, the monitor
         shuts down, or the queue holds an eighth of its bound (filling faster than a resting
         worker empties it)."""
         return (

@@ -32,7 +32,7 @@ from .._commands import (
     Console,
     add_audit_option,
     add_console_options,
-    audit_sinks,
+    audit_file,
     run_command,
     stop_event,
     telemetry_destination,
@@ -381,7 +381,7 @@ def build_service(args: argparse.Namespace, judge: Any, auth: TokenFile | None =
         kwargs = {"stream": args.stream} if args.stream else {}
         queue = gw.RedisQueue(args.redis, **kwargs)
     monitor = gw.Monitor(
-        on_result=audit_sinks(args),
+        on_result=_audit_sinks(args),
         judge=judge,
         sampler=_sampler(args),
         max_queue_size=args.max_queue_size,
@@ -485,3 +485,11 @@ def run(args: argparse.Namespace) -> int:
     if args.redis and not _importable("redis"):
         raise UsageError(f"--redis needs the redis extra, {install_hint('redis')}")
     return run_command("groundwatch serve", lambda: _main(args))
+
+
+def _audit_sinks(args: argparse.Namespace) -> list[Any]:
+    """The ``DatasetSink(when="audit")`` that ``--audit-file`` asks for, if any."""
+    from ..runtime.dataset import DatasetSink
+
+    path = audit_file(args)
+    return [DatasetSink(path, when="audit")] if path else []

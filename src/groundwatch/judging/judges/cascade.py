@@ -94,7 +94,8 @@ class CascadeJudge:
 
     def should_escalate(self, judgement: Judgement | Evaluation) -> bool:
         """The escalation rule applied to ``first``'s judgement, or to its evaluation (where
-        ``first`` ran in a runner of its own: see :mod:`groundwatch.runtime.cascade`)."""
+        ``first`` ran in a runner of its own: see
+        :mod:`groundwatch.runtime.runners.cascade_runner`)."""
         if judgement.error is not None:
             return True
         for claim in judgement.claims:

@@ -3,7 +3,7 @@
 A cascade's stages are judges of different kinds: a CPU-bound first stage (``LocalJudge``) and
 an LLM second stage that waits on the network. Called as one async judge, the first stage would
 run on a thread of the host's interpreter, holding its GIL, whatever the monitor's executor
-says. Here each stage runs on the runner its kind gets (:func:`~.runners.runner_for`): the first
+says. Here each stage runs on the runner its kind gets (:func:`~.choice.runner_for`): the first
 in the worker process (``executor="process"``, the default) or on a thread, the second on the
 worker's loop; the escalation rule (:meth:`~groundwatch.CascadeJudge.should_escalate`) is
 applied to the first stage's evaluation between them, and the escalation counters stay on the
@@ -19,12 +19,12 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from .._wire import as_evaluation
-from ..judging import scoring
-from ..judging.judges.cascade import CascadeJudge
-from ..types import Evaluation
-from .pipeline import Prepared, Scored, timeout_evaluation
-from .runner import Runner
+from ..._wire import as_evaluation
+from ...judging import scoring
+from ...judging.judges.cascade import CascadeJudge
+from ...types import Evaluation
+from ..pipeline import Prepared, RunnerResult, timeout_evaluation
+from .contract import Runner
 
 MIN_SECOND_STAGE_S = 0.001
 """The least time a second stage is given (a first stage that used the whole deadline leaves
@@ -32,7 +32,7 @@ its answer to time out in the second rather than to skip it)."""
 
 
 class CascadeRunner:
-    """A :class:`~.runner.Runner` for a :class:`~groundwatch.CascadeJudge`: ``first`` judges the
+    """A :class:`~.contract.Runner` for a :class:`~groundwatch.CascadeJudge`: ``first`` judges the
     batch on its runner; the answers it is unsure of go to ``then`` on its runner, concurrently
     up to ``then``'s concurrency."""
 
@@ -59,11 +59,11 @@ class CascadeRunner:
 
     async def run(
         self, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
-    ) -> list[Scored]:
+    ) -> list[RunnerResult]:
         async with self._first_slot:
             firsts = await self.first.run(items, policy, timeout_s)
         cascade = self.cascade
-        results: list[Scored | None] = [None] * len(items)
+        results: list[RunnerResult | None] = [None] * len(items)
         escalated: list[tuple[int, Evaluation]] = []
         for i, result in enumerate(firsts):
             evaluation = as_evaluation(result.evaluation)
@@ -73,7 +73,7 @@ class CascadeRunner:
             else:
                 cascade.count(False)
                 kept = evaluation.model_copy(update={"judge": self.name})
-                results[i] = Scored(kept, result.start_ns, result.end_ns)
+                results[i] = RunnerResult(kept, result.start_ns, result.end_ns)
         if escalated:
             seconds = await asyncio.gather(
                 *(
@@ -89,20 +89,20 @@ class CascadeRunner:
         self,
         item: Prepared,
         first: Evaluation,
-        first_result: Scored,
+        first_result: RunnerResult,
         policy: scoring.LabelPolicy,
         timeout_s: float,
-    ) -> Scored:
+    ) -> RunnerResult:
         left_s = timeout_s - (time.time_ns() - first_result.start_ns) / 1e9
         if left_s <= 0:
             end = time.time_ns()
-            return Scored(
+            return RunnerResult(
                 timeout_evaluation(timeout_s, item, self.name), first_result.start_ns, end
             )
         [second] = await self.then.run([item], policy, max(MIN_SECOND_STAGE_S, left_s))
         combined = self.cascade.combine(first, as_evaluation(second.evaluation))
         named = combined.model_copy(update={"judge": self.name})
-        return Scored(named, first_result.start_ns, second.end_ns)
+        return RunnerResult(named, first_result.start_ns, second.end_ns)
 
     def flush(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -1,7 +1,8 @@
-"""The worker process of ``Monitor(executor="process")``: ``python -m groundwatch.runtime._child``.
+"""The worker process of ``Monitor(executor="process")``: ``python -m
+groundwatch.runtime.runners._child``.
 
 Reads ``(op, payload)`` messages on stdin, answers on a private copy of stdout (see
-:mod:`groundwatch.runtime.worker_process` for the protocol), exits on EOF.
+:mod:`groundwatch.runtime.runners.worker_process` for the protocol), exits on EOF.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import sys
 import time
 from typing import IO, Any
 
-from .._wire import RecordFields
-from ..judging.judges._base import judge_name
-from ..telemetry.worker_export import ChildExport
-from .pipeline import Prepared, evaluate_prepared
+from ..._wire import RecordFields
+from ...judging.judges._base import judge_name
+from ...telemetry.worker_export import ChildExport
+from ..pipeline import Prepared, evaluate_prepared
 from .worker_process import NO_NICE_ENV, encode_reply, read_message, write_message
 
 

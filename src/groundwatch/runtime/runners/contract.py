@@ -1,16 +1,16 @@
 """The one contract between the worker and the place a judge runs: :class:`Runner`.
 
-The worker (:mod:`.worker`) takes records off its queue and hands a batch to the scoring
-pipeline (:mod:`.pipeline`), which prepares each once and hands the prepared records to the
-runner that :func:`~.runners.runner_for` chose. The runner
+The worker (:mod:`..worker`) takes records off its queue and hands a batch to the scoring
+pipeline (:mod:`..pipeline`), which prepares each once and hands the prepared records to the
+runner that :func:`~.choice.runner_for` chose. The runner
 judges and scores each one under its own deadline and returns one result per record, in order.
 Three runners implement the contract:
 
-- :class:`~.thread.ThreadRunner`: a sync judge on a daemon thread of this interpreter;
+- :class:`~.thread_runner.ThreadRunner`: a sync judge on a daemon thread of this interpreter;
 - :class:`~.process_runner.ProcessRunner`: a sync judge in a worker process (the default);
-- :class:`~.asyncjudge.AsyncRunner`: an async judge on the worker's event loop (batches of one,
+- :class:`~.async_runner.AsyncRunner`: an async judge on the worker's event loop (batches of one,
   several in flight);
-- :class:`~.cascade.CascadeRunner`: a cascade's two stages, each on a runner of its own.
+- :class:`~.cascade_runner.CascadeRunner`: a cascade's two stages, each on a runner of its own.
 
 A runner never raises out of :meth:`Runner.run` except ``asyncio.CancelledError`` (shutdown):
 whatever goes wrong with one record (the judge raises, hangs, returns nonsense, the worker
@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._wire import EvaluationView
-from ..judging import scoring
-from ..types import Passage, RagRecord
+from ..._wire import EvaluationView
+from ...judging import scoring
+from ...types import Passage, RagRecord
 
 
 @dataclass(slots=True)
@@ -43,7 +43,7 @@ class Prepared:
 
 
 @dataclass(slots=True)
-class Scored:
+class RunnerResult:
     """One record's result from a runner."""
 
     evaluation: EvaluationView
@@ -83,7 +83,7 @@ class Runner(Protocol):
 
     async def run(
         self, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
-    ) -> list[Scored]:
+    ) -> list[RunnerResult]:
         """Judge and score each item, each within ``timeout_s``; one result per item, in order.
         Raises only ``asyncio.CancelledError``."""
         ...

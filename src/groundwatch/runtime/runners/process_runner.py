@@ -6,8 +6,8 @@ measures it). Here the judge runs in a child interpreter instead; the host only 
 inputs and waits on a pipe (without the GIL).
 
 The worker processes, their pipes and the protocol over them are
-:mod:`~groundwatch.runtime.worker_process`; this module decides when to start, reuse, stop and
-fall back from them, and sends each batch (see :data:`REPLY_GATHER_S`).
+:mod:`~groundwatch.runtime.runners.worker_process`; this module decides when to start, reuse, stop
+and fall back from them, and sends each batch (see :data:`REPLY_GATHER_S`).
 """
 
 from __future__ import annotations
@@ -23,22 +23,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _guard
-from .._config import ConfigWarning
-from .._threads import DaemonThreads
-from .._wire import RecordFields
-from ..judging import scoring
-from ..judging.judges._base import judge_name
-from ..telemetry.worker_export import WorkerExport
-from .pipeline import Prepared, Scored, error_evaluation, timeout_evaluation
-from .runner import JudgeSpeed
-from .thread import ThreadRunner
+from ... import _guard
+from ..._config import ConfigWarning
+from ..._threads import DaemonThreads
+from ..._wire import RecordFields
+from ...judging import scoring
+from ...judging.judges._base import judge_name
+from ...telemetry.worker_export import WorkerExport
+from ..pipeline import Prepared, RunnerResult, error_evaluation, timeout_evaluation
+from .contract import JudgeSpeed
+from .thread_runner import ThreadRunner
 from .worker_process import (
     LOST,
     START_FAILED,
     WorkerProcess,
     WorkerProcessError,
-    scored_from_reply,
+    result_from_reply,
 )
 
 _logger = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def _consume_result(future: asyncio.Future[Any]) -> None:
 
 
 class ProcessRunner:
-    """A :class:`~.runner.Runner` that judges in a worker process, started on first use; the
+    """A :class:`~.contract.Runner` that judges in a worker process, started on first use; the
     judge must be picklable.
 
     One batch at a time per process (``processes`` of them). When the process dies (killed,
@@ -103,7 +103,7 @@ class ProcessRunner:
     rest of its batch goes to a new process; a record past its deadline kills its process
     (it is stuck in the judge), so the next one starts clean. With ``fallback`` (the ``auto``
     executor), a judge that cannot be pickled, or a process that cannot start at all, runs on
-    a :class:`~.thread.ThreadRunner` instead, with a warning.
+    a :class:`~.thread_runner.ThreadRunner` instead, with a warning.
     """
 
     def __init__(
@@ -301,12 +301,12 @@ class ProcessRunner:
 
     def _batch_blocking(
         self, blobs: list[bytes | Exception], policy: Any, timeout_s: float, call: _BatchCall
-    ) -> list[Scored | _Failed]:
+    ) -> list[RunnerResult | _Failed]:
         """Runs on a pipe thread: send the batch, read one reply per item, each within
         ``timeout_s`` of the previous one. A stuck or lost process is killed; the item it was
         on fails, the rest go to a fresh process."""
         now = time.time_ns
-        outcomes: list[Scored | _Failed | None] = [None] * len(blobs)
+        outcomes: list[RunnerResult | _Failed | None] = [None] * len(blobs)
         pending: list[int] = []
         for i, blob in enumerate(blobs):
             if isinstance(blob, Exception):
@@ -363,7 +363,7 @@ class ProcessRunner:
                     last = now()
                     continue
                 last = now()
-                outcomes[i] = scored_from_reply(reply, last)
+                outcomes[i] = result_from_reply(reply, last)
             else:
                 self._give_back(child)
         end = now()
@@ -374,7 +374,7 @@ class ProcessRunner:
 
     async def run(
         self, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
-    ) -> list[Scored]:
+    ) -> list[RunnerResult]:
         """Evaluate several prepared records with one message to the worker process and one
         thread hop, instead of one of each per record (the host's CPU per record is what
         the request path competes with). Each evaluation keeps its own ``timeout_s``."""
@@ -384,7 +384,9 @@ class ProcessRunner:
             now = time.time_ns()
             message = self._pickle_error or "the judge cannot be pickled"
             return [
-                Scored(error_evaluation("judge_not_picklable", message, item, self.name), now, now)
+                RunnerResult(
+                    error_evaluation("judge_not_picklable", message, item, self.name), now, now
+                )
                 for item in items
             ]
         blobs: list[bytes | Exception] = []
@@ -414,10 +416,10 @@ class ProcessRunner:
             if call.child is not None:
                 self._discard(call.child)
             raise
-        results: list[Scored] = []
+        results: list[RunnerResult] = []
         for item, outcome in zip(items, outcomes, strict=True):
             start_ns, end_ns = outcome.start_ns, outcome.end_ns
-            if isinstance(outcome, Scored):
+            if isinstance(outcome, RunnerResult):
                 results.append(outcome)
                 self.speed.observe(end_ns - start_ns)
                 continue
@@ -433,7 +435,7 @@ class ProcessRunner:
                 continue
             else:
                 evaluation = error_evaluation(failure.error_type, str(failure), item, self.name)
-            results.append(Scored(evaluation, start_ns, end_ns))
+            results.append(RunnerResult(evaluation, start_ns, end_ns))
         return results
 
     # --- lifecycle -------------------------------------------------------------------------

@@ -9,7 +9,7 @@ The watchdog times every step of the judge's coroutine, the stretch it runs befo
 ``await`` hands the loop back. A step longer than :data:`LOOP_BLOCK_LIMIT_S` means the judge
 blocked the loop: it is counted (``groundwatch.errors{groundwatch.component=judge,
 error.type=event_loop_blocked}``), logged once with the judge's name, and from then on the
-judge's calls run on a :class:`~.thread.ThreadRunner` (each on a daemon thread with a loop of
+judge's calls run on a :class:`~.thread_runner.ThreadRunner` (each on a daemon thread with a loop of
 its own), where the deadline holds again and nothing waits behind a blocked call. An evaluation
 that returned after its deadline (the one that blocked) counts as a timeout all the same.
 """
@@ -24,12 +24,12 @@ import types
 from collections.abc import Coroutine, Generator, Sequence
 from typing import Any
 
-from .. import _guard
-from ..judging import scoring
-from ..judging.judges._base import judge_async, judge_name
-from ..types import Judgement
-from .pipeline import Prepared, Scored, scored, timeout_evaluation
-from .thread import ThreadRunner
+from ... import _guard
+from ...judging import scoring
+from ...judging.judges._base import judge_async, judge_name
+from ...types import Judgement
+from ..pipeline import Prepared, RunnerResult, evaluation_from, timeout_evaluation
+from .thread_runner import ThreadRunner
 
 _logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class StepWatch:
 
 
 class AsyncRunner:
-    """A :class:`~.runner.Runner` for an async judge: batches of one, ``concurrency`` of them
+    """A :class:`~.contract.Runner` for an async judge: batches of one, ``concurrency`` of them
     in flight on the worker's loop (see the module docstring for the watchdog)."""
 
     def __init__(self, judge: Any, *, concurrency: int) -> None:
@@ -103,12 +103,14 @@ class AsyncRunner:
 
     async def run(
         self, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
-    ) -> list[Scored]:
+    ) -> list[RunnerResult]:
         if self.off_loop is not None:
             return await self.off_loop.run(items, policy, timeout_s)
         return [await self._one(item, policy, timeout_s) for item in items]
 
-    async def _one(self, item: Prepared, policy: scoring.LabelPolicy, timeout_s: float) -> Scored:
+    async def _one(
+        self, item: Prepared, policy: scoring.LabelPolicy, timeout_s: float
+    ) -> RunnerResult:
         watch = StepWatch()
         start_ns = time.time_ns()
         judgement: Judgement | None = None  # stays None past the deadline
@@ -126,8 +128,8 @@ class AsyncRunner:
         # A blocked loop cannot fire the deadline's timer: the call that blocked it returns
         # late instead, and still counts as a timeout.
         if judgement is None or (blocked and end_ns - start_ns > timeout_s * 1e9):
-            return Scored(timeout_evaluation(timeout_s, item, self.name), start_ns, end_ns)
-        return Scored(scored(judgement, item, self.name, policy), start_ns, end_ns)
+            return RunnerResult(timeout_evaluation(timeout_s, item, self.name), start_ns, end_ns)
+        return RunnerResult(evaluation_from(judgement, item, self.name, policy), start_ns, end_ns)
 
     def _blocked(self, seconds: float) -> None:
         if self.off_loop is not None:

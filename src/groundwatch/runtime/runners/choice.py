@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _config
-from ..judging.judges._base import is_async_judge
-from ..judging.judges.cascade import CascadeJudge
-from ..telemetry.worker_export import WorkerExport
-from .asyncjudge import AsyncRunner
-from .cascade import CascadeRunner
+from ... import _config
+from ...judging.judges._base import is_async_judge
+from ...judging.judges.cascade import CascadeJudge
+from ...telemetry.worker_export import WorkerExport
+from .async_runner import AsyncRunner
+from .cascade_runner import CascadeRunner
+from .contract import Runner
 from .process_runner import ProcessRunner
-from .runner import Runner
-from .thread import ThreadRunner
+from .thread_runner import ThreadRunner
 
 __all__ = ["runner_for"]
 
@@ -35,7 +35,7 @@ def runner_for(
       (``process``; ``auto`` falls back to a thread when that cannot work), which export their
       evaluations' spans themselves when ``export`` is given and lower their priority unless
       ``nice`` is false (``check``, whose work the judging is);
-    - a :class:`~groundwatch.CascadeJudge` as a :class:`~.cascade.CascadeRunner`: each stage
+    - a :class:`~groundwatch.CascadeJudge` as a :class:`~.cascade_runner.CascadeRunner`: each stage
       where its own kind runs (a sync first stage in the worker process, an LLM stage on the
       loop), the escalation rule applied between them.
     """

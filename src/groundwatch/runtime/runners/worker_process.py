@@ -3,21 +3,20 @@
 Why a plain ``subprocess`` and not ``multiprocessing``: ``fork`` is unsafe in a threaded host,
 and ``spawn``/``forkserver`` re-import the host's ``__main__`` module in the child, running any
 top-level code a script has outside ``if __name__ == "__main__"``. ``python -m
-groundwatch.runtime._child`` imports only groundwatch and the judge's own module.
+groundwatch.runtime.runners._child`` imports only groundwatch and the judge's own module.
 
-Protocol over the child's stdin/stdout: 8-byte big-endian length, then a pickle of
-``(op, payload)``; replies are ``("ok", value)`` or ``("error", (type name, message))``. The
-judge is pickled once (``init``; ``ping`` starts a process ahead of its first batch). The
-worker sends ``evaluate_batch``: a list of records, each a
-:class:`~groundwatch._wire.RecordFields` encoded and pickled on its own (one record that cannot
-be pickled fails alone), and the child answers with one reply per record as each is done
-(:func:`encode_reply`), its evaluation as :class:`~groundwatch._wire.EvaluationFields`: the
-host's CPU per record is what its request threads compete with, so it pays one message, one
-thread hop, a few wake-ups of its pipe thread and no pydantic validation per batch rather than
-per record (see :data:`~groundwatch.runtime.process_runner.REPLY_GATHER_S`). Both types carry
-their version. The child writes its replies to a private copy of fd 1 and points fd 1 at
-stderr, so a judge that prints cannot corrupt the protocol. It exits when its stdin closes
-(the host exited or shut down).
+Protocol over the child's stdin/stdout: 8-byte big-endian length, then a pickle of ``(op,
+payload)``; replies are ``("ok", value)`` or ``("error", (type name, message))``. The judge is
+pickled once (``init``; ``ping`` starts a process ahead of its first batch). The worker sends
+``evaluate_batch``: a list of records, each a :class:`~groundwatch._wire.RecordFields` encoded and
+pickled on its own (one record that cannot be pickled fails alone), and the child answers with one
+reply per record as each is done (:func:`encode_reply`), its evaluation as
+:class:`~groundwatch._wire.EvaluationFields`: the host's CPU per record is what its request threads
+compete with, so it pays one message, one thread hop, a few wake-ups of its pipe thread and no
+pydantic validation per batch rather than per record (see
+:data:`~groundwatch.runtime.runners.process_runner.REPLY_GATHER_S`). Both types carry their version.
+The child writes its replies to a private copy of fd 1 and points fd 1 at stderr, so a judge that
+prints cannot corrupt the protocol. It exits when its stdin closes (the host exited or shut down).
 """
 
 from __future__ import annotations
@@ -32,9 +31,9 @@ import sys
 import threading
 from typing import IO, Any
 
-from .._wire import EvaluationFields
-from ..types import Evaluation
-from .pipeline import Scored
+from ..._wire import EvaluationFields
+from ...types import Evaluation
+from ..pipeline import RunnerResult
 
 _HEADER = struct.Struct(">Q")
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
@@ -58,13 +57,13 @@ def encode_reply(
     return (EvaluationFields.of(evaluation).to_wire(), judge_ns, end_ns, exported)
 
 
-def scored_from_reply(reply: tuple[Any, ...], received_ns: int) -> Scored:
+def result_from_reply(reply: tuple[Any, ...], received_ns: int) -> RunnerResult:
     """The host's result of a reply :func:`encode_reply` made, read at ``received_ns``."""
     evaluation, judge_ns, end_ns, exported = reply
     # The child's clock for the end (it may have been read a little later); the same machine's
     # wall clock, so never after this side's "now".
     end_ns = min(end_ns, received_ns)
-    return Scored(EvaluationFields.from_wire(evaluation), end_ns - judge_ns, end_ns, exported)
+    return RunnerResult(EvaluationFields.from_wire(evaluation), end_ns - judge_ns, end_ns, exported)
 
 
 class WorkerProcessError(RuntimeError):
@@ -157,7 +156,7 @@ class WorkerProcess:
     @staticmethod
     def _popen(env: dict[str, str]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-m", "groundwatch.runtime._child"],
+            [sys.executable, "-m", "groundwatch.runtime.runners._child"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             # Unbuffered: a reply deadline waits on the pipe with select(), which would not

@@ -10,27 +10,27 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..judging import scoring
-from ..judging.judges._base import judge_name
-from ..telemetry import semconv as sc
-from .pipeline import (
+from ...judging import scoring
+from ...judging.judges._base import judge_name
+from ...telemetry import semconv as sc
+from ..pipeline import (
     Prepared,
-    Scored,
+    RunnerResult,
     error_evaluation,
     evaluate_prepared,
     timeout_evaluation,
 )
-from .runner import MAX_STUCK_JUDGE_THREADS, JudgeSpeed
+from .contract import MAX_STUCK_JUDGE_THREADS, JudgeSpeed
 
 
 class ThreadRunner:
-    """A :class:`~.runner.Runner` that judges a batch one record after another on one daemon
+    """A :class:`~.contract.Runner` that judges a batch one record after another on one daemon
     thread (not one thread and one loop task per record).
 
     Not ``asyncio.to_thread``: its executor's threads are joined at interpreter exit, so a
     hanging judge would hang the host's exit. Each record keeps its own deadline: a call past
     it is abandoned (its thread counted as stuck), its record fails with ``timeout`` and the
-    records after it go to a fresh thread. Past :data:`~.runner.MAX_STUCK_JUDGE_THREADS` stuck
+    records after it go to a fresh thread. Past :data:`~.contract.MAX_STUCK_JUDGE_THREADS` stuck
     threads, records fail fast with ``judge_unresponsive``.
     """
 
@@ -58,8 +58,8 @@ class ThreadRunner:
 
     async def run(
         self, items: Sequence[Prepared], policy: scoring.LabelPolicy, timeout_s: float
-    ) -> list[Scored]:
-        results: list[Scored | None] = [None] * len(items)
+    ) -> list[RunnerResult]:
+        results: list[RunnerResult | None] = [None] * len(items)
         todo = list(range(len(items)))
         loop = asyncio.get_running_loop()
         while todo:
@@ -68,7 +68,7 @@ class ThreadRunner:
                 for i in todo:
                     now = time.time_ns()
                     failed = error_evaluation("judge_unresponsive", message, items[i], self.name)
-                    results[i] = Scored(failed, now, now)
+                    results[i] = RunnerResult(failed, now, now)
                 break
             todo = await self._one_thread(loop, items, todo, results, policy, timeout_s)
         return [r for r in results if r is not None]
@@ -78,14 +78,14 @@ class ThreadRunner:
         loop: asyncio.AbstractEventLoop,
         items: Sequence[Prepared],
         todo: list[int],
-        results: list[Scored | None],
+        results: list[RunnerResult | None],
         policy: scoring.LabelPolicy,
         timeout_s: float,
     ) -> list[int]:
         """One thread over ``todo``; returns what is left to do after a timeout."""
         future: asyncio.Future[None] = loop.create_future()
         ctx = contextvars.copy_context()
-        done: dict[int, Scored] = {}
+        done: dict[int, RunnerResult] = {}
         state: dict[str, Any] = {"now": (todo[0], time.monotonic()), "abandoned": False}
 
         def deliver() -> None:
@@ -103,7 +103,7 @@ class ThreadRunner:
                     if state["abandoned"]:
                         return
                     end = time.time_ns()
-                    done[i] = Scored(evaluation, start, end)
+                    done[i] = RunnerResult(evaluation, start, end)
                     self.speed.observe(end - start)
             finally:
                 with self._lock:
@@ -135,7 +135,7 @@ class ThreadRunner:
             elif i == stuck:
                 now = time.time_ns()
                 failed = timeout_evaluation(timeout_s, items[i], self.name)
-                results[i] = Scored(failed, now - int(timeout_s * 1e9), now)
+                results[i] = RunnerResult(failed, now - int(timeout_s * 1e9), now)
             elif stuck is not None:
                 left.append(i)
             else:
@@ -144,7 +144,7 @@ class ThreadRunner:
                 now = time.time_ns()
                 message = "the judge thread ended before this record was scored"
                 failed = error_evaluation(sc.ERROR_INTERNAL, message, items[i], self.name)
-                results[i] = Scored(failed, now, now)
+                results[i] = RunnerResult(failed, now, now)
         return left
 
     def flush(self, timeout_s: float) -> bool:

@@ -23,8 +23,14 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
-INTEGRATIONS = ("integrations/langchain", "integrations/llamaindex")
-OWN = {"groundwatch", "groundwatch-langchain", "groundwatch-llamaindex", "groundwatch-minilm"}
+# Every integration is a package under integrations/, found here as it is added; the
+# distributions this repository builds itself (the core, integrations/*, models/*) are never
+# pinned.
+INTEGRATIONS = sorted(path.parent for path in (ROOT / "integrations").glob("*/pyproject.toml"))
+OWN = {
+    canonicalize_name(tomllib.loads(path.read_text())["project"]["name"])
+    for path in (ROOT / "pyproject.toml", *ROOT.glob("*/*/pyproject.toml"))
+}
 
 
 def _requirements(core_only: bool) -> list[str]:
@@ -35,9 +41,7 @@ def _requirements(core_only: bool) -> list[str]:
     for extra in project.get("optional-dependencies", {}).values():
         found += extra
     for path in INTEGRATIONS:
-        found += tomllib.loads((ROOT / path / "pyproject.toml").read_text())["project"][
-            "dependencies"
-        ]
+        found += tomllib.loads((path / "pyproject.toml").read_text())["project"]["dependencies"]
     return found
 
 

@@ -209,7 +209,7 @@ def test_what_adding_an_integration_touches_is_every_file_that_names_them_all() 
     naming_all = {
         f for f in _repo_files() if not f.startswith(skip) and _names_all(ROOT / f, folders)
     }
-    assert {"pyproject.toml", "requirements-dev.txt"} <= naming_all
+    assert "requirements-dev.txt" in naming_all  # the scan finds what names them
     assert sorted(f for f in naming_all if f"`{f}`" not in section) == []
 
 

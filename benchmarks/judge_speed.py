@@ -29,7 +29,7 @@ from _stats import percentile  # noqa: E402
 from accuracy import default_data_dir  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
-from groundwatch._inputs import prepare  # noqa: E402
+from groundwatch._shared.inputs import prepare  # noqa: E402
 
 
 def _huge_inputs() -> list[tuple[str, str, list[str]]]:

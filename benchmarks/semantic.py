@@ -40,7 +40,7 @@ from calibrate_semantic import MatchedRow, fit_second_look, second_look_samples
 from calibrate_semantic import measure as measure_with_meaning
 
 import groundwatch as gw
-from groundwatch._inputs import prepare
+from groundwatch._shared.inputs import prepare
 from groundwatch.judging.judges._calibration import feature_vector
 from groundwatch.judging.judges.semantic import DEFAULT_SUPPORT_THRESHOLD
 from groundwatch.judging.scoring import DEFAULT_MIN_GROUNDEDNESS, score

@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from groundwatch._inputs import prepare  # noqa: E402
+from groundwatch._shared.inputs import prepare  # noqa: E402
 from groundwatch.judging.judges._calibration import (  # noqa: E402
     FEATURES,
     SCRIPTS,

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "training"))
 
 from calibrate_local import REGULARISATION_C, _claim_labels  # noqa: E402
 
-from groundwatch._inputs import prepare  # noqa: E402
+from groundwatch._shared.inputs import prepare  # noqa: E402
 from groundwatch.judging.judges._calibration import Calibration, LogisticModel  # noqa: E402
 from groundwatch.judging.judges._features import ClaimFeatures  # noqa: E402
 from groundwatch.judging.judges.local import LocalJudge  # noqa: E402

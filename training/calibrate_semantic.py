@@ -33,7 +33,7 @@ from calibrate_local import (  # noqa: E402
     load_rows,
 )
 
-from groundwatch._inputs import prepare  # noqa: E402
+from groundwatch._shared.inputs import prepare  # noqa: E402
 from groundwatch.judging.judges._calibration import (  # noqa: E402
     SEMANTIC_FEATURES,
     Calibration,

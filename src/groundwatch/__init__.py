@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_names
+from ._shared.lazy import lazy_names
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
-    from ._config import ConfigWarning
-    from ._guard import LossWarning
+    from ._shared.config import ConfigWarning
+    from ._shared.guard import LossWarning
     from ._version import __version__
     from .alerts import Alert, AlertingHook, DropDetector
     from .judging.evaluate import aevaluate, evaluate
@@ -55,8 +55,8 @@ if TYPE_CHECKING:
 # Where each public name lives (the module, relative to this package). The imports above are the
 # same list for type checkers; tests/core/test_lazy_imports.py holds the two together.
 _WHERE = {
-    "ConfigWarning": "._config",
-    "LossWarning": "._guard",
+    "ConfigWarning": "._shared.config",
+    "LossWarning": "._shared.guard",
     "__version__": "._version",
     "Alert": ".alerts",
     "AlertingHook": ".alerts",

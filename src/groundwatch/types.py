@@ -11,13 +11,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ._passage import PASSAGE_KINDS as PASSAGE_KINDS
-from ._passage import Passage as Passage
-from ._passage import PassageKind as PassageKind
+from ._shared.passage import PASSAGE_KINDS as PASSAGE_KINDS
+from ._shared.passage import Passage as Passage
+from ._shared.passage import PassageKind as PassageKind
 
 # The record and Passage live below this module and are re-exported here: RagRecord in _record,
 # which the request path imports without defining a pydantic model; Passage in _passage.
-from ._record import RagRecord as RagRecord
+from ._shared.record import RagRecord as RagRecord
 
 Verdict = Literal["supported", "inferred", "unsupported", "contradicted"]
 """How one claim stands against the retrieved context (docs/judges.md: what each means, and the

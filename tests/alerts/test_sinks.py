@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from groundwatch import _guard
+from groundwatch._shared import guard
 from groundwatch.alerts import (
     ALERT_EVENT_NAME,
     ALERTS_METRIC,
@@ -153,7 +153,7 @@ def test_webhook_never_raises(
 
 def test_alerting_hook_as_on_result(otel: Any) -> None:
     logger_provider, logs, meter_provider, _ = otel
-    errors_before = _guard.errors[("on_alert", "RuntimeError")]
+    errors_before = guard.errors[("on_alert", "RuntimeError")]
     received: list[Alert] = []
 
     def broken(alert: Alert) -> None:
@@ -177,13 +177,13 @@ def test_alerting_hook_as_on_result(otel: Any) -> None:
     assert list(hook.alerts) == received
     assert len(logs.get_finished_logs()) == 1
     # Counted (groundwatch.errors), not raised; the later sinks still ran.
-    assert _guard.errors[("on_alert", "RuntimeError")] == errors_before + 1
+    assert guard.errors[("on_alert", "RuntimeError")] == errors_before + 1
 
 
 def test_alerting_hook_survives_bad_input() -> None:
     hook = AlertingHook(DropDetector(warmup=5), on_alert=[])
-    before = _guard.errors[("alerts", "AttributeError")]
+    before = guard.errors[("alerts", "AttributeError")]
     hook(object(), "not an evaluation")  # type: ignore[arg-type]
-    assert _guard.errors[("alerts", "AttributeError")] == before + 1
+    assert guard.errors[("alerts", "AttributeError")] == before + 1
     hook(None, Evaluation(label="grounded", groundedness=1.0, faithfulness=1.0))
     assert hook.detector.state()[0]["route"] is None

@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from groundwatch import _inputs
+from groundwatch._shared import inputs as _inputs
 
 from .conftest import CONTEXT, GROUNDED, run_cli, write_jsonl
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import groundwatch as gw
-from groundwatch._inputs import ToolOutput
+from groundwatch._shared.inputs import ToolOutput
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).with_name("structured_tool_cases.json")).read_text(encoding="utf-8")

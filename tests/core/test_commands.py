@@ -1,4 +1,4 @@
-"""The long-running commands' shared runner (``groundwatch._commands``): worker and serve
+"""The long-running commands' shared runner (``groundwatch.cli._long_running``): worker and serve
 set up telemetry and run their main through it, so they behave alike."""
 
 from __future__ import annotations
@@ -8,34 +8,34 @@ import argparse
 import pytest
 from opentelemetry import trace
 
-from groundwatch import _commands
 from groundwatch.check.cli import UsageError
+from groundwatch.cli import _long_running
 
 
 def test_usage_error_is_exit_2_with_the_command_name_and_telemetry_is_flushed(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     flushed: list[bool] = []
-    monkeypatch.setattr(_commands, "otlp_providers", lambda: lambda: flushed.append(True))
+    monkeypatch.setattr(_long_running, "otlp_providers", lambda: lambda: flushed.append(True))
 
     async def bad() -> int:
         raise UsageError("--model is required")
 
-    assert _commands.run_command("groundwatch serve", bad) == 2
+    assert _long_running.run_command("groundwatch serve", bad) == 2
     assert "groundwatch serve: error: --model is required" in capsys.readouterr().err
     assert flushed == [True]
 
     async def fine() -> int:
         return 0
 
-    assert _commands.run_command("groundwatch worker", fine) == 0
+    assert _long_running.run_command("groundwatch worker", fine) == 0
     assert flushed == [True, True]
 
 
 def test_no_exporters_without_the_endpoint_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     before = trace.get_tracer_provider()
-    _commands.otlp_providers()()
+    _long_running.otlp_providers()()
     assert trace.get_tracer_provider() is before
 
 

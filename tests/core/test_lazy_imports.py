@@ -66,8 +66,8 @@ def test_import_groundwatch_loads_no_heavy_part() -> None:
 MONITOR_HEAVY = (
     "asyncio",  # the worker's loop, the async runner
     "concurrent.futures",
-    "groundwatch._inputs",  # passages: pydantic models
-    "groundwatch._passage",
+    "groundwatch._shared.inputs",  # passages: pydantic models
+    "groundwatch._shared.passage",
     "groundwatch._wire",
     "groundwatch.judging.evaluate",  # default_judge: LocalJudge and its text toolkit
     "groundwatch.judging.judges",

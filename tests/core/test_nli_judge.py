@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import groundwatch as gw
-from groundwatch import _guard
+from groundwatch._shared import guard as _guard
 from groundwatch.judging.judges._calibration import LogisticModel
 from groundwatch.judging.judges._nli_model import (
     MAX_HYPOTHESIS_PIECES,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import groundwatch as gw
-from groundwatch import _guard
+from groundwatch._shared import guard
 from groundwatch.judging.judges._nli_model import LABELS, NLIEncoder, label_columns, runtime_of
 from groundwatch.judging.judges.nli import NLIJudge
 
@@ -164,10 +164,10 @@ def test_unreadable_labels_leave_lexical_verdicts_counted(
     with pytest.raises(ValueError, match=problem):
         label_columns(id2label)
     folder, _, _ = cross_encoder_folder(tmp_path / "m", id2label, tokenizer=True)
-    before = sum(n for (where, _), n in _guard.errors.items() if where == "nli_judge.load")
+    before = sum(n for (where, _), n in guard.errors.items() if where == "nli_judge.load")
     judge = NLIJudge(model=folder)
     assert judge.encoder is None and judge.model_failures == 1
-    after = sum(n for (where, _), n in _guard.errors.items() if where == "nli_judge.load")
+    after = sum(n for (where, _), n in guard.errors.items() if where == "nli_judge.load")
     assert after == before + 1
     assert (
         gw.evaluate(PARAPHRASE, CONTEXT, judge=judge).claims

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import groundwatch as gw
-from groundwatch import _guard
+from groundwatch._shared import guard
 from groundwatch.judging.judges._nli_model import LABELS, TransformersEncoder, runtime_of
 from groundwatch.testing import GroundwatchTelemetry, capgw  # noqa: F401
 
@@ -186,10 +186,10 @@ def test_a_checksum_is_refused_for_a_model_without_onnx(folders: dict[str, Path]
 
 def test_a_folder_that_cannot_load_leaves_lexical_verdicts_counted(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text('{"model_type": "bert"}')  # no weights, no tokenizer
-    before = sum(n for (where, _), n in _guard.errors.items() if where == "nli_judge.load")
+    before = sum(n for (where, _), n in guard.errors.items() if where == "nli_judge.load")
     judge = gw.NLIJudge(model=tmp_path)
     assert judge.encoder is None and judge.model_failures == 1
-    assert sum(n for (where, _), n in _guard.errors.items() if where == "nli_judge.load") == (
+    assert sum(n for (where, _), n in guard.errors.items() if where == "nli_judge.load") == (
         before + 1
     )
     lexical = gw.evaluate(PARAPHRASE, CONTEXT).claims

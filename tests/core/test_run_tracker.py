@@ -279,7 +279,7 @@ class BrokenMonitor(RecordingMonitor):
 
 
 def test_a_monitor_that_raises_ends_the_run_with_one_internal_failure() -> None:
-    from groundwatch import _guard
+    from groundwatch._shared import guard as _guard
 
     monitor = BrokenMonitor()
     handler = toy.ToyHandler(monitor)

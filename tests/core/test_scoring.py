@@ -260,7 +260,7 @@ def test_a_judges_confidence_is_kept_within_0_and_1() -> None:
 
 
 def test_passages_beyond_the_cap_are_not_even_read() -> None:
-    from groundwatch._inputs import MAX_PASSAGES
+    from groundwatch._shared.inputs import MAX_PASSAGES
 
     pulled = 0
 
@@ -323,7 +323,7 @@ def test_pydantic_documents_are_read_by_field_property_or_extra_field() -> None:
     assert (loose.text, loose.id, loose.score, loose.metadata) == ("Oslo.", "7", 0.25, {"a": "b"})
     # A property that raises still raises, as with getattr: the worker counts the record as the
     # caller's invalid input.
-    from groundwatch._inputs import prepare
+    from groundwatch._shared.inputs import prepare
 
     with pytest.raises(RuntimeError, match="metadata store is down"):
         prepare("Paris.", [Broken(page_content="x")], None)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import groundwatch as gw
-from groundwatch._inputs import MAX_PASSAGE_CHARS, ToolOutput, tool_output_text
+from groundwatch._shared.inputs import MAX_PASSAGE_CHARS, ToolOutput, tool_output_text
 from groundwatch.judging.structured import tool_records
 from groundwatch.types import Passage
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import groundwatch as gw
-from groundwatch import _guard
+from groundwatch._shared import guard
 from groundwatch.queue import wire
 from groundwatch.queue.consumer import StreamWorker
 from groundwatch.telemetry import semconv as sc
@@ -143,7 +143,7 @@ def test_a_full_stream_counts_queue_full_and_trims_nothing(
 def test_unreachable_redis_never_blocks_or_raises_and_counts_every_record(
     capgw: GroundwatchTelemetry, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_guard, "_last_logged", {})
+    monkeypatch.setattr(guard, "_last_logged", {})
     url = f"redis://127.0.0.1:{_free_port()}/0"  # nobody listens
     queue = gw.RedisQueue(url, timeout_millis=100, send_timeout_millis=300)
     monitor = capgw.monitor(sampler=gw.RatioSampler(1.0), queue=queue, max_queue_size=20)

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from groundwatch import _guard
+from groundwatch._shared import guard
 from groundwatch.testing import (
     RecordingMonitor,
     capgw,  # noqa: F401
@@ -50,14 +50,14 @@ def tracer() -> Tracer:
 def _strict(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # Our own bugs fail our tests instead of being logged and swallowed as in production.
     monkeypatch.setenv("GROUNDWATCH_RAISE_INTERNAL_ERRORS", "1")
-    before = dict(_guard.errors)
+    before = dict(guard.errors)
     yield
     groundwatch_langchain.uninstrument()
     # The worker cannot raise to anybody: check it logged no bug of ours either. (Errors in
     # the handler itself fail the test directly in strict mode; one test provokes them.)
     ours = {
         key: n - before.get(key, 0)
-        for key, n in _guard.errors.items()
+        for key, n in guard.errors.items()
         if n != before.get(key, 0) and not key[0].startswith("langchain")
     }
     assert not ours, f"groundwatch internal errors: {ours}"

@@ -251,7 +251,7 @@ def test_a_tool_error_the_agent_does_not_handle_reaches_the_host_and_is_counted(
 
 
 def test_a_5_mb_tool_output_is_capped_and_marked(capgw: GroundwatchTelemetry) -> None:
-    from groundwatch._inputs import MAX_PASSAGE_CHARS
+    from groundwatch._shared.inputs import MAX_PASSAGE_CHARS
 
     monitor = capgw.monitor(sampler=gw.RatioSampler(1.0))
     agent = react_agent(tools_then("There are 55000 rows.", call("dump_table")), [dump_table])

@@ -218,9 +218,9 @@ def test_a_question_that_is_not_a_string_is_said_and_counted_not_dropped_silentl
     monkeypatch: pytest.MonkeyPatch,
     question: Any,
 ) -> None:
-    from groundwatch import _guard
+    from groundwatch._shared import guard
 
-    monkeypatch.setattr(_guard, "_last_logged", {})  # the warning is rate-limited
+    monkeypatch.setattr(guard, "_last_logged", {})  # the warning is rate-limited
     retriever = vector_store().as_retriever(search_kwargs={"k": 2})
     chain = (
         {
@@ -244,7 +244,7 @@ def test_a_question_that_is_not_a_string_is_said_and_counted_not_dropped_silentl
 def test_internal_error_is_swallowed_and_counted(
     monitor: RecordingMonitor, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from groundwatch import _guard
+    from groundwatch._shared import guard as guard
 
     monkeypatch.delenv("GROUNDWATCH_RAISE_INTERNAL_ERRORS")  # production behaviour
 
@@ -254,13 +254,13 @@ def test_internal_error_is_swallowed_and_counted(
 
     handler = GroundwatchCallbackHandler(BrokenMonitor())
     chain = build("lcel").chain
-    before = _guard.errors[("langchain.on_chain_end", "RuntimeError")]
+    before = guard.errors[("langchain.on_chain_end", "RuntimeError")]
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
             assert chain.invoke("q?", {"callbacks": [handler]}) == ANSWER
     assert handler.counts["internal_errors"] == 3
     # Counted where the groundwatch.errors metric reads it, logged at most once a minute.
-    assert _guard.errors[("langchain.on_chain_end", "RuntimeError")] == before + 3
+    assert guard.errors[("langchain.on_chain_end", "RuntimeError")] == before + 3
     ours = [r for r in caplog.records if "langchain.on_chain_end" in r.getMessage()]
     assert len(ours) <= 1
     # LangChain itself never saw an error from us (it would log "Error in ... callback").

@@ -30,7 +30,7 @@ from llama_index.core.tools import FunctionTool, QueryEngineTool, RetrieverTool
 
 import groundwatch as gw
 from groundwatch import Decision, Passage
-from groundwatch._inputs import MAX_PASSAGE_CHARS
+from groundwatch._shared.inputs import MAX_PASSAGE_CHARS
 from groundwatch.telemetry import semconv
 from groundwatch.testing import GroundwatchTelemetry, RecordingMonitor
 

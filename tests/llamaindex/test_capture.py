@@ -461,7 +461,7 @@ def test_turn_without_retrieval_makes_no_record(
 
 def test_evaluate_takes_nodes_with_their_ids_and_scores() -> None:
     import groundwatch as gw
-    from groundwatch._inputs import to_passage
+    from groundwatch._shared.inputs import to_passage
 
     node = TextNode(text="The Eiffel Tower is 330 metres tall.", id_="eiffel-1", metadata={"a": 1})
     assert to_passage(node, 0).id == "eiffel-1"

@@ -14,7 +14,7 @@ from llama_index.core.retrievers import BaseRetriever
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 
 import groundwatch as gw
-from groundwatch import _guard
+from groundwatch._shared import guard
 from groundwatch.testing import GroundwatchTelemetry
 
 from ._fakes import ContextAnswerLLM
@@ -25,9 +25,9 @@ from .test_capture import FailingLLM, run_query
 @pytest.fixture(autouse=True)
 def _no_internal_errors() -> Iterator[None]:
     """Neither the integration nor the runtime may hit a bug of its own in these tests."""
-    before = dict(_guard.errors)
+    before = dict(guard.errors)
     yield
-    new = {k: n - before.get(k, 0) for k, n in _guard.errors.items() if n != before.get(k, 0)}
+    new = {k: n - before.get(k, 0) for k, n in guard.errors.items() if n != before.get(k, 0)}
     assert not new, f"groundwatch internal errors: {new}"
 
 

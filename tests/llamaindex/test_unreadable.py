@@ -16,7 +16,7 @@ from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.retrievers import BaseRetriever
 
 import groundwatch as gw
-from groundwatch import _guard
+from groundwatch._shared import guard
 from groundwatch.testing import GroundwatchTelemetry
 
 from .conftest import FACTS, QUESTIONS
@@ -24,14 +24,14 @@ from .conftest import FACTS, QUESTIONS
 
 @pytest.fixture
 def monitor(capgw: GroundwatchTelemetry) -> Iterator[gw.Monitor]:
-    before = dict(_guard.errors)
+    before = dict(guard.errors)
     monitor = capgw.monitor(judge=gw.LocalJudge(), sampler=gw.RatioSampler(1.0))
     groundwatch_llamaindex.instrument(monitor)
     capture = groundwatch_llamaindex._instrument._capture
     assert capture is not None
     yield monitor
     # The application's faults are not groundwatch's: no internal error, nothing left open.
-    new = {k: n - before.get(k, 0) for k, n in _guard.errors.items() if n != before.get(k, 0)}
+    new = {k: n - before.get(k, 0) for k, n in guard.errors.items() if n != before.get(k, 0)}
     assert not new, f"groundwatch internal errors: {new}"
     assert capture.errors == 0
     assert capture.open_roots == 0 and capture.tracked_spans == 0

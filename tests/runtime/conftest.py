@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from groundwatch import _guard
+from groundwatch._shared import guard
 from groundwatch.testing import capgw, groundwatch_telemetry  # noqa: F401
 
 
@@ -17,11 +17,11 @@ def _raise_internal_errors(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     judges) are counted there too, and are not ours; nor is a disk that cannot keep up with a
     DatasetSink (its drops are counted under ``dataset``)."""
     monkeypatch.setenv("GROUNDWATCH_RAISE_INTERNAL_ERRORS", "1")
-    before = dict(_guard.errors)
+    before = dict(guard.errors)
     yield
     ours = {
         key: n - before.get(key, 0)
-        for key, n in _guard.errors.items()
+        for key, n in guard.errors.items()
         if key[0] not in ("on_result", "sampler", "judge", "redact", "dataset")
         and n != before.get(key, 0)
     }

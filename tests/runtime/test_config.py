@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from groundwatch import RateLimitSampler, RatioSampler, _config
+from groundwatch import RateLimitSampler, RatioSampler
+from groundwatch._shared import config as _config
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -441,17 +442,17 @@ def test_input_caps_are_read_here_and_warn(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_every_variable_is_read_in_config_and_listed_in_the_docs() -> None:
-    """No GROUNDWATCH_* or OTEL_* name is read outside _config.py (the LLM judge's two defaults
-    excepted while it reads them itself), and docs/configuration.md lists every one."""
+    """No GROUNDWATCH_* or OTEL_* name is read outside _shared/config.py (the LLM judge's two
+    defaults excepted while it reads them itself), and docs/configuration.md lists every one."""
     import re
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    config_text = (root / "src" / "groundwatch" / "_config.py").read_text()
+    config_text = (root / "src" / "groundwatch" / "_shared/config.py").read_text()
     names = set(re.findall(r'"((?:GROUNDWATCH|OTEL)_[A-Z_]+)"', config_text))
     assert {"OTEL_SDK_DISABLED", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"} <= names
     for path in [*(root / "src").rglob("*.py"), *(root / "integrations").rglob("*.py")]:
-        if path.name == "_config.py":
+        if path.relative_to(root).as_posix() == "src/groundwatch/_shared/config.py":
             continue
         for read in re.findall(r'environ(?:\.get)?[\[(]\s*"([A-Z_]+)"', path.read_text()):
             assert not read.startswith("GROUNDWATCH_"), f"{path} reads {read}"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from groundwatch._threads import DaemonThreads
+from groundwatch._shared.daemon_threads import DaemonThreads
 
 
 def test_a_thread_is_reused_once_its_call_returned() -> None:

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 import groundwatch as gw
-from groundwatch import RatioSampler, _guard
+from groundwatch import RatioSampler
+from groundwatch._shared import guard
 from groundwatch.check.rows import Row, read_rows
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -161,7 +162,7 @@ def test_under_load_a_stuck_disk_never_holds_up_the_worker(
     capgw: GroundwatchTelemetry, tmp_path: Path
 ) -> None:
     disk = _SlowDisk(tmp_path / "flagged.jsonl")
-    errors_before = _guard.errors[("dataset", "buffer_full")]
+    errors_before = guard.errors[("dataset", "buffer_full")]
     sink = gw.DatasetSink(disk.path, max_bytes=0, max_buffered=500)
     n = 10_000
     after = _Count(n)  # the callback after the sink: the worker got past it
@@ -180,7 +181,7 @@ def test_under_load_a_stuck_disk_never_holds_up_the_worker(
     assert sink.dropped > 0  # the bounded buffer overflowed: counted, not waited for
     assert 0 < sink.buffered <= 500
     # ... and in groundwatch.errors{groundwatch.component="dataset", error.type="buffer_full"}.
-    assert _guard.errors[("dataset", "buffer_full")] - errors_before == sink.dropped
+    assert guard.errors[("dataset", "buffer_full")] - errors_before == sink.dropped
     assert monitor.stats.snapshot()[0].get(("sampled", None)) == n
     disk.release()
     assert sink.flush(60)

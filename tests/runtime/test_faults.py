@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from groundwatch import Evaluation, Judgement, Passage, RagRecord, _guard
+from groundwatch import Evaluation, Judgement, Passage, RagRecord
+from groundwatch._shared import guard
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -42,18 +43,18 @@ class ErrorCounts:
     """``groundwatch.errors`` counted since this was made (the counts are process-wide)."""
 
     def __init__(self) -> None:
-        self.before = dict(_guard.errors)
+        self.before = dict(guard.errors)
 
     def new(self) -> dict[tuple[str, str], int]:
         before = self.before
-        return {k: n - before.get(k, 0) for k, n in _guard.errors.items() if n != before.get(k, 0)}
+        return {k: n - before.get(k, 0) for k, n in guard.errors.items() if n != before.get(k, 0)}
 
 
 @pytest.fixture
 def errors(monkeypatch: pytest.MonkeyPatch) -> ErrorCounts:
     """The counts since the test started; the log rate limit starts afresh too (it is
     process-wide, so an earlier test's warning would silence this test's)."""
-    monkeypatch.setattr(_guard, "_last_logged", {})
+    monkeypatch.setattr(guard, "_last_logged", {})
     return ErrorCounts()
 
 

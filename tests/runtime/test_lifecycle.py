@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from groundwatch import Decision, Evaluation, RagRecord, RatioSampler
-from groundwatch._inputs import MAX_PASSAGES
+from groundwatch._shared.inputs import MAX_PASSAGES
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 

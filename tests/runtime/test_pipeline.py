@@ -16,7 +16,7 @@ import pytest
 
 import groundwatch as gw
 from groundwatch import Claim, Judgement, Passage, Usage, _wire
-from groundwatch._config import usable_cores
+from groundwatch._shared.config import usable_cores
 from groundwatch._wire import (
     WIRE_VERSION,
     EvaluationFields,

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from opentelemetry.trace import SpanContext
 
-from groundwatch import Passage, RatioSampler, _guard
+from groundwatch import Passage, RatioSampler
+from groundwatch._shared import guard
 from groundwatch.testing import GroundwatchTelemetry
 
 from .judges import EchoJudge
@@ -65,7 +66,7 @@ def test_every_misuse_is_one_invalid_input_decision_never_an_exception(
     """The same outcome whether or not the sampler would have picked the record (a mistake in
     the call is visible at any sampling rate), except for the passages inside ``contexts``:
     they are read only for a record that is scored."""
-    monkeypatch.setattr(_guard, "_last_logged", {})
+    monkeypatch.setattr(guard, "_last_logged", {})
     monitor = capgw.monitor(judge=EchoJudge(), sampler=RatioSampler(1.0 if sampled else 0.0))
     with caplog.at_level(logging.WARNING, logger="groundwatch"):
         monitor.record(*args, **kwargs)  # type: ignore[misc,arg-type]
@@ -104,7 +105,7 @@ def test_the_warning_names_the_argument(
     kwargs: dict[str, Any],
     names: str,
 ) -> None:
-    monkeypatch.setattr(_guard, "_last_logged", {})
+    monkeypatch.setattr(guard, "_last_logged", {})
     monitor = capgw.monitor(judge=EchoJudge())
     with caplog.at_level(logging.WARNING, logger="groundwatch"):
         monitor.record(**kwargs)
@@ -115,7 +116,7 @@ def test_the_warning_names_the_argument(
 def test_positional_use_says_so(
     capgw: GroundwatchTelemetry, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_guard, "_last_logged", {})
+    monkeypatch.setattr(guard, "_last_logged", {})
     monitor = capgw.monitor(judge=EchoJudge())
     with caplog.at_level(logging.WARNING, logger="groundwatch"):
         monitor.record("q", [PASSAGE], GOOD)  # type: ignore[misc]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from groundwatch import _guard
+from groundwatch._shared import guard
 from groundwatch.testing import GroundwatchTelemetry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,11 +160,11 @@ def test_say_once_never_raises_under_an_error_filter(caplog: pytest.LogCaptureFi
     import warnings
 
     kind = "test: error filter"
-    _guard._said.discard(kind)
+    guard._said.discard(kind)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _guard.say_once(kind, "groundwatch: said under an error filter")
-        _guard.say_once(kind, "groundwatch: said under an error filter")
+        guard.say_once(kind, "groundwatch: said under an error filter")
+        guard.say_once(kind, "groundwatch: said under an error filter")
     assert [r.getMessage() for r in caplog.records] == ["groundwatch: said under an error filter"]
 
 

@@ -15,8 +15,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 
 import groundwatch as gw
-from groundwatch import Judgement, Passage, _guard
-from groundwatch._inputs import MAX_ANSWER_CHARS, MAX_PASSAGES
+from groundwatch import Judgement, Passage
+from groundwatch._shared import guard
+from groundwatch._shared.inputs import MAX_ANSWER_CHARS, MAX_PASSAGES
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -278,7 +279,7 @@ def test_no_claims_has_a_label_and_no_fake_numbers(capgw: GroundwatchTelemetry) 
 def test_a_field_that_fails_costs_its_attributes_not_the_span_events_or_metrics(
     capgw: GroundwatchTelemetry,
 ) -> None:
-    before = dict(_guard.errors)
+    before = dict(guard.errors)
 
     def redact(text: str) -> str:
         raise ValueError("redaction service down")
@@ -293,7 +294,7 @@ def test_a_field_that_fails_costs_its_attributes_not_the_span_events_or_metrics(
     assert len(capgw.events()) == 2
     assert capgw.metric_total(sc.METRIC_EVALUATIONS, groundwatch__label="grounded") == 1
     key = ("redact", "ValueError")
-    assert _guard.errors[key] - before.get(key, 0) == 1
+    assert guard.errors[key] - before.get(key, 0) == 1
 
 
 class _Unsure(EchoJudge):

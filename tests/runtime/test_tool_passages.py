@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 import groundwatch as gw
-from groundwatch import _guard, _inputs
+from groundwatch._shared import guard, inputs
 from groundwatch.integration import ToolOutput, readable_tool_output, tool_filter
 from groundwatch.queue import wire
 from groundwatch.telemetry import semconv
@@ -40,31 +40,31 @@ class Opaque:
 
 
 def test_structured_outputs_read_the_same_whatever_their_key_order() -> None:
-    a = _inputs.tool_output_text({"b": 1, "a": {"d": 2, "c": 3}}, 1000)
-    b = _inputs.tool_output_text({"a": {"c": 3, "d": 2}, "b": 1}, 1000)
+    a = inputs.tool_output_text({"b": 1, "a": {"d": 2, "c": 3}}, 1000)
+    b = inputs.tool_output_text({"a": {"c": 3, "d": 2}, "b": 1}, 1000)
     assert a == b == '{"a": {"c": 3, "d": 2}, "b": 1}'
     # A JSON string (what a framework sends the model) reads like the structure itself.
-    assert _inputs.tool_output_text(json.dumps({"b": 1, "a": {"d": 2, "c": 3}}), 1000) == a
+    assert inputs.tool_output_text(json.dumps({"b": 1, "a": {"d": 2, "c": 3}}), 1000) == a
 
 
 def test_rows_are_lines_and_models_and_dataclasses_are_their_fields() -> None:
     rows = [{"sku": "A1", "price": 9.5}, {"price": 12, "sku": "B2"}]
-    assert _inputs.tool_output_text(rows, 1000).splitlines() == [
+    assert inputs.tool_output_text(rows, 1000).splitlines() == [
         '{"price": 9.5, "sku": "A1"}',
         '{"price": 12, "sku": "B2"}',
     ]
-    assert _inputs.tool_output_text(Row(sku="A1", price=9.5), 1000) == '{"price": 9.5, "sku": "A1"}'
-    assert _inputs.tool_output_text(Order(7, "shipped"), 1000) == '{"id": 7, "status": "shipped"}'
+    assert inputs.tool_output_text(Row(sku="A1", price=9.5), 1000) == '{"price": 9.5, "sku": "A1"}'
+    assert inputs.tool_output_text(Order(7, "shipped"), 1000) == '{"id": 7, "status": "shipped"}'
     # Values JSON cannot hold are named by type, never by their address (not deterministic).
-    text = _inputs.tool_output_text({"handle": Opaque(), "tags": {"b", "a"}}, 1000)
+    text = inputs.tool_output_text({"handle": Opaque(), "tags": {"b", "a"}}, 1000)
     assert text == '{"handle": "<Opaque>", "tags": ["a", "b"]}'
 
 
 def test_a_huge_structure_is_written_only_up_to_the_cap() -> None:
     big = {"rows": [{"n": i, "text": "x" * 100} for i in range(50_000)]}  # about 5.6 MB
-    text = _inputs.tool_output_text(big, 4_000)
+    text = inputs.tool_output_text(big, 4_000)
     assert len(text) == 4_001  # one past the cap: preparing the record sees the cut
-    _, passages, _, truncated = _inputs.prepare(
+    _, passages, _, truncated = inputs.prepare(
         "x", [ToolOutput(big, "dump")], None, max_passage_chars=4_000
     )
     assert truncated and len(passages[0].text) == 4_000 and passages[0].kind == "tool"
@@ -78,7 +78,7 @@ def test_unreadable_outputs_are_told_apart_by_type_and_a_cycle_never_raises() ->
         assert readable_tool_output(ok)
     cycle: list[Any] = []
     cycle.append(cycle)
-    assert _inputs.tool_output_text(cycle, 100) == (
+    assert inputs.tool_output_text(cycle, 100) == (
         "[tool output of type list that cannot be read as text]"
     )
 
@@ -105,10 +105,10 @@ def test_passages_are_named_after_their_tool() -> None:
 
 
 def test_mapping_contexts_carry_kind_and_tool() -> None:
-    p = _inputs.to_passage({"text": "t", "kind": "tool", "tool": "x"}, 0)
+    p = inputs.to_passage({"text": "t", "kind": "tool", "tool": "x"}, 0)
     assert (p.kind, p.tool) == ("tool", "x")
     with pytest.raises(TypeError, match="kind"):
-        _inputs.to_passage({"text": "t", "kind": "search"}, 0)
+        inputs.to_passage({"text": "t", "kind": "search"}, 0)
 
 
 def test_context_tools_filter() -> None:
@@ -123,15 +123,15 @@ def test_context_tools_filter() -> None:
 
     failing = tool_filter(broken)
     key = ("context_tools", "RuntimeError")
-    before = _guard.errors.get(key, 0)
+    before = guard.errors.get(key, 0)
     assert failing is not None and failing("x") is False  # never raises into the run
-    assert _guard.errors[key] == before + 1  # counted as the user's fault, and logged
+    assert guard.errors[key] == before + 1  # counted as the user's fault, and logged
     # Not an internal error of ours for the conftest's check: put the counter back as it was,
     # deleted when it did not exist (a key left at 0 is a series other tests would see).
     if before:
-        _guard.errors[key] = before
+        guard.errors[key] = before
     else:
-        del _guard.errors[key]
+        del guard.errors[key]
     with pytest.raises(TypeError):
         tool_filter("lookup_policy")
 

@@ -58,7 +58,7 @@ def test_grpc_port_from_flag_or_environment_and_off() -> None:
 def test_grpc_port_environment_off_and_a_bad_value_falls_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from groundwatch._config import ConfigWarning
+    from groundwatch._shared.config import ConfigWarning
 
     monkeypatch.setenv("GROUNDWATCH_SERVE_GRPC_PORT", "OFF")
     assert build_parser().parse_args(["serve"]).grpc_port is None
@@ -71,7 +71,7 @@ def test_environment_sets_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS", "2500")
     monkeypatch.setenv("GROUNDWATCH_SERVE_INTERACTIONS", "pair")
     monkeypatch.setenv("GROUNDWATCH_SERVE_MAX_PENDING_TRACES", "not a number")
-    from groundwatch._config import ConfigWarning
+    from groundwatch._shared.config import ConfigWarning
 
     with pytest.warns(ConfigWarning, match="GROUNDWATCH_SERVE_MAX_PENDING_TRACES"):
         args = build_parser().parse_args(["serve"])

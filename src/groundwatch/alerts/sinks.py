@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import _guard
+from .._shared import guard
 from .._version import __version__
 from ..telemetry import semconv as sc
 from .detector import Alert, DropDetector
@@ -198,7 +198,7 @@ class AlertingHook:
             alerts = self.detector.update(evaluation, route=route)
         except Exception as exc:
             # On the worker there is nobody to raise to: count (groundwatch.errors) and log.
-            _guard.internal_error("alerts", exc, reraise=False)
+            guard.internal_error("alerts", exc, reraise=False)
             return
         for alert in alerts:
             self.alerts.append(alert)
@@ -210,4 +210,4 @@ class AlertingHook:
             try:
                 sink(alert)
             except Exception as exc:
-                _guard.user_error("on_alert", exc)
+                guard.user_error("on_alert", exc)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 
-from .._inputs import to_passage
+from .._shared.inputs import to_passage
 from ..judging.lexical import WIDE_CHAR
 from ..judging.scoring import counted
 from ..types import Claim, Evaluation, Passage, passage_names

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import _config, _errors
-from .._errors import UsageError
+from .._shared import config
+from ..cli import _errors
+from ..cli._errors import UsageError
 from ..judging import registry
 from ..judging.judges import Judge
 from ..judging.judges._base import judge_name
@@ -139,21 +140,21 @@ def add_parser(subparsers: Any) -> None:
         type=positive_int,
         metavar="N",
         help="characters of each answer read (default: GROUNDWATCH_MAX_ANSWER_CHARS, else "
-        f"{_config.DEFAULT_MAX_ANSWER_CHARS}; now {Caps().answer_chars})",
+        f"{config.DEFAULT_MAX_ANSWER_CHARS}; now {Caps().answer_chars})",
     )
     caps.add_argument(
         "--max-context-chars",
         type=positive_int,
         metavar="N",
         help="characters of each passage read (default: GROUNDWATCH_MAX_PASSAGE_CHARS, else "
-        f"{_config.DEFAULT_MAX_PASSAGE_CHARS}; now {Caps().passage_chars})",
+        f"{config.DEFAULT_MAX_PASSAGE_CHARS}; now {Caps().passage_chars})",
     )
     caps.add_argument(
         "--max-passages",
         type=positive_int,
         metavar="N",
         help="passages of each row read (default: GROUNDWATCH_MAX_PASSAGES, else "
-        f"{_config.DEFAULT_MAX_PASSAGES}; now {Caps().passages})",
+        f"{config.DEFAULT_MAX_PASSAGES}; now {Caps().passages})",
     )
     gate = p.add_argument_group(
         "gate",

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import _inputs
-from .._inputs import clean_text
+from .._shared import inputs
+from .._shared.inputs import clean_text
 from ..runtime.pipeline import Prepared, prepare_inputs
 
 ExpectedLabel = Literal["faithful", "hallucinated"]
@@ -116,9 +116,9 @@ class Caps:
     ``--max-passages``; by default the runtime's caps, which the ``GROUNDWATCH_MAX_*``
     environment variables set). What lies past them is cut before judging."""
 
-    answer_chars: int = _inputs.MAX_ANSWER_CHARS
-    passage_chars: int = _inputs.MAX_PASSAGE_CHARS
-    passages: int = _inputs.MAX_PASSAGES
+    answer_chars: int = inputs.MAX_ANSWER_CHARS
+    passage_chars: int = inputs.MAX_PASSAGE_CHARS
+    passages: int = inputs.MAX_PASSAGES
 
     def cuts(self, row: Row) -> tuple[str, ...]:
         """What of ``row`` the judge does not read, one phrase per cut naming the option that

@@ -23,10 +23,10 @@ import math
 from collections import deque
 from collections.abc import Iterable
 
-from .. import _config
-from .._config import usable_cores
-from .._errors import UsageError
+from .._shared import config
+from .._shared.config import usable_cores
 from .._wire import as_evaluation
+from ..cli._errors import UsageError
 from ..judging import scoring
 from ..judging.judges import Judge
 from ..judging.judges._base import is_async_judge
@@ -81,7 +81,7 @@ def check_runner(judge: Judge, concurrency: int, processes: int) -> Runner:
     (or the judge cannot be pickled, or no worker process can start); a cascade's stages each
     so. Unlike a Monitor's, these worker processes keep this process's priority: the judging
     is the work here, not background work beside an app's requests."""
-    executor = _config.EXECUTOR_AUTO if processes > 1 else "thread"
+    executor = config.EXECUTOR_AUTO if processes > 1 else "thread"
     return runner_for(judge, executor, processes, concurrency, nice=False)
 
 

@@ -4,7 +4,7 @@
 (:func:`~.judges._base.judge_sync`) and scores its result (:func:`scored_judgement`); the
 runtime's runners (a thread, the worker process) judge each prepared record with it, and
 :func:`evaluate` / :func:`aevaluate` are it for one answer, after the same preparing
-(:func:`groundwatch._inputs.prepare`). An async judge on a runner is awaited under that
+(:func:`groundwatch._shared.inputs.prepare`). An async judge on a runner is awaited under that
 runner's deadline and watchdog, then scored with :func:`scored_judgement` as well.
 """
 
@@ -14,9 +14,9 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import _guard
-from .._error_types import ERROR_INTERNAL
-from .._inputs import prepare
+from .._shared import guard
+from .._shared.error_types import ERROR_INTERNAL
+from .._shared.inputs import prepare
 from ..types import Evaluation, Judgement, Passage
 from . import scoring
 from .judges._base import judge_async, judge_name, judge_sync
@@ -57,7 +57,7 @@ def scored_judgement(
     try:
         return score_judgement(judgement, answer, passages, judge, policy, truncated=truncated)
     except Exception as exc:
-        _guard.internal_error("scoring", exc, reraise=reraise)
+        guard.internal_error("scoring", exc, reraise=reraise)
         failed = Judgement(error=f"scoring failed: {type(exc).__name__}", error_type=ERROR_INTERNAL)
         return score_judgement(failed, answer, passages, judge, truncated=truncated)
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import UsageError
+from ..cli._errors import UsageError
 from .judges._base import Judge
 from .judges.cascade import CascadeJudge
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._error_types import ERROR_INTERNAL, documented_error_type
+from .._shared.error_types import ERROR_INTERNAL, documented_error_type
 from ..types import (
     VERDICTS,
     Claim,

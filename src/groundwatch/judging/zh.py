@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from .._errors import install_hint
+from ..cli._errors import install_hint
 from .lexical import CJK, FUNCTION_CHARS
 
 _logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """``groundwatch worker``: score records from a Redis stream (see docs/distributed.md).
 
 Telemetry goes out through the global OpenTelemetry providers, set up from the standard
-``OTEL_EXPORTER_OTLP_*`` variables when none are configured (:mod:`groundwatch._commands`).
+``OTEL_EXPORTER_OTLP_*`` variables when none are configured (:mod:`groundwatch.cli._long_running`).
 The worker reaches Redis before it says it is consuming: a URL that is not one is a usage
 error (exit 2); a Redis it cannot reach is said once, in one line, and waited for (its probes
 answer live and not ready meanwhile, as during an outage later), since in a deployment the
@@ -29,8 +29,10 @@ import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .. import _config
-from .._commands import (
+from .._shared import config
+from ..check.cli import positive_int
+from ..cli._errors import CommandError, UsageError, install_hint
+from ..cli._long_running import (
     Console,
     add_audit_option,
     add_console_options,
@@ -39,8 +41,6 @@ from .._commands import (
     stop_event,
     telemetry_destination,
 )
-from .._errors import CommandError, UsageError, install_hint
-from ..check.cli import positive_int
 from ..judging import registry
 from .consumer import StreamWorker
 from .redis import DEFAULT_STREAM
@@ -70,7 +70,7 @@ def add_parser(subparsers: Any) -> None:
         metavar="URL",
         help=(
             "redis://host:port/db, rediss://user:password@host:port/db for TLS and an ACL user "
-            f"({_config.REDIS_URL} when not given: a password stays out of ps)"
+            f"({config.REDIS_URL} when not given: a password stays out of ps)"
         ),
     )
     p.add_argument("--group", required=True, help="the consumer group")
@@ -106,9 +106,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--capture-content",
         action=argparse.BooleanOptionalAction,
-        default=_config.capture_content_default(),
+        default=config.capture_content_default(),
         help="put question, answer and claims on the evaluation span (and --verbose lines); "
-        f"default from {_config.CAPTURE_CONTENT}, as for groundwatch serve",
+        f"default from {config.CAPTURE_CONTENT}, as for groundwatch serve",
     )
     add_audit_option(p)
     add_console_options(p)
@@ -132,7 +132,7 @@ def _check_url(url: str | None) -> str:
     from .redis import connect
 
     if url is None:
-        raise UsageError(f"--redis is required (or {_config.REDIS_URL}): the Redis URL to read")
+        raise UsageError(f"--redis is required (or {config.REDIS_URL}): the Redis URL to read")
     try:
         # Parses the URL and builds a pool; the connection object is made, not connected,
         # so that an unknown ?option= is found now.
@@ -263,7 +263,7 @@ async def _serve_health(worker: StreamWorker, host: str, port: int) -> asyncio.S
 async def _main(args: argparse.Namespace) -> int:
     name = "groundwatch worker"
     # The variable is read here, not as the flag's default, which --help could print.
-    args.redis = _check_url(args.redis or _config.env_str(_config.REDIS_URL, None))
+    args.redis = _check_url(args.redis or config.env_str(config.REDIS_URL, None))
     judge = registry.judge_from_args(args)
     try:
         # --concurrency is the LLM judge's own limit too (a cascade's second judge), which it

@@ -40,7 +40,7 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import TracerProvider
 
-from .. import _guard
+from .._shared import guard
 from .._wire import as_evaluation
 from ..judging import scoring
 from ..judging.judges import Judge
@@ -285,10 +285,10 @@ class StreamWorker:
                     # Redis lost or restarted (NOGROUP: the group went with its data), or a
                     # bug of ours: back off and start over; what is pending stays pending.
                     if not isinstance(exc, transport_errors()) and "NOGROUP" not in str(exc):
-                        _guard.internal_error("worker", exc, reraise=False)
+                        guard.internal_error("worker", exc, reraise=False)
                     self.ready = False
                     delay = min(MAX_BACKOFF_S, max(0.05, delay * 2))
-                    _guard.warning(
+                    guard.warning(
                         "redis worker",
                         "groundwatch worker: Redis unavailable, retrying (logged at most once a "
                         "minute): %s: %s",
@@ -321,7 +321,7 @@ class StreamWorker:
                     try:
                         await asyncio.to_thread(close, shutdown_timeout_s)
                     except Exception as exc:
-                        _guard.user_error("on_result", exc)
+                        guard.user_error("on_result", exc)
             with contextlib.suppress(Exception):
                 await self._client.aclose()
 
@@ -451,12 +451,12 @@ class StreamWorker:
                         batch=metric_batch,
                     )
                 except Exception as exc:
-                    _guard.internal_error("telemetry", exc, reraise=False)
+                    guard.internal_error("telemetry", exc, reraise=False)
                 for callback in self.on_result:
                     try:
                         callback(record, as_evaluation(result.evaluation))
                     except BaseException as exc:  # user code must not end the worker
-                        _guard.user_error("on_result", exc)
+                        guard.user_error("on_result", exc)
             metric_batch.flush()
             self.scored += len(batch)
             await self._ack([e for e, _, _ in batch], [r.record_id for _, r, _ in batch])
@@ -466,7 +466,7 @@ class StreamWorker:
             # Not acknowledged: no longer held (no heartbeat), so the entries are taken over
             # after the visibility timeout. A lost Redis is the main loop's to report.
             if not isinstance(exc, transport_errors()):
-                _guard.internal_error("worker", exc, reraise=False)
+                guard.internal_error("worker", exc, reraise=False)
             for entry_id, _, _ in batch:
                 self._held.pop(entry_id, None)
         finally:
@@ -513,7 +513,7 @@ class StreamWorker:
         self._held.pop(entry_id, None)
         self.dead_lettered += 1
         self.stats.count_dropped(error_type)
-        _guard.warning(
+        guard.warning(
             "redis dead letter",
             "groundwatch worker: entry %s moved to %r (logged at most once a minute): %s",
             entry_id,

@@ -28,8 +28,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .. import _guard
-from .._errors import install_hint
+from .._shared import guard
+from ..cli._errors import install_hint
 from ..runtime.pipeline import InvalidRecord, prepare_record
 from ..runtime.sampling import record_sampling_rate
 from ..telemetry import Stats
@@ -243,7 +243,7 @@ class RedisQueue:
                     self._given_up = self._closing
                     self._drop(entries, stats, f"{type(exc).__name__}: {exc}")
                     return
-                _guard.warning(
+                guard.warning(
                     "redis queue",
                     "groundwatch: cannot send records to Redis stream %r, retrying with backoff "
                     "(logged at most once a minute): %s: %s",
@@ -258,7 +258,7 @@ class RedisQueue:
 
     def _drop(self, entries: list[bytes], stats: Stats, why: str) -> None:
         stats.count_dropped(sc.ERROR_TRANSPORT, len(entries))
-        _guard.warning(
+        guard.warning(
             "redis queue",
             "groundwatch: %d records could not be sent to Redis stream %r and are "
             "counted as dropped (error.type=transport): %s",
@@ -287,7 +287,7 @@ class RedisQueue:
             except (InvalidRecord, TypeError, ValueError) as exc:
                 # The caller's objects: the in-process path fails such a record with
                 # invalid_input too; here nobody scores it, so it is a counted drop.
-                _guard.bad_input("RedisQueue", exc)
+                guard.bad_input("RedisQueue", exc)
                 stats.count_dropped(sc.ERROR_INVALID_INPUT)
         return entries
 

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from .._weakhooks import reinit_after_fork
+from .._shared.weakhooks import reinit_after_fork
 
 T = TypeVar("T")
 

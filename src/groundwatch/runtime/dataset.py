@@ -26,8 +26,8 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import IO, Any
 
-from .. import _guard
-from .._weakhooks import reinit_after_fork
+from .._shared import guard
+from .._shared.weakhooks import reinit_after_fork
 from ..telemetry._emitter import scrub_secrets
 from ..types import Evaluation, Passage, RagRecord
 from ._background import BackgroundQueue
@@ -195,7 +195,7 @@ class DatasetSink:
     def _drop(self, why: str, n: int = 1) -> None:
         with self._lock:
             self.dropped += n
-        _guard.user_fault(
+        guard.user_fault(
             "dataset",
             why,
             "groundwatch: DatasetSink(%s) dropped rows (%s); DatasetSink.dropped counts them",
@@ -211,7 +211,7 @@ class DatasetSink:
             try:
                 lines.append(self.row_line(record, evaluation))
             except Exception as exc:  # the redact hook, or a row we could not build
-                _guard.user_error("dataset", exc)
+                guard.user_error("dataset", exc)
                 with self._lock:
                     self.dropped += 1
         if lines:
@@ -228,7 +228,7 @@ class DatasetSink:
             if self._file is not None:
                 self._file.flush()
         except OSError as exc:
-            _guard.user_error("dataset", exc)
+            guard.user_error("dataset", exc)
             with self._lock:
                 self.dropped += len(lines)
             self._close_file()
@@ -268,7 +268,7 @@ class DatasetSink:
             try:
                 f.close()
             except OSError as exc:
-                _guard.user_error("dataset", exc)
+                guard.user_error("dataset", exc)
 
     def _text(self, text: str) -> str:
         if self.redact is not None:

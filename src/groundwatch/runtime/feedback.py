@@ -30,8 +30,8 @@ from opentelemetry._logs import LogRecord
 from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
-from .. import _guard
-from .._weakhooks import reinit_after_fork
+from .._shared import guard
+from .._shared.weakhooks import reinit_after_fork
 from ..telemetry import ReportedError, Stats, Telemetry
 from ..telemetry import semconv as sc
 from ..telemetry._rates import prediction, rate_key
@@ -200,7 +200,7 @@ class FeedbackEvents:
             try:
                 self.emit(item)
             except Exception as exc:
-                _guard.internal_error("feedback", exc, reraise=False)
+                guard.internal_error("feedback", exc, reraise=False)
 
     def emit(self, item: Pending) -> None:
         """The ``gen_ai.evaluation.result`` log record of one feedback, in the answer's trace."""
@@ -259,7 +259,7 @@ class FeedbackEvents:
         """Emit what is queued within the deadline, then stop the thread."""
         ok, lost = self._queue.close(timeout_s)
         if lost:
-            _guard.user_fault(
+            guard.user_fault(
                 "feedback",
                 sc.ERROR_SHUTDOWN,
                 "groundwatch: %d feedback events not emitted by the shutdown deadline",
@@ -353,7 +353,7 @@ class Feedback:
         reason = self.invalid(label, name, score, source, comment)
         ids = parse_trace(trace_id, span_context) if reason is None else reason
         if isinstance(ids, str):
-            _guard.bad_input("Monitor.feedback", TypeError(ids))
+            guard.bad_input("Monitor.feedback", TypeError(ids))
             self.stats.count_feedback(None, None, None, sc.ERROR_INVALID_INPUT)
             return
         if self.events.closed:
@@ -369,7 +369,7 @@ class Feedback:
             and self.memory.first_label(trace)
         )
         if source == sc.GROUNDWATCH_FEEDBACK_AUDIT_SOURCE and not labelled:
-            _guard.warning(
+            guard.warning(
                 "feedback audit",
                 "groundwatch: feedback(source='audit') on a trace that is not an audited "
                 "answer this monitor remembers (or labelled twice): counted as feedback, not "
@@ -438,7 +438,7 @@ class Feedback:
                 audited,
             )
         ):
-            _guard.user_fault(
+            guard.user_fault(
                 "feedback",
                 "queue_full",
                 "groundwatch: feedback events arrive faster than they are emitted; one was "

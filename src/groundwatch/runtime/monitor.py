@@ -22,10 +22,11 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import SpanContext, TracerProvider
 
-from .. import _config, _guard
-from .._capture import MAX_PASSAGES
-from .._record import RagRecord
-from .._weakhooks import reinit_after_fork, weak_callback
+from .._shared import config as _config
+from .._shared import guard
+from .._shared.capture import MAX_PASSAGES
+from .._shared.record import RagRecord
+from .._shared.weakhooks import reinit_after_fork, weak_callback
 from ..telemetry import semconv as sc
 from ._arguments import NOT_PASSAGES, a_decision, invalid_reason, misuse_reason
 from .sampling import (
@@ -321,7 +322,7 @@ class Monitor:
         error_type: str | None
         try:
             if args or unknown:
-                _guard.bad_input("Monitor.record", TypeError(misuse_reason(args, unknown)))
+                guard.bad_input("Monitor.record", TypeError(misuse_reason(args, unknown)))
                 outcome, error_type = Decision.ERROR, sc.ERROR_INVALID_INPUT
             else:
                 outcome, error_type = self._record(
@@ -337,7 +338,7 @@ class Monitor:
         except Exception as exc:
             outcome, error_type = Decision.ERROR, sc.ERROR_INTERNAL
             self.stats.count_decision(outcome.value, error_type)
-            _guard.internal_error("record", exc)
+            guard.internal_error("record", exc)
             return
         self.stats.count_decision(outcome.value, error_type)
 
@@ -369,7 +370,7 @@ class Monitor:
             reason = invalid_reason(
                 question, contexts, answer, span_context, route, attributes, always_score, decided
             )
-            _guard.bad_input("Monitor.record", TypeError(reason))
+            guard.bad_input("Monitor.record", TypeError(reason))
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if span_context is None:
             span_context = _get_current_span().get_span_context()
@@ -399,7 +400,7 @@ class Monitor:
                 try:
                     decision = self.sampler.decide(record)
                 except Exception as exc:
-                    _guard.user_error("sampler", exc)
+                    guard.user_error("sampler", exc)
                     return Decision.ERROR, sc.ERROR_SAMPLER
             if decision is not _SAMPLED:
                 return Decision(decision), None
@@ -412,12 +413,12 @@ class Monitor:
         except Exception as exc:
             # The caller's objects raised while read (a generator, a lazy document list, a
             # mapping that is not one): their input, not our bug.
-            _guard.bad_input("Monitor.record", exc)
+            guard.bad_input("Monitor.record", exc)
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if not NOT_PASSAGES.isdisjoint(map(type, copied)):  # one C-level pass
             i, item = next((i, x) for i, x in enumerate(copied) if type(x) in NOT_PASSAGES)
             reason = f"contexts[{i}] must be a string or a passage, got {type(item).__name__}"
-            _guard.bad_input("Monitor.record", TypeError(reason))
+            guard.bad_input("Monitor.record", TypeError(reason))
             return Decision.ERROR, sc.ERROR_INVALID_INPUT
         if not self._worker.submit(record):
             return Decision.QUEUE_FULL, None
@@ -456,7 +457,7 @@ class Monitor:
             decision = self.sampler.decide(record)
             return decision if type(decision) is Decision else Decision(decision)
         except Exception as exc:
-            _guard.user_error("sampler", exc)
+            guard.user_error("sampler", exc)
             return Decision.ERROR
 
     def record_decision(self, decision: Decision, *, route: str | None = None) -> None:
@@ -475,7 +476,7 @@ class Monitor:
             else:
                 self.stats.count_decision(decision.value)
         except Exception as exc:
-            _guard.internal_error("record_decision", exc)
+            guard.internal_error("record_decision", exc)
 
     def record_failure(self, error_type: str, *, route: str | None = None) -> None:
         """Count an interaction that could not be turned into a record.
@@ -487,7 +488,7 @@ class Monitor:
         try:
             self.stats.count_decision(Decision.ERROR.value, str(error_type) or "error")
         except Exception as exc:
-            _guard.internal_error("record_failure", exc)
+            guard.internal_error("record_failure", exc)
 
     def feedback(
         self,
@@ -536,14 +537,14 @@ class Monitor:
                     if args
                     else f"unknown arguments: {', '.join(sorted(unknown))}"
                 )
-                _guard.bad_input("Monitor.feedback", TypeError(reason))
+                guard.bad_input("Monitor.feedback", TypeError(reason))
                 self.stats.count_feedback(None, None, None, sc.ERROR_INVALID_INPUT)
                 return
             if self._disabled:
                 return
             self._feedback.give(label, trace_id, span_context, score, name, source, comment)
         except Exception as exc:
-            _guard.internal_error("feedback", exc)
+            guard.internal_error("feedback", exc)
 
     @property
     def audit_rate(self) -> float:
@@ -582,7 +583,7 @@ class Monitor:
         try:
             return record_sampling_rate(self.sampler, record)
         except BaseException as exc:  # user code
-            _guard.user_error("sampler", exc)
+            guard.user_error("sampler", exc)
             return None
 
     def add_result_callback(self, callback: ResultCallback) -> None:
@@ -630,7 +631,7 @@ class Monitor:
             # The worker processes' own exporters (export_from_worker) hold the spans now.
             return self._worker.destination.flush(max(0.0, deadline - time.monotonic()))
         except Exception as exc:
-            _guard.internal_error("force_flush", exc)
+            guard.internal_error("force_flush", exc)
             return False
 
     def shutdown(self, timeout_millis: int = 30000) -> bool:
@@ -663,11 +664,11 @@ class Monitor:
                 try:
                     ok = sink.close(max(0.0, deadline - time.monotonic())) and ok
                 except Exception as exc:  # a sink of the user's own
-                    _guard.user_error("on_result", exc)
+                    guard.user_error("on_result", exc)
                     ok = False
             return ok
         except Exception as exc:
-            _guard.internal_error("shutdown", exc)
+            guard.internal_error("shutdown", exc)
             return False
 
     def _shutdown_at_exit(self) -> None:

@@ -19,8 +19,8 @@ The steps:
    every deadline) and judges each prepared record under the evaluation deadline: on a thread,
    in a worker process, or on the event loop (:func:`~.runners.choice.runner_for` decides where; a
    cascade's stages each where their kind runs);
-3. :func:`evaluation_from`: the judgement becomes an :class:`~groundwatch.Evaluation` (or, from a worker
-   process, the :class:`~groundwatch._wire.EvaluationFields` telemetry reads).
+3. :func:`evaluation_from`: the judgement becomes an :class:`~groundwatch.Evaluation` (or,
+   from a worker process, the :class:`~groundwatch._wire.EvaluationFields` telemetry reads).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 
-from .. import _guard
-from .._inputs import prepare
-from .._suppression import suppressed_context
+from .._shared import guard
+from .._shared.inputs import prepare
+from .._shared.suppression import suppressed_context
 from ..judging import scoring
 from ..judging.evaluate import judge_and_score, scored_judgement
 from ..telemetry import semconv as sc
@@ -59,11 +59,11 @@ def prepare_inputs(
     max_passage_chars: int | None = None,
     max_passages: int | None = None,
 ) -> Prepared:
-    """Validate and cap one answer's inputs (:func:`groundwatch._inputs.prepare`; the caps
+    """Validate and cap one answer's inputs (:func:`groundwatch._shared.inputs.prepare`; the caps
     default to the environment's) into what a runner judges.
 
     Raises:
-        TypeError: as :func:`~groundwatch._inputs.prepare` does.
+        TypeError: as :func:`~groundwatch._shared.inputs.prepare` does.
     """
     answer, passages, question, truncated = prepare(
         answer,
@@ -231,7 +231,7 @@ class LocalScoring:
         except BaseException as exc:
             if not finished:
                 self.stats.count_dropped(sc.ERROR_INTERNAL, len(records))
-            _guard.internal_error("worker", exc, reraise=False)
+            guard.internal_error("worker", exc, reraise=False)
 
     def close_soon(self, deadline: float) -> None:
         self.runner.close_soon(deadline)

@@ -7,8 +7,8 @@ from typing import Any
 
 from opentelemetry import _logs, metrics, trace
 
-from .. import _config, _guard
-from .._error_types import exception_type
+from .._shared import config, guard
+from .._shared.error_types import exception_type
 from .._wire import EvaluationView, as_evaluation
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
@@ -81,7 +81,7 @@ class Results:
                         observe(record, full)
                 rate = record_sampling_rate(self.sampler, record)
             except BaseException as exc:  # user code: even SystemExit must not end the worker
-                _guard.user_error("sampler", exc)
+                guard.user_error("sampler", exc)
             try:
                 telemetry.emit(
                     record,
@@ -93,7 +93,7 @@ class Results:
                     spans=not result.exported,
                 )
             except Exception as exc:
-                _guard.internal_error("telemetry", exc, reraise=False)
+                guard.internal_error("telemetry", exc, reraise=False)
             if evaluation.label == "error":
                 say_failed(evaluation)
             if verdicts is not None:
@@ -111,18 +111,18 @@ class Results:
                         ),
                     )
                 except Exception as exc:
-                    _guard.internal_error("feedback", exc, reraise=False)
+                    guard.internal_error("feedback", exc, reraise=False)
             if full is None:
                 continue
             for callback in self.callbacks:
                 try:
                     callback(record, full)
                 except BaseException as exc:  # user code: even SystemExit must not end the worker
-                    _guard.user_error("on_result", exc)
+                    guard.user_error("on_result", exc)
         try:
             batch.flush()
         except Exception as exc:
-            _guard.internal_error("telemetry", exc, reraise=False)
+            guard.internal_error("telemetry", exc, reraise=False)
 
 
 _HINTS = {
@@ -141,7 +141,7 @@ def say_failed(evaluation: EvaluationView) -> None:
     error_type = evaluation.error_type or "error"
     raised = exception_type(evaluation.error_type, evaluation.error)
     because = f", exception.type={raised}" if raised else ""
-    _guard.say_once(
+    guard.say_once(
         f"evaluation failed:{error_type}",
         f"groundwatch: judge {evaluation.judge} failed an evaluation (error.type={error_type}"
         f"{because}); failed evaluations are counted as groundwatch.evaluations"
@@ -169,11 +169,11 @@ def say_if_nowhere(telemetry: Telemetry) -> None:
         and _placeholder(telemetry.meter_provider, metrics.get_meter_provider)
         and _placeholder(telemetry.logger_provider, _logs.get_logger_provider)
     ):
-        _guard.say_once(
+        guard.say_once(
             "no sdk",
             "groundwatch: no OpenTelemetry SDK is set up (no tracer, meter or logger provider): "
             "evaluations are scored but their spans, events and metrics go nowhere; set the "
             "SDK's providers up (README, 'Quick start') or run the app under "
             "opentelemetry-instrument",
-            _config.ConfigWarning,
+            config.ConfigWarning,
         )

@@ -32,8 +32,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from .. import _guard
-from .._weakhooks import reinit_after_fork
+from .._shared import guard
+from .._shared.weakhooks import reinit_after_fork
 from ..telemetry import Stats
 from ..telemetry import semconv as sc
 from ..types import RagRecord
@@ -170,14 +170,14 @@ class Worker:
         """The first record turned away, said once per process (the counter has them all)."""
         self._full_said = True
         if self.destination.full:
-            _guard.say_once(
+            guard.say_once(
                 "queue_full:destination",
                 f"groundwatch: {self.destination!r} is full: sampled records are dropped and "
                 "counted as groundwatch.records{groundwatch.decision=queue_full}; start more "
                 "workers (groundwatch worker) or lower the sample rate (GROUNDWATCH_SAMPLE_RATE)",
             )
         else:
-            _guard.say_once(
+            guard.say_once(
                 "queue_full",
                 f"groundwatch: the monitor's queue is full ({self.max_queue_size} records "
                 "waiting for the judge): sampled records are dropped and counted as "
@@ -249,7 +249,7 @@ class Worker:
                 raise
             except BaseException as exc:
                 # A bug of ours must not leave records queued forever: log, breathe, go on.
-                _guard.internal_error("worker", exc, reraise=False)
+                guard.internal_error("worker", exc, reraise=False)
                 await asyncio.sleep(0.1)
 
     async def _dispatch(self, semaphore: asyncio.Semaphore) -> None:
@@ -343,7 +343,7 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # a broken contract: log it, keep the worker
-            _guard.internal_error("worker", exc, reraise=False)
+            guard.internal_error("worker", exc, reraise=False)
         finally:
             for seq in seqs:
                 self._inflight.pop(seq, None)
@@ -473,7 +473,7 @@ class Worker:
             if sc.ERROR_SHUTDOWN in lost
             else ""
         )
-        _guard.say_once(
+        guard.say_once(
             "dropped at shutdown",
             f"groundwatch: {what}, after {waited_s:.1f} s, {sum(lost.values())} sampled records "
             f"were dropped unscored: {'; '.join(reasons)} (counted in "

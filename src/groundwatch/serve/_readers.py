@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .._inputs import MAX_PASSAGE_CHARS, tool_output_text
+from .._shared.inputs import MAX_PASSAGE_CHARS, tool_output_text
 from ..types import Passage
 from ._conventions import (
     DB_RESULT_DOCUMENT,

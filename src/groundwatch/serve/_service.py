@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from .. import _guard
+from .._shared import guard
 from ..runtime.monitor import Monitor
 from ..runtime.sampling import Decision
 from ..telemetry import semconv as sc
@@ -126,7 +126,7 @@ class TraceService:
         try:
             reply = self._export(body, media, content_type, content_encoding, logs)
         except Exception as exc:
-            _guard.internal_error("serve export", exc)
+            guard.internal_error("serve export", exc)
             reply = self.error(500, "internal error", media)
         self.requests.add(reply.status)
         return reply
@@ -254,7 +254,7 @@ class TraceService:
                     root, spans, per_pair=self.per_pair, skips=self.skips, parents=parents
                 )
             except Exception as exc:  # extractors are guarded; this is our own bug
-                _guard.internal_error("serve extract", exc)
+                guard.internal_error("serve extract", exc)
                 found = []
             outcome = TRACE_INTERACTION if found else TRACE_NO_INTERACTION
             self.assembler.counts.add_traces(outcome)

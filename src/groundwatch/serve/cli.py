@@ -1,12 +1,12 @@
 """``groundwatch serve``: an OTLP/HTTP and OTLP/gRPC receiver that scores the RAG traces it is
 sent.
 
-Every option's default comes from a ``GROUNDWATCH_*`` variable (``groundwatch._config``), a
+Every option's default comes from a ``GROUNDWATCH_*`` variable (``groundwatch._shared.config``), a
 flag overrides it. Telemetry (the evaluation spans, events and metrics, and serve's own
 counters) goes out through the global OpenTelemetry providers: run under
 ``opentelemetry-instrument``, or set ``OTEL_EXPORTER_OTLP_ENDPOINT`` and the command sets up
 OTLP/HTTP exporters from the standard ``OTEL_EXPORTER_OTLP_*`` variables, as
-``groundwatch worker`` does (both through :mod:`groundwatch._commands`).
+``groundwatch worker`` does (both through :mod:`groundwatch.cli._long_running`).
 
 On a network (docs/serve.md, "On a network"): ``--tls-cert`` / ``--tls-key`` put both
 transports on TLS only (``--tls-client-ca``: mutual TLS), ``--auth-token-file`` asks every
@@ -27,8 +27,10 @@ import signal
 import socket
 from typing import TYPE_CHECKING, Any
 
-from .. import _config
-from .._commands import (
+from .._shared import config
+from ..check.cli import positive_int
+from ..cli._errors import CommandError, UsageError, install_hint
+from ..cli._long_running import (
     Console,
     add_audit_option,
     add_console_options,
@@ -37,8 +39,6 @@ from .._commands import (
     stop_event,
     telemetry_destination,
 )
-from .._errors import CommandError, UsageError, install_hint
-from ..check.cli import positive_int
 from ..judging import registry
 from . import INSTALL_HINT
 
@@ -67,7 +67,7 @@ def _rate(raw: str) -> float:
 
 def _grpc_port(raw: str) -> int | None:
     try:
-        return _config.parse_port_or_off(raw)
+        return config.parse_port_or_off(raw)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected a port (0: a free one) or off, got {raw!r}"
@@ -82,7 +82,7 @@ def _route_rate(raw: str) -> tuple[str, float]:
 
 
 def add_parser(subparsers: Any) -> None:
-    e = _config
+    e = config
     p = subparsers.add_parser(
         "serve",
         help="score RAG traces received over OTLP (from a Collector or an SDK)",
@@ -260,7 +260,7 @@ def add_parser(subparsers: Any) -> None:
     registry.add_judge_options(g)
     g.add_argument(
         "--executor",
-        choices=_config.EXECUTORS,
+        choices=config.EXECUTORS,
         default=e.env_choice(e.EXECUTOR, e.DEFAULT_EXECUTOR, e.EXECUTORS),
         help=f"where a local judge runs ({e.EXECUTOR})",
     )
@@ -479,7 +479,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     # Read here, not as the flag's default, which --help would print with its password.
-    args.redis = args.redis or _config.env_str(_config.REDIS_URL, None)
+    args.redis = args.redis or config.env_str(config.REDIS_URL, None)
     if not all(_importable(m) for m in _REQUIRED):
         raise UsageError(INSTALL_HINT)
     if args.redis and not _importable("redis"):

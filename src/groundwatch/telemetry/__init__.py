@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_names
+from .._shared.lazy import lazy_names
 from . import semconv
 
 if TYPE_CHECKING:

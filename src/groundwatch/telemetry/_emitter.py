@@ -21,8 +21,9 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, TracerProvider
 
-from .. import _guard, _version
-from .._error_types import exception_type
+from .. import _version
+from .._shared import guard
+from .._shared.error_types import exception_type
 from .._wire import EvaluationView, as_evaluation
 from ..types import Evaluation, RagRecord
 from . import semconv as sc
@@ -164,7 +165,7 @@ class _Instruments:
             yield Observation(n, {sc.ERROR_TYPE: error_type})
 
     def _observe_errors(self, options: CallbackOptions) -> Iterable[Observation]:
-        for (where, error_type), n in _guard.error_counts():
+        for (where, error_type), n in guard.error_counts():
             yield Observation(n, {sc.GROUNDWATCH_COMPONENT: where, sc.ERROR_TYPE: error_type})
         # Each place of failure at 0, without error.type (the exception's class, not known
         # before it happens): distinct from every series above.
@@ -270,7 +271,7 @@ def collect_attributes(
     except ReportedError:
         pass
     except Exception as exc:
-        _guard.internal_error(f"telemetry {where}", exc, reraise=False)
+        guard.internal_error(f"telemetry {where}", exc, reraise=False)
 
 
 def user_attributes(record: RagRecord) -> Iterator[tuple[str, Any]]:
@@ -398,7 +399,7 @@ class Telemetry:
             try:
                 text = self.redact(text)
             except Exception as exc:
-                _guard.user_error("redact", exc)
+                guard.user_error("redact", exc)
                 raise ReportedError from exc
         return cap_content(scrub_secrets(text), self.content_max_chars)
 
@@ -474,7 +475,7 @@ class Telemetry:
             try:
                 self.emit_span(record, evaluation, sampling_rate, start_ns, end_ns, counts)
             except Exception as exc:  # the span is lost; the metric points are not
-                _guard.internal_error("telemetry span", exc, reraise=False)
+                guard.internal_error("telemetry span", exc, reraise=False)
         # The evaluation counter is the accounting: it is recorded whatever failed above.
         self._record_metrics(record, evaluation, (end_ns - start_ns) / 1e9, counts, batch)
         if own:
@@ -514,7 +515,7 @@ class Telemetry:
                 audited=audited,
             )
         except Exception as exc:  # the events are lost; the span and the metrics are not
-            _guard.internal_error("telemetry events", exc, reraise=False)
+            guard.internal_error("telemetry events", exc, reraise=False)
         finally:
             span.end(end_time=end_ns)
 

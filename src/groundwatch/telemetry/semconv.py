@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .. import _error_types as _et
+from .._shared import error_types as _et
 
 INSTRUMENTATION_NAME: Final = "groundwatch"
 
@@ -210,7 +210,8 @@ DURATION_BUCKETS: Final = (
     60.0,
 )
 
-# error.type values of a failed evaluation: defined on the ground floor (groundwatch._error_types)
+# error.type values of a failed evaluation: defined on the ground floor
+# (groundwatch._shared.error_types)
 # for the judges and the telemetry alike, re-exported here with every other telemetry name.
 ERROR_TIMEOUT: Final = _et.ERROR_TIMEOUT
 ERROR_SHUTDOWN: Final = _et.ERROR_SHUTDOWN

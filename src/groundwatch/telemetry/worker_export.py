@@ -36,7 +36,7 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.trace import TracerProvider
 
-from .. import _config
+from .._shared import config
 from .._wire import RecordFields
 from ..types import Evaluation, Passage, RagRecord
 from ._emitter import Redactor, Stats, Telemetry, collect_attributes, user_attributes
@@ -74,9 +74,9 @@ def otlp_worker_providers(
     resource = Resource(dict(resource_attributes)) if resource_attributes else Resource.create()
     tracer_provider = SdkTracerProvider(resource=resource)
     logger_provider = SdkLoggerProvider(resource=resource)
-    if _config.otel_signal_enabled("TRACES"):
+    if config.otel_signal_enabled("TRACES"):
         tracer_provider.add_span_processor(BatchSpanProcessor(otlp_exporter("TRACES")))
-    if _config.otel_signal_enabled("LOGS"):
+    if config.otel_signal_enabled("LOGS"):
         logger_provider.add_log_record_processor(BatchLogRecordProcessor(otlp_exporter("LOGS")))
     return tracer_provider, logger_provider
 
@@ -91,7 +91,7 @@ _OTLP_EXPORTERS = {
 def otlp_exporter(signal: str) -> Any:
     """The OTLP exporter of ``signal`` (``TRACES``, ``LOGS``, ``METRICS``) for the configured
     protocol (it reads its own endpoint, headers, timeout and compression variables)."""
-    transport = "grpc" if _config.otlp_protocol(signal) == "grpc" else "http"
+    transport = "grpc" if config.otlp_protocol(signal) == "grpc" else "http"
     module, name = _OTLP_EXPORTERS[signal]
     found = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{transport}.{module}")
     return getattr(found, name)()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._lazy import lazy_names
+from ..._shared.lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._base import Judge

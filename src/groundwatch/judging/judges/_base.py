@@ -19,8 +19,8 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from ..._error_types import ERROR_INTERNAL, documented_error_type
-from ..._threads import DaemonThreads
+from ..._shared.daemon_threads import DaemonThreads
+from ..._shared.error_types import ERROR_INTERNAL, documented_error_type
 from ...types import Judgement, Passage
 
 _logger = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..._guard import internal_error
+from ..._shared.guard import internal_error
 from ...types import Claim, Evidence, Judgement, Passage
 from ._calibration import FEATURES, LogisticModel, feature_vector
 from ._features import ClaimFeatures

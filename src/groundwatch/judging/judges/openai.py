@@ -30,10 +30,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import context as otel_context
 
-from ... import _config
-from ... import _error_types as et
-from ..._errors import install_hint
-from ..._suppression import suppressed_context
+from ..._shared import config
+from ..._shared import error_types as et
+from ..._shared.suppression import suppressed_context
+from ...cli._errors import install_hint
 from ...types import Judgement, Passage, Usage
 from ._loop import LoopThread
 from ._prompt import PROMPT_VERSION, RESPONSE_FORMATS, build_prompt
@@ -271,14 +271,14 @@ class OpenAIJudge:
             if isinstance(k, str) and len(k) >= 4 and k != "not-needed"
         )
         self._given_client = client
-        self.concurrency = concurrency or _config.env_int(
-            _config.JUDGE_CONCURRENCY, DEFAULT_CONCURRENCY
+        self.concurrency = concurrency or config.env_int(
+            config.JUDGE_CONCURRENCY, DEFAULT_CONCURRENCY
         )
         self.timeout_seconds = timeout_seconds
         self.max_attempts = max_attempts
         self.response_format: ResponseFormat = response_format
-        self.max_context_tokens = max_context_tokens or _config.env_int(
-            _config.JUDGE_MAX_CONTEXT_TOKENS, DEFAULT_MAX_CONTEXT_TOKENS
+        self.max_context_tokens = max_context_tokens or config.env_int(
+            config.JUDGE_MAX_CONTEXT_TOKENS, DEFAULT_MAX_CONTEXT_TOKENS
         )
         self.temperature = temperature
         self.max_output_tokens = max_output_tokens

@@ -24,7 +24,7 @@ import types
 from collections.abc import Coroutine, Generator, Sequence
 from typing import Any
 
-from ... import _guard
+from ..._shared import guard
 from ...judging import scoring
 from ...judging.judges._base import judge_async, judge_name
 from ...types import Judgement
@@ -135,7 +135,7 @@ class AsyncRunner:
         if self.off_loop is not None:
             return
         self.off_loop = ThreadRunner(self.inner, concurrency=self.concurrency)
-        _guard.user_fault(
+        guard.user_fault(
             "judge",
             EVENT_LOOP_BLOCKED,
             "groundwatch: async judge %s blocked the worker's event loop for %.2f s (a sync call "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import _config
+from ..._shared import config
 from ...judging.judges._base import is_async_judge
 from ...judging.judges.cascade import CascadeJudge
 from ...telemetry.worker_export import WorkerExport
@@ -42,7 +42,7 @@ def runner_for(
     if isinstance(judge, CascadeJudge):
         # ``processes`` may count the LLM stage's calls in flight (``--concurrency`` of check
         # and worker): a CPU-bound first stage gains nothing from more processes than cores.
-        first_processes = min(processes, _config.usable_cores())
+        first_processes = min(processes, config.usable_cores())
         return CascadeRunner(
             judge,
             runner_for(judge.first, executor, first_processes, max_concurrency, nice=nice),
@@ -58,7 +58,7 @@ def runner_for(
     return ProcessRunner(
         judge,
         processes,
-        fallback=executor == _config.EXECUTOR_AUTO,
+        fallback=executor == config.EXECUTOR_AUTO,
         export=export,
         nice=nice,
     )

@@ -31,7 +31,8 @@ from ...types import Passage, RagRecord
 
 @dataclass(slots=True)
 class Prepared:
-    """One record's inputs, validated and capped once (:func:`groundwatch._inputs.prepare`)."""
+    """One record's inputs, validated and capped once
+    (:func:`groundwatch._shared.inputs.prepare`)."""
 
     answer: str
     passages: Sequence[Passage]

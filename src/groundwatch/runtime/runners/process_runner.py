@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ... import _guard
-from ..._config import ConfigWarning
-from ..._threads import DaemonThreads
+from ..._shared import guard
+from ..._shared.config import ConfigWarning
+from ..._shared.daemon_threads import DaemonThreads
 from ..._wire import RecordFields
 from ...judging import scoring
 from ...judging.judges._base import judge_name
@@ -166,7 +166,7 @@ class ProcessRunner:
             " (make the judge picklable, its class in a module the worker process can import, "
             "or pass executor='thread' to choose a thread and silence this)"
         )
-        _guard.say_once("executor fallback", f"groundwatch: {message}{hint}", ConfigWarning)
+        guard.say_once("executor fallback", f"groundwatch: {message}{hint}", ConfigWarning)
         self.fallback = ThreadRunner(self.inner)
 
     def batch_size(self) -> int:

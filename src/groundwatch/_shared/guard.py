@@ -20,7 +20,7 @@ import time
 import warnings
 from collections import Counter
 
-from ._config import raise_internal_errors
+from .config import raise_internal_errors
 
 _logger = logging.getLogger("groundwatch")
 

@@ -33,9 +33,9 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from ._guard import internal_error
-from .runtime.sampling import Decision
-from .telemetry import semconv
+from .._shared.guard import internal_error
+from ..runtime.sampling import Decision
+from ..telemetry import semconv
 
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext

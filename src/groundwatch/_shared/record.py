@@ -3,7 +3,7 @@
 :meth:`groundwatch.Monitor.record` builds one per call on the host's request path, and
 ``from groundwatch import Monitor`` imports this module at start-up, so it defines no pydantic
 model; :mod:`groundwatch.types` re-exports :class:`RagRecord` beside the models. It sits above
-:mod:`groundwatch._inputs`, which turns its contexts into passages when something asks
+:mod:`groundwatch._shared.inputs`, which turns its contexts into passages when something asks
 (:attr:`RagRecord.passages`).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._passage import Passage
+    from .passage import Passage
 
 
 class RagRecord:
@@ -93,7 +93,7 @@ class RagRecord:
     @property
     def passages(self) -> list[Passage]:
         """``contexts`` as passages (converted on the fly before the worker has prepared them)."""
-        from ._inputs import to_passage  # passages are pydantic models: not at start-up
+        from .inputs import to_passage  # passages are pydantic models: not at start-up
 
         return [to_passage(item, i) for i, item in enumerate(self.contexts)]
 

@@ -4,7 +4,7 @@ process of a Redis pool), ``serve`` (scores traces received over OTLP) and ``fee
 
 Each subcommand lives in its own private module and registers itself through ``add_parser``;
 this module wires them together and is where every command fails the same way
-(:mod:`groundwatch._errors`): one line naming the option and what to do, exit 2 for a usage or
+(:mod:`groundwatch.cli._errors`): one line naming the option and what to do, exit 2 for a usage or
 configuration problem, 1 for a failure at run time, the traceback only with ``--debug``.
 """
 
@@ -15,8 +15,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from .._version import __version__
 from . import _errors
-from ._version import __version__
 
 # (subcommand, module): each module defines add_parser(subparsers) and run(args) -> int.
 _SUBCOMMANDS: tuple[tuple[str, str], ...] = (

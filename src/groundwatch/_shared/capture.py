@@ -5,8 +5,8 @@ reference.
 :class:`ToolOutput` objects among them, on the host's request path; both import this module at
 start-up, so it defines no pydantic model (the first one costs about half of what importing
 pydantic and the OpenTelemetry API does: ``benchmarks/import_cost.py``). The worker turns what
-was captured into passages (:mod:`groundwatch._inputs`, which re-exports these names for the
-rest of the package). The record itself is :mod:`groundwatch._record`.
+was captured into passages (:mod:`groundwatch._shared.inputs`, which re-exports these names for the
+rest of the package). The record itself is :mod:`groundwatch._shared.record`.
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from . import _config
+from . import config
 
 if TYPE_CHECKING:
-    from ._passage import Passage
+    from .passage import Passage
 
 # Caps keep one pathological input from costing unbounded time or memory on the worker; the
-# environment may raise them (read in _config, once, at import: they size every record).
-DEFAULT_MAX_ANSWER_CHARS = _config.DEFAULT_MAX_ANSWER_CHARS
-DEFAULT_MAX_PASSAGE_CHARS = _config.DEFAULT_MAX_PASSAGE_CHARS
-DEFAULT_MAX_PASSAGES = _config.DEFAULT_MAX_PASSAGES
+# environment may raise them (read in config, once, at import: they size every record).
+DEFAULT_MAX_ANSWER_CHARS = config.DEFAULT_MAX_ANSWER_CHARS
+DEFAULT_MAX_PASSAGE_CHARS = config.DEFAULT_MAX_PASSAGE_CHARS
+DEFAULT_MAX_PASSAGES = config.DEFAULT_MAX_PASSAGES
 DEFAULT_MAX_QUESTION_CHARS = 4_000
 
-MAX_ANSWER_CHARS, MAX_PASSAGE_CHARS, MAX_PASSAGES = _config.input_caps()
+MAX_ANSWER_CHARS, MAX_PASSAGE_CHARS, MAX_PASSAGES = config.input_caps()
 MAX_QUESTION_CHARS = DEFAULT_MAX_QUESTION_CHARS
 
 
@@ -73,7 +73,7 @@ class ToolOutput:
 
     def passage(self) -> Passage:
         """The output as a ``tool`` passage (never raises for the output's sake)."""
-        from ._passage import Passage  # a pydantic model: the worker's side, not at start-up
+        from .passage import Passage  # a pydantic model: the worker's side, not at start-up
 
         return Passage.model_construct(
             text=tool_output_text(self.output, MAX_PASSAGE_CHARS),

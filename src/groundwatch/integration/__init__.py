@@ -39,17 +39,17 @@ import functools
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._capture import MAX_PASSAGES, ToolOutput, readable_tool_output, tool_output_text
-from ._config import raise_internal_errors
-from ._guard import bad_input, internal_error, user_error
-from ._lazy import lazy_names
+from .._shared.capture import MAX_PASSAGES, ToolOutput, readable_tool_output, tool_output_text
+from .._shared.config import raise_internal_errors
+from .._shared.guard import bad_input, internal_error, user_error
+from .._shared.lazy import lazy_names
+from .._shared.suppression import SUPPRESS_INSTRUMENTATION_KEYS, suppressed, suppressed_context
+from .._shared.weakhooks import reinit_after_fork, weak_callback
+from ..runtime.sampling import Decision
 from ._run_tracker import COUNTERS, MonitorLike, RunTracker, TrackedRun
-from ._suppression import SUPPRESS_INSTRUMENTATION_KEYS, suppressed, suppressed_context
-from ._weakhooks import reinit_after_fork, weak_callback
-from .runtime.sampling import Decision
 
 if TYPE_CHECKING:
-    from .runtime.monitor import Monitor
+    from ..runtime.monitor import Monitor
 
 __all__ = [
     "COUNTERS",
@@ -171,7 +171,7 @@ class MonitorOwner:
         providers = {name: kwargs.pop(name, None) for name in INSTRUMENT_PROVIDER_KWARGS}
         owned = None
         if monitor is None:
-            from .runtime.monitor import Monitor
+            from ..runtime.monitor import Monitor
 
             monitor = owned = Monitor(**providers)
         self._monitor, self._owned = monitor, owned

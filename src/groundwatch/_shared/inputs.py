@@ -11,19 +11,19 @@ from pydantic import BaseModel
 
 # The caps and tool outputs live in _capture, which the request path imports with no pydantic
 # model; the worker's side reads them from here.
-from ._capture import DEFAULT_MAX_ANSWER_CHARS as DEFAULT_MAX_ANSWER_CHARS
-from ._capture import DEFAULT_MAX_PASSAGE_CHARS as DEFAULT_MAX_PASSAGE_CHARS
-from ._capture import DEFAULT_MAX_PASSAGES as DEFAULT_MAX_PASSAGES
-from ._capture import DEFAULT_MAX_QUESTION_CHARS as DEFAULT_MAX_QUESTION_CHARS
-from ._capture import MAX_ANSWER_CHARS as MAX_ANSWER_CHARS
-from ._capture import MAX_PASSAGE_CHARS as MAX_PASSAGE_CHARS
-from ._capture import MAX_PASSAGES as MAX_PASSAGES
-from ._capture import MAX_QUESTION_CHARS as MAX_QUESTION_CHARS
-from ._capture import UNREADABLE_TOOL_OUTPUT as UNREADABLE_TOOL_OUTPUT
-from ._capture import ToolOutput as ToolOutput
-from ._capture import readable_tool_output as readable_tool_output
-from ._capture import tool_output_text as tool_output_text
-from ._passage import PASSAGE_KINDS, Passage
+from .capture import DEFAULT_MAX_ANSWER_CHARS as DEFAULT_MAX_ANSWER_CHARS
+from .capture import DEFAULT_MAX_PASSAGE_CHARS as DEFAULT_MAX_PASSAGE_CHARS
+from .capture import DEFAULT_MAX_PASSAGES as DEFAULT_MAX_PASSAGES
+from .capture import DEFAULT_MAX_QUESTION_CHARS as DEFAULT_MAX_QUESTION_CHARS
+from .capture import MAX_ANSWER_CHARS as MAX_ANSWER_CHARS
+from .capture import MAX_PASSAGE_CHARS as MAX_PASSAGE_CHARS
+from .capture import MAX_PASSAGES as MAX_PASSAGES
+from .capture import MAX_QUESTION_CHARS as MAX_QUESTION_CHARS
+from .capture import UNREADABLE_TOOL_OUTPUT as UNREADABLE_TOOL_OUTPUT
+from .capture import ToolOutput as ToolOutput
+from .capture import readable_tool_output as readable_tool_output
+from .capture import tool_output_text as tool_output_text
+from .passage import PASSAGE_KINDS, Passage
 
 # A passage's metadata rides along to on_result callbacks (and, pickled, to the worker
 # process). Deep nesting would fail the pickling (RecursionError) where a thread scores it, and a

@@ -4,7 +4,7 @@ environment: fix it and run again), 1 for a failure at run time (a port taken, a
 cannot be reached, a bug). The traceback only with ``groundwatch --debug``.
 
 A low module on purpose: the subcommands raise these errors, :mod:`groundwatch.cli` and
-:mod:`groundwatch._commands` report them, and none of them has to import another's module.
+:mod:`groundwatch.cli._long_running` report them, and none of them has to import another's module.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A passage of context, the text an answer was supposed to rely on.
 
-The lowest of the record types: :mod:`groundwatch._inputs` reads a caller's contexts into
+The lowest of the record types: :mod:`groundwatch._shared.inputs` reads a caller's contexts into
 passages, and :mod:`groundwatch.types` (which every part imports them from) builds the records
 on both.
 """

@@ -1,7 +1,7 @@
 """What the long-running commands (``groundwatch worker``, ``groundwatch serve``) share.
 
 Both run one asyncio main until SIGTERM or SIGINT, send their telemetry through the global
-OpenTelemetry providers, and fail as every command does (:mod:`groundwatch._errors`: one line,
+OpenTelemetry providers, and fail as every command does (:mod:`groundwatch.cli._errors`: one line,
 exit 2 for a usage problem, 1 at run time). Telemetry: under ``opentelemetry-instrument`` the
 providers it configured; otherwise, when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, OTLP exporters
 for traces, logs and metrics built from the standard ``OTEL_EXPORTER_OTLP_*`` variables
@@ -65,13 +65,13 @@ def otlp_providers() -> Callable[[], None]:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-    from . import _config
-    from .telemetry.worker_export import otlp_exporter, otlp_worker_providers
+    from .._shared import config
+    from ..telemetry.worker_export import otlp_exporter, otlp_worker_providers
 
     # Spans and logs as a worker process of export_from_worker builds them (the SDK's
     # environment resource), and metrics the same way.
     tp, lp = otlp_worker_providers({})
-    on = _config.otel_signal_enabled("METRICS")
+    on = config.otel_signal_enabled("METRICS")
     mp = MeterProvider(
         metric_readers=[PeriodicExportingMetricReader(otlp_exporter("METRICS"))] if on else []
     )
@@ -100,11 +100,11 @@ def stop_event() -> asyncio.Event:
 def telemetry_destination() -> str:
     """Where the command's telemetry goes, in words, for its start-up line."""
     if _built_from_env is not None:
-        from . import _config
+        from .._shared import config
 
         protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         signals = [
-            s.lower() for s in ("TRACES", "LOGS", "METRICS") if _config.otel_signal_enabled(s)
+            s.lower() for s in ("TRACES", "LOGS", "METRICS") if config.otel_signal_enabled(s)
         ]
         return (
             f"telemetry goes over OTLP to {_built_from_env} ({protocol}: "
@@ -120,10 +120,10 @@ def telemetry_destination() -> str:
 
 def audit_rate(raw: str) -> float:
     """An ``--audit-rate`` value: ``0.02`` or ``2%``, within [0, 1]."""
-    from . import _config
+    from .._shared import config
 
     try:
-        value = _config._parse_fraction(raw.strip())
+        value = config._parse_fraction(raw.strip())
     except ValueError:
         value = math.nan
     if not 0.0 <= value <= 1.0:
@@ -134,17 +134,17 @@ def audit_rate(raw: str) -> float:
 def add_audit_option(parser: Any) -> None:
     """``--audit-rate``, as ``serve`` and ``worker`` take it: the same variable as the app's, so
     every part of a deployment marks the same traces."""
-    from . import _config
+    from .._shared import config
 
     parser.add_argument(
         "--audit-rate",
         type=audit_rate,
-        default=_config.env_float(_config.AUDIT_RATE, _config.DEFAULT_AUDIT_RATE, 0.0, 1.0),
+        default=config.env_float(config.AUDIT_RATE, config.DEFAULT_AUDIT_RATE, 0.0, 1.0),
         metavar="SHARE",
         help=(
             "share of judged answers in the random audit, chosen by trace id as the app's "
             "Monitor(audit_rate=...) chooses (docs/feedback.md#audits) "
-            f"({_config.AUDIT_RATE}, default 0)"
+            f"({config.AUDIT_RATE}, default 0)"
         ),
     )
     parser.add_argument(
@@ -204,7 +204,7 @@ def _printer(console: Console) -> Any:
     one line for each (an SDK ``SpanProcessor``: the SDK is imported only here)."""
     from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-    from .telemetry import semconv as sc
+    from ..telemetry import semconv as sc
 
     class Printer(SpanProcessor):
         def on_end(self, span: ReadableSpan) -> None:
@@ -267,7 +267,7 @@ class Console:
         print(f"{self.name}: {message}", file=self.err, flush=True)
 
     def evaluation(self, attrs: dict[str, Any], trace_id: int) -> None:
-        from .telemetry import semconv as sc
+        from ..telemetry import semconv as sc
 
         record = attrs.get(sc.GROUNDWATCH_RECORD_ID) or f"trace:{trace_id:032x}"
         parts = [f"scored {record}", str(attrs.get(sc.GROUNDWATCH_LABEL, "?"))]
@@ -312,7 +312,7 @@ def run_command(name: str, main: Callable[[], Coroutine[Any, Any, int]]) -> int:
     Args:
         name: the command, as in its messages (``"groundwatch serve"``).
         main: builds the coroutine to run; what it raises is reported in one line
-            (:func:`groundwatch._errors.report`: a ``UsageError`` exits 2, anything else 1).
+            (:func:`groundwatch.cli._errors.report`: a ``UsageError`` exits 2, anything else 1).
     """
     _setup_logging()
     flush = otlp_providers()

@@ -395,7 +395,7 @@ def test_every_component_that_counts_errors_is_published_at_zero() -> None:
         for path in (src / sub).rglob("*.py"):
             text = path.read_text()
             found |= set(
-                re.findall(r'_guard\.(?:internal_error|user_error|user_fault)\(\s*"([^"]+)"', text)
+                re.findall(r'\bguard\.(?:internal_error|user_error|user_fault)\(\s*"([^"]+)"', text)
             )
             for where in re.findall(r'_collect\(attrs, "([^"]+)"', text):
                 found.add(f"telemetry {where}")

@@ -336,7 +336,7 @@ def burst(url: str, records: int, cap: int) -> dict[str, float]:
 def worker_memory(url: str, workdir: Path, backlog: int) -> list[float]:
     """One LocalJudge worker draining a backlog of ``backlog`` entries: its RSS (MB) at the
     start, every quarter of the way, and at the end."""
-    from groundwatch.queue import wire
+    from groundwatch.queue import stream_json
     from groundwatch.runtime.pipeline import prepare_record
 
     client = redis_client(url)
@@ -347,7 +347,7 @@ def worker_memory(url: str, workdir: Path, backlog: int) -> list[float]:
         for i in range(start, min(backlog, start + 1000)):
             record = gw.RagRecord(f"question {i}", PASSAGES, ANSWER, record_id=f"{i:016x}")
             prepare_record(record)
-            pipe.xadd(STREAM, {wire.FIELD: wire.encode(record, 1.0, now)})
+            pipe.xadd(STREAM, {stream_json.FIELD: stream_json.encode(record, 1.0, now)})
         pipe.execute()
     w = Worker(workdir / f"mem{backlog}", url, ["--judge", "local", "--executor", "thread"])
     samples: list[float] = []

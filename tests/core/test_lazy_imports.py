@@ -68,7 +68,7 @@ MONITOR_HEAVY = (
     "concurrent.futures",
     "groundwatch._shared.inputs",  # passages: pydantic models
     "groundwatch._shared.passage",
-    "groundwatch._wire",
+    "groundwatch._fields",
     "groundwatch.judging.evaluate",  # default_judge: LocalJudge and its text toolkit
     "groundwatch.judging.judges",
     "groundwatch.judging.lexical",

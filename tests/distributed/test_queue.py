@@ -14,7 +14,7 @@ import pytest
 
 import groundwatch as gw
 from groundwatch._shared import guard
-from groundwatch.queue import wire
+from groundwatch.queue import stream_json
 from groundwatch.queue.consumer import StreamWorker
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
@@ -93,7 +93,7 @@ def test_records_go_to_the_stream_and_are_scored_in_their_trace(
     assert capgw.span_exporter.get_finished_spans()[-1].name == "request"
     entries = redis_server.client().xrange(STREAM)
     assert len(entries) == 12
-    docs = [wire.decode(fields[b"record"]) for _, fields in entries]
+    docs = [stream_json.decode(fields[b"record"]) for _, fields in entries]
     assert [d.question for d in docs] == [f"q{i}" for i in range(12)]
     assert all(d.sampling_rate == 1.0 and d.route == "faq" for d in docs)
 
@@ -247,7 +247,7 @@ def test_shutdown_does_not_wait_out_the_retry_window_of_a_redis_that_refuses(
 
 def _entry(record_id: str, question: str = "q") -> dict[str, bytes]:
     record = gw.RagRecord(question, [gw.Passage(text=CONTEXTS[0])], ANSWER, record_id=record_id)
-    return {wire.FIELD: wire.encode(record, 0.5, time.time_ns())}
+    return {stream_json.FIELD: stream_json.encode(record, 0.5, time.time_ns())}
 
 
 def test_the_same_record_twice_is_scored_once(

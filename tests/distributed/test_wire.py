@@ -1,4 +1,4 @@
-"""The wire format: what a remote worker needs survives the trip; anything else is refused."""
+"""The stream's JSON: what a remote worker needs survives the trip; anything else is refused."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
-from groundwatch.queue import wire
+from groundwatch.queue import stream_json
 from groundwatch.runtime.pipeline import prepare_record
 from groundwatch.types import Passage, RagRecord
 
@@ -41,9 +41,11 @@ def _record() -> RagRecord:
 
 def test_round_trip_keeps_what_the_worker_needs() -> None:
     record = _record()
-    doc = wire.decode(wire.encode(record, 0.25, 123))
+    raw = stream_json.encode(record, 0.25, 123)
+    doc = stream_json.decode(raw)
     back = doc.to_record()
-    assert doc.version == wire.VERSION and doc.enqueued_ns == 123 and doc.sampling_rate == 0.25
+    assert json.loads(raw)["version"] == stream_json.VERSION
+    assert doc.enqueued_ns == 123 and doc.sampling_rate == 0.25
     assert (back.record_id, back.question, back.answer, back.route) == (
         record.record_id,
         record.question,
@@ -69,7 +71,7 @@ def test_round_trip_keeps_what_the_worker_needs() -> None:
 def test_a_record_without_trace_has_none() -> None:
     record = RagRecord(None, ["a passage"], "an answer", record_id="00000000000000cd")
     prepare_record(record)
-    back = wire.decode(wire.encode(record, None, 1)).to_record()
+    back = stream_json.decode(stream_json.encode(record, None, 1)).to_record()
     assert back.span_context is None and back.trace_id == 0 and back.question is None
 
 
@@ -89,11 +91,11 @@ def test_a_record_without_trace_has_none() -> None:
     ],
 )  # fmt: skip
 def test_anything_else_is_malformed(raw: bytes) -> None:
-    with pytest.raises(wire.MalformedRecord):
-        wire.decode(raw)
+    with pytest.raises(stream_json.MalformedRecord):
+        stream_json.decode(raw)
 
 
 def test_unknown_keys_are_ignored_within_a_version() -> None:
-    doc = json.loads(wire.encode(_record(), None, 1))
+    doc = json.loads(stream_json.encode(_record(), None, 1))
     doc["added_later"] = {"x": 1}
-    assert wire.decode(json.dumps(doc)).record_id == "00000000000000ab"
+    assert stream_json.decode(json.dumps(doc)).record_id == "00000000000000ab"

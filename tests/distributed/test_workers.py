@@ -15,7 +15,7 @@ from typing import Any
 from groundwatch_langchain import GroundwatchCallbackHandler
 
 import groundwatch as gw
-from groundwatch.queue import wire
+from groundwatch.queue import stream_json
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -147,7 +147,7 @@ def test_kill_9_a_worker_holding_entries_and_the_other_scores_them(
     time.sleep(0.5)
     taken = {p["message_id"] for p in held()}
     held_ids = {
-        wire.decode(fields[b"record"]).record_id
+        stream_json.decode(fields[b"record"]).record_id
         for entry_id, fields in client.xrange(STREAM)
         if entry_id in taken
     }

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 import groundwatch as gw
-from groundwatch import Claim, Judgement, Passage, Usage, _wire
-from groundwatch._shared.config import usable_cores
-from groundwatch._wire import (
+from groundwatch import Claim, Judgement, Passage, Usage, _fields
+from groundwatch._fields import (
     WIRE_VERSION,
     EvaluationFields,
     RecordFields,
@@ -25,6 +24,7 @@ from groundwatch._wire import (
     WireVersionError,
     as_evaluation,
 )
+from groundwatch._shared.config import usable_cores
 from groundwatch.check.stream import check_runner
 from groundwatch.runtime.pipeline import LocalScoring, evaluate_records
 from groundwatch.runtime.runners.cascade_runner import CascadeRunner
@@ -339,7 +339,7 @@ def test_a_value_of_another_wire_version_is_refused(
     value: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with monkeypatch.context() as patched:  # pickled by another groundwatch
-        patched.setattr(_wire, "WIRE_VERSION", WIRE_VERSION + 1)
+        patched.setattr(_fields, "WIRE_VERSION", WIRE_VERSION + 1)
         data = pickle.dumps(value)
     with pytest.raises(WireVersionError, match="wire version"):
         pickle.loads(data)

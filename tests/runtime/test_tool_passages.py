@@ -14,7 +14,7 @@ from pydantic import BaseModel
 import groundwatch as gw
 from groundwatch._shared import guard, inputs
 from groundwatch.integration import ToolOutput, readable_tool_output, tool_filter
-from groundwatch.queue import wire
+from groundwatch.queue import stream_json
 from groundwatch.telemetry import semconv
 from groundwatch.testing import GroundwatchTelemetry
 from groundwatch.types import Passage, RagRecord, passage_names
@@ -196,7 +196,7 @@ def test_the_wire_format_carries_kind_and_tool() -> None:
         answer="a",
         record_id="0123456789abcdef",
     )
-    back = wire.decode(wire.encode(record, None, 1)).to_record()
+    back = stream_json.decode(stream_json.encode(record, None, 1)).to_record()
     assert [(p.kind, p.tool) for p in back.contexts] == [
         ("tool", "lookup_policy"),
         ("retrieved", None),

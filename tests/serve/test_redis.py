@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 import groundwatch as gw
-from groundwatch.queue import wire
+from groundwatch.queue import stream_json
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
 
@@ -37,11 +37,11 @@ def test_interactions_go_to_the_redis_stream_under_the_root_span(
     while client.xlen(STREAM) < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     ((_, fields),) = client.xrange(STREAM)
-    record = wire.decode(fields[b"record"])
+    record = stream_json.decode(fields[b"record"])
     root = next(s for s in spans if s.parent is None)
     assert record.trace is not None
-    assert record.trace.trace_id == f"{root.context.trace_id:032x}"
-    assert record.trace.span_id == f"{root.context.span_id:016x}"
+    assert record.trace.trace_id == root.context.trace_id
+    assert record.trace.span_id == root.context.span_id
     assert record.question == QUESTION
     assert record.answer == ANSWER
     assert [p.text for p in record.passages] == DOCS

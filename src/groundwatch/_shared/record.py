@@ -10,12 +10,16 @@ model; :mod:`groundwatch.types` re-exports :class:`RagRecord` beside the models.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .passage import Passage
 
 
+# Identity equality and a repr without content, as a plain object has: records are compared by
+# who they are, and reprs end up in logs.
+@dataclass(slots=True, eq=False, repr=False)
 class RagRecord:
     """One captured RAG interaction: what was asked, retrieved and answered.
 
@@ -38,57 +42,20 @@ class RagRecord:
         truncated: inputs were cut to the size caps while preparing.
     """
 
-    __slots__ = (
-        "always_score",
-        "answer",
-        "attributes",
-        "contexts",
-        "question",
-        "record_id",
-        "route",
-        "span_context",
-        "span_id",
-        "trace_id",
-        "truncated",
-    )
-
-    question: str | None
-    contexts: Sequence[Any]
-    answer: str
-    route: str | None
-    attributes: Mapping[str, Any] | None
-    record_id: str
-    trace_id: int
-    span_id: int
-    always_score: bool
-    span_context: Any
-    truncated: bool
-
-    def __init__(
-        self,
-        question: str | None = None,
-        contexts: Sequence[Any] = (),
-        answer: str = "",
-        route: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        record_id: str = "",
-        trace_id: int = 0,
-        span_id: int = 0,
-        always_score: bool = False,
-        span_context: Any = None,
-        truncated: bool = False,
-    ) -> None:
-        self.question = question
-        self.contexts = contexts
-        self.answer = answer
-        self.route = route
-        self.attributes = attributes
-        self.record_id = record_id
-        self.trace_id = trace_id
-        self.span_id = span_id
-        self.always_score = always_score
-        self.span_context = span_context
-        self.truncated = truncated
+    # One line per field: the slots, the constructor (the same order and defaults for
+    # positional callers) and every boundary form of the record (groundwatch._fields) follow from
+    # this declaration.
+    question: str | None = None
+    contexts: Sequence[Any] = ()
+    answer: str = ""
+    route: str | None = None
+    attributes: Mapping[str, Any] | None = None
+    record_id: str = ""
+    trace_id: int = 0
+    span_id: int = 0
+    always_score: bool = False
+    span_context: Any = None
+    truncated: bool = False
 
     @property
     def passages(self) -> list[Passage]:

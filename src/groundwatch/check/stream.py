@@ -23,9 +23,9 @@ import math
 from collections import deque
 from collections.abc import Iterable
 
+from .._fields import as_evaluation
 from .._shared import config
 from .._shared.config import usable_cores
-from .._wire import as_evaluation
 from ..cli._errors import UsageError
 from ..judging import scoring
 from ..judging.judges import Judge

@@ -40,8 +40,8 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import TracerProvider
 
+from .._fields import as_evaluation
 from .._shared import guard
-from .._wire import as_evaluation
 from ..judging import scoring
 from ..judging.judges import Judge
 from ..runtime.pipeline import evaluate_records
@@ -51,7 +51,7 @@ from ..runtime.runners.contract import Runner
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
 from ..types import RagRecord
-from . import wire
+from . import stream_json
 from .redis import DEFAULT_STREAM, MAX_BACKOFF_S, connect, transport_errors
 
 if TYPE_CHECKING:
@@ -393,12 +393,12 @@ class StreamWorker:
                 # Reclaimed by this worker while it scores it (a heartbeat came late): it is
                 # neither a new copy to score nor a duplicate to acknowledge.
                 continue
-            raw = fields.get(wire.FIELD.encode())
+            raw = fields.get(stream_json.FIELD.encode())
             try:
                 if raw is None:
-                    raise wire.MalformedRecord(f"no {wire.FIELD!r} field")
-                doc = wire.decode(raw)
-            except wire.MalformedRecord as exc:
+                    raise stream_json.MalformedRecord(f"no {stream_json.FIELD!r} field")
+                doc = stream_json.decode(raw)
+            except stream_json.MalformedRecord as exc:
                 await self._dead_letter(entry_id, fields, str(exc), sc.ERROR_INVALID_INPUT)
                 continue
             if deliveries.get(entry_id, 1) > self.max_deliveries:

@@ -35,7 +35,7 @@ from ..runtime.sampling import record_sampling_rate
 from ..telemetry import Stats
 from ..telemetry import semconv as sc
 from ..types import RagRecord
-from . import wire
+from . import stream_json
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -283,7 +283,7 @@ class RedisQueue:
             try:
                 prepare_record(record)
                 rate = self._rate(record)
-                entries.append(wire.encode(record, rate, now))
+                entries.append(stream_json.encode(record, rate, now))
             except (InvalidRecord, TypeError, ValueError) as exc:
                 # The caller's objects: the in-process path fails such a record with
                 # invalid_input too; here nobody scores it, so it is a counted drop.
@@ -297,7 +297,7 @@ class RedisQueue:
             client = self._client = connect(self.url, self.timeout_s)
         pipe = client.pipeline(transaction=False)
         for entry in entries:
-            pipe.xadd(self.stream, {wire.FIELD: entry})
+            pipe.xadd(self.stream, {stream_json.FIELD: entry})
         pipe.xlen(self.stream)
         # A connection lost halfway leaves it unknown which entries arrived: the batch is sent
         # again, and the worker's marker by record id drops the duplicates.

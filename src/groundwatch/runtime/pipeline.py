@@ -20,7 +20,7 @@ The steps:
    in a worker process, or on the event loop (:func:`~.runners.choice.runner_for` decides where; a
    cascade's stages each where their kind runs);
 3. :func:`evaluation_from`: the judgement becomes an :class:`~groundwatch.Evaluation` (or,
-   from a worker process, the :class:`~groundwatch._wire.EvaluationFields` telemetry reads).
+   from a worker process, the :class:`~groundwatch._fields.EvaluationFields` telemetry reads).
 """
 
 from __future__ import annotations

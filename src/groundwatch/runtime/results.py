@@ -7,9 +7,9 @@ from typing import Any
 
 from opentelemetry import _logs, metrics, trace
 
+from .._fields import EvaluationView, as_evaluation
 from .._shared import config, guard
 from .._shared.error_types import exception_type
-from .._wire import EvaluationView, as_evaluation
 from ..telemetry import Telemetry
 from ..types import Evaluation, RagRecord
 from .feedback import Verdict, VerdictMemory

@@ -22,9 +22,9 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, TracerProvider
 
 from .. import _version
+from .._fields import EvaluationView, as_evaluation
 from .._shared import guard
 from .._shared.error_types import exception_type
-from .._wire import EvaluationView, as_evaluation
 from ..types import Evaluation, RagRecord
 from . import semconv as sc
 from ._rates import RateInstruments, RateKey, audit_key, count_scored, rate_key
@@ -462,7 +462,7 @@ class Telemetry:
         """Emit the span, the two events and the metric points of one finished evaluation.
 
         ``evaluation`` is an :class:`Evaluation` or the worker process's
-        :class:`~groundwatch._wire.EvaluationFields` (its claims are read only with content
+        :class:`~groundwatch._fields.EvaluationFields` (its claims are read only with content
         capture on). Counter increments go to ``batch`` when given.
         ``spans=False``: the metric points only (the worker process exported the span and the
         events itself: :mod:`groundwatch.telemetry.worker_export`).

@@ -36,8 +36,8 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.trace import TracerProvider
 
+from .._fields import RecordFields
 from .._shared import config
-from .._wire import RecordFields
 from ..types import Evaluation, Passage, RagRecord
 from ._emitter import Redactor, Stats, Telemetry, collect_attributes, user_attributes
 

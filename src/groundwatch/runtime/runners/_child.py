@@ -15,7 +15,7 @@ import sys
 import time
 from typing import IO, Any
 
-from ..._wire import RecordFields
+from ..._fields import RecordFields
 from ...judging.judges._base import judge_name
 from ...telemetry.worker_export import ChildExport
 from ..pipeline import Prepared, evaluate_prepared

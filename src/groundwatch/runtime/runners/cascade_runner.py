@@ -19,7 +19,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from ..._wire import as_evaluation
+from ..._fields import as_evaluation
 from ...judging import scoring
 from ...judging.judges.cascade import CascadeJudge
 from ...types import Evaluation

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..._wire import EvaluationView
+from ..._fields import EvaluationView
 from ...judging import scoring
 from ...types import Passage, RagRecord
 

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._fields import RecordFields
 from ..._shared import guard
 from ..._shared.config import ConfigWarning
 from ..._shared.daemon_threads import DaemonThreads
-from ..._wire import RecordFields
 from ...judging import scoring
 from ...judging.judges._base import judge_name
 from ...telemetry.worker_export import WorkerExport

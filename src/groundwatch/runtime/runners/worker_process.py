@@ -8,12 +8,12 @@ groundwatch.runtime.runners._child`` imports only groundwatch and the judge's ow
 Protocol over the child's stdin/stdout: 8-byte big-endian length, then a pickle of ``(op,
 payload)``; replies are ``("ok", value)`` or ``("error", (type name, message))``. The judge is
 pickled once (``init``; ``ping`` starts a process ahead of its first batch). The worker sends
-``evaluate_batch``: a list of records, each a :class:`~groundwatch._wire.RecordFields` encoded and
+``evaluate_batch``: a list of records, each a :class:`~groundwatch._fields.RecordFields` encoded and
 pickled on its own (one record that cannot be pickled fails alone), and the child answers with one
 reply per record as each is done (:func:`encode_reply`), its evaluation as
-:class:`~groundwatch._wire.EvaluationFields`: the host's CPU per record is what its request threads
-compete with, so it pays one message, one thread hop, a few wake-ups of its pipe thread and no
-pydantic validation per batch rather than per record (see
+:class:`~groundwatch._fields.EvaluationFields`: the host's CPU per record is what its request
+threads compete with, so it pays one message, one thread hop, a few wake-ups of its pipe thread and
+no pydantic validation per batch rather than per record (see
 :data:`~groundwatch.runtime.runners.process_runner.REPLY_GATHER_S`). Both types carry their version.
 The child writes its replies to a private copy of fd 1 and points fd 1 at stderr, so a judge that
 prints cannot corrupt the protocol. It exits when its stdin closes (the host exited or shut down).
@@ -31,7 +31,7 @@ import sys
 import threading
 from typing import IO, Any
 
-from ..._wire import EvaluationFields
+from ..._fields import EvaluationFields
 from ...types import Evaluation
 from ..pipeline import RunnerResult
 
@@ -51,7 +51,7 @@ def encode_reply(
     evaluation: Evaluation, judge_ns: int, end_ns: int, exported: bool
 ) -> tuple[Any, ...]:
     """The worker process's reply for one record, as plain values for the pipe: the
-    evaluation (:class:`~groundwatch._wire.EvaluationFields`' codec), the time in the judge and
+    evaluation (:class:`~groundwatch._fields.EvaluationFields`' codec), the time in the judge and
     the scoring (the process's own clock), the wall-clock end, and whether the worker process
     exported the span and the events itself."""
     return (EvaluationFields.of(evaluation).to_wire(), judge_ns, end_ns, exported)

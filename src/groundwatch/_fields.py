@@ -2,7 +2,7 @@
 
 Three boundaries carry them: the pipe to a worker process (``executor="process"``), the
 worker process's own exporting (``export_from_worker``), and the Redis queue (JSON, validated
-by :mod:`groundwatch.queue.wire`). Each carries the same two types:
+by :mod:`groundwatch.queue.stream_json`). Each carries the same two types:
 
 - :class:`RecordFields`: one record as a judge and its span need it (prepared inputs, the
   record's id, route, attributes, sampling rate, the caller's trace);
@@ -10,8 +10,8 @@ by :mod:`groundwatch.queue.wire`). Each carries the same two types:
   verdict counts), with its claims as one pickled blob that becomes a real
   :class:`~groundwatch.Evaluation` only when something asks (:meth:`EvaluationFields.full`).
 
-Anything that reads an evaluation on the emit path takes an :class:`EvaluationView`, which both
-:class:`~groundwatch.Evaluation` and :class:`EvaluationFields` are.
+Anything that reads an evaluation on the emit path takes an :data:`EvaluationView`: an
+:class:`~groundwatch.Evaluation` or an :class:`EvaluationFields`.
 
 Why slotted dataclasses with a codec of their own (``to_wire`` / ``from_wire``), and not
 pydantic models or ``msgspec``: on the host, records are pickled and replies unpickled on the
@@ -35,10 +35,10 @@ wire form is not its value names its two conversions there.
 from __future__ import annotations
 
 import dataclasses
-import pickle
+import pickle  # noqa: F401  (read by the derived copies' source)
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, TypeAlias
 
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
@@ -46,6 +46,7 @@ from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 from .types import VERDICTS, Evaluation, Label, Passage, RagRecord, Usage, Verdict  # noqa: F401
 
 __all__ = [
+    "PASSAGE_FIELDS",
     "WIRE_VERSION",
     "EvaluationFields",
     "EvaluationView",
@@ -56,8 +57,12 @@ __all__ = [
 ]
 
 WIRE_VERSION = 3
+
+PASSAGE_FIELDS: tuple[str, ...] = tuple(Passage.model_fields)
+"""A passage's fields, in :class:`~groundwatch.Passage`'s declaration order: its form on the
+pipe and on the Redis queue is derived from them."""
 """The version of :class:`RecordFields` and :class:`EvaluationFields` between two processes
-(the Redis queue's JSON has its own: :data:`groundwatch.queue.wire.VERSION`)."""
+(the Redis queue's JSON has its own: :data:`groundwatch.queue.stream_json.VERSION`)."""
 
 
 class WireVersionError(ValueError):
@@ -70,6 +75,15 @@ def _check_version(version: int) -> None:
             f"wire version {version} received, {WIRE_VERSION} expected: the worker process "
             "runs another groundwatch"
         )
+
+
+def _compiled(source: str, where: str) -> dict[str, Any]:
+    """The functions ``source`` defines, compiled once, reading this module's globals (as
+    :mod:`dataclasses` writes ``__init__``: they then run as hand-written code does)."""
+    namespace: dict[str, Any] = {}
+    # In this module's globals themselves: WIRE_VERSION is read when a value is encoded.
+    exec(compile(source, where, "exec"), globals(), namespace)
+    return namespace
 
 
 def _derive_codec(cls: type, conversions: Mapping[str, tuple[str, str]]) -> None:
@@ -100,9 +114,7 @@ def _derive_codec(cls: type, conversions: Mapping[str, tuple[str, str]]) -> None
         f"    (_, {unpacked}) = value\n"
         f"    return cls({', '.join(decoded)})\n"
     )
-    namespace: dict[str, Any] = {}
-    # In this module's globals themselves: WIRE_VERSION is read when a value is encoded.
-    exec(compile(source, f"<{cls.__name__} codec>", "exec"), globals(), namespace)
+    namespace = _compiled(source, f"<{cls.__name__} codec>")
     to_wire, from_wire = namespace["to_wire"], namespace["from_wire"]
     to_wire.__qualname__ = f"{cls.__name__}.to_wire"
     from_wire.__qualname__ = f"{cls.__name__}.from_wire"
@@ -118,36 +130,75 @@ def _derive_codec(cls: type, conversions: Mapping[str, tuple[str, str]]) -> None
     cls.from_wire = classmethod(from_wire)  # type: ignore[attr-defined]
 
 
-class EvaluationView(Protocol):
-    """What the emit path reads of an evaluation: an :class:`~groundwatch.Evaluation`, or the
-    :class:`EvaluationFields` a worker process sent back."""
+def _derive_record_copies(
+    cls: type, from_record: Mapping[str, str], onto_record: Mapping[str, str]
+) -> None:
+    """Give ``cls`` (:class:`RecordFields`) its ``of`` and ``to_record``, written from its
+    declaration: a field is copied from and onto the :class:`~groundwatch.RagRecord`
+    attribute of the same name unless a conversion names it.
 
-    @property
-    def label(self) -> Label: ...
-    @property
-    def faithfulness(self) -> float | None: ...
-    @property
-    def groundedness(self) -> float | None: ...
-    @property
-    def judge(self) -> str: ...
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def usage(self) -> Usage | None: ...
-    @property
-    def explanation(self) -> str: ...
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def error_type(self) -> str | None: ...
-    @property
-    def evidence_rejected(self) -> int: ...
-    @property
-    def truncated(self) -> bool: ...
-    @property
-    def hallucination_probability(self) -> float | None: ...
-    @property
-    def verdict_counts(self) -> Mapping[Verdict, int]: ...
+    Args:
+        cls: the dataclass.
+        from_record: per field, the expression ``of`` fills it with (of ``record`` and the
+            arguments ``passages``, ``attributes``, ``sampling_rate``, ``enqueued_ns``).
+        onto_record: per field, the ``RagRecord`` keyword arguments ``to_record`` gives it (of
+            ``{v}``, the value; ``""``: the field is not on the record).
+
+    Raises:
+        ValueError: a conversion names no field of ``cls``.
+    """
+    names = [f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
+    unknown = (set(from_record) | set(onto_record)) - set(names)
+    if unknown:
+        raise ValueError(f"conversions of fields {cls.__name__} does not have: {unknown}")
+    taken = ", ".join(from_record.get(n, f"record.{n}") for n in names)
+    given = [onto_record.get(n, f"{n}={{v}}").format(v=f"self.{n}") for n in names]
+    source = (
+        "def of(cls, record, passages, *, attributes=None, sampling_rate=None, enqueued_ns=0):\n"
+        f"    return cls({taken})\n"
+        "def to_record(self):\n"
+        f"    return RagRecord({', '.join(g for g in given if g)})\n"
+    )
+    namespace = _compiled(source, f"<{cls.__name__} record copies>")
+    of, to_record = namespace["of"], namespace["to_record"]
+    of.__qualname__, to_record.__qualname__ = f"{cls.__name__}.of", f"{cls.__name__}.to_record"
+    of.__doc__ = (
+        "A prepared record's fields (``passages`` as prepared; ``attributes`` collected for "
+        "the purpose, kept as they are)."
+    )
+    to_record.__doc__ = (
+        "The record as the in-process path has it after preparing (``contexts`` as "
+        ":class:`~groundwatch.Passage` objects, the caller's span context rebuilt)."
+    )
+    cls.of = classmethod(of)  # type: ignore[attr-defined]
+    cls.to_record = to_record  # type: ignore[attr-defined]
+
+
+def _derive_evaluation_copies(cls: type, conversions: Mapping[str, str]) -> None:
+    """Give ``cls`` (:class:`EvaluationFields`) its ``of`` and ``_build``, written from its
+    declaration: each field is the :class:`~groundwatch.Evaluation` attribute of its name,
+    unless ``conversions`` gives its expression (of ``evaluation``) for ``of``; those fields
+    are not :class:`~groundwatch.Evaluation`'s, and ``_build`` gives it its claims instead.
+    """
+    names = [f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
+    unknown = set(conversions) - set(names)
+    if unknown:
+        raise ValueError(f"conversions of fields {cls.__name__} does not have: {unknown}")
+    taken = ", ".join(conversions.get(n, f"evaluation.{n}") for n in names)
+    model = [
+        f"{n}=self.{n}" for n in names if n not in conversions and n in Evaluation.model_fields
+    ]
+    source = (
+        "def of(cls, evaluation):\n"
+        f"    return cls({taken}, _full=evaluation)\n"
+        "def _build(self):\n"
+        "    claims = pickle.loads(self.claims_blob) if self.claims_blob else []\n"
+        f"    return Evaluation.model_construct(claims=claims, {', '.join(model)})\n"
+    )
+    namespace = _compiled(source, f"<{cls.__name__} copies>")
+    namespace["of"].__qualname__ = f"{cls.__name__}.of"
+    cls.of = classmethod(namespace["of"])  # type: ignore[attr-defined]
+    cls._build = namespace["_build"]  # type: ignore[attr-defined]
 
 
 def as_evaluation(view: EvaluationView) -> Evaluation:
@@ -203,9 +254,11 @@ class RecordFields:
     needs besides the evaluation (for a worker process that exports, and for the Redis queue's
     workers).
 
-    Adding a field: declare it here (with a default, so older senders' values still read within
-    a version), fill it in :meth:`of`, read it in :meth:`to_record`; the Redis queue's JSON
-    names it in :mod:`groundwatch.queue.wire` and docs/distributed.md.
+    Adding a field: declare it on :class:`~groundwatch.RagRecord` and here, under the same
+    name and with a default (so older senders' values still read within a version). Every
+    form derives from this declaration: the pipe's tuple (:func:`_derive_codec`), the copies
+    from and onto the record (:func:`_derive_record_copies`) and the Redis queue's JSON
+    (:mod:`groundwatch.queue.stream_json`); docs/distributed.md lists the JSON's keys.
     """
 
     record_id: str
@@ -224,49 +277,12 @@ class RecordFields:
     enqueued_ns: int = 0
     """``time.time_ns()`` when the record was sent (the Redis queue's end-to-end delay)."""
 
-    @classmethod
-    def of(
-        cls,
-        record: RagRecord,
-        passages: Sequence[Passage],
-        *,
-        attributes: dict[str, Any] | None = None,
-        sampling_rate: float | None = None,
-        enqueued_ns: int = 0,
-    ) -> RecordFields:
-        """A prepared record's fields (``passages`` as prepared; ``attributes`` collected for
-        the purpose, kept as they are)."""
-        return cls(
-            record.record_id,
-            record.question,
-            record.answer,
-            passages,
-            record.route,
-            attributes or None,
-            sampling_rate,
-            record.always_score,
-            record.truncated,
-            TraceFields.of(record.span_context),
-            enqueued_ns,
-        )
-
-    def to_record(self) -> RagRecord:
-        """The record as the in-process path has it after preparing (``contexts`` as
-        :class:`~groundwatch.Passage` objects, the caller's span context rebuilt)."""
-        trace = self.trace
-        return RagRecord(
-            question=self.question,
-            contexts=list(self.passages),
-            answer=self.answer,
-            route=self.route,
-            attributes=self.attributes,
-            record_id=self.record_id,
-            trace_id=trace.trace_id if trace is not None else 0,
-            span_id=trace.span_id if trace is not None else 0,
-            always_score=self.always_score,
-            span_context=trace.span_context() if trace is not None else None,
-            truncated=self.truncated,
-        )
+    # Derived from the fields above (_derive_record_copies, below the class): each field is
+    # the RagRecord attribute of its name unless a conversion there says otherwise.
+    of: ClassVar[Callable[..., RecordFields]]
+    """``of(record, passages, *, attributes=None, sampling_rate=None, enqueued_ns=0)``: a
+    prepared record's fields."""
+    to_record: ClassVar[Callable[[RecordFields], RagRecord]]
 
     # Derived from the fields above (_derive_codec, below the class): the passages as plain
     # tuples, so that the host's worker thread pays no Python call per passage.
@@ -286,8 +302,9 @@ class EvaluationFields:
     real :class:`~groundwatch.Evaluation` only when something asks (``on_result`` callbacks,
     observers, content capture). Field names are :class:`~groundwatch.Evaluation`'s.
 
-    Adding a field to :class:`~groundwatch.Evaluation` that telemetry reads: declare it here and
-    in :class:`EvaluationView`, and copy it in :meth:`of` and :meth:`full`.
+    Adding a field to :class:`~groundwatch.Evaluation`: declare it here too, under the same name
+    (``tests/runtime/test_pipeline.py`` fails until it is); :meth:`of`, :meth:`full` and the
+    pipe's tuple are written from this declaration.
     """
 
     label: Label
@@ -306,48 +323,19 @@ class EvaluationFields:
     claims_blob: bytes = b""
     _full: Evaluation | None = field(default=None, repr=False)
 
-    @classmethod
-    def of(cls, evaluation: Evaluation) -> EvaluationFields:
-        claims = evaluation.claims
-        return cls(
-            evaluation.label,
-            evaluation.faithfulness,
-            evaluation.groundedness,
-            evaluation.judge,
-            evaluation.model,
-            evaluation.usage,
-            evaluation.explanation,
-            evaluation.error,
-            evaluation.error_type,
-            evaluation.evidence_rejected,
-            evaluation.truncated,
-            evaluation.hallucination_probability,
-            evaluation.verdict_counts,
-            pickle.dumps(claims, protocol=pickle.HIGHEST_PROTOCOL) if claims else b"",
-            evaluation,
-        )
+    # Derived from the fields above (_derive_evaluation_copies, below the class): each field
+    # is the Evaluation attribute of its name, the claims excepted.
+    of: ClassVar[Callable[[Evaluation], EvaluationFields]]
+    """The fields of an evaluation (the claims pickled into one blob)."""
 
     def full(self) -> Evaluation:
         """The pydantic :class:`~groundwatch.Evaluation` (built once; data from our own worker
         process is trusted, so it is not validated again)."""
         if self._full is None:
-            claims = pickle.loads(self.claims_blob) if self.claims_blob else []
-            self._full = Evaluation.model_construct(
-                label=self.label,
-                faithfulness=self.faithfulness,
-                groundedness=self.groundedness,
-                claims=claims,
-                judge=self.judge,
-                model=self.model,
-                usage=self.usage,
-                explanation=self.explanation,
-                error=self.error,
-                error_type=self.error_type,
-                evidence_rejected=self.evidence_rejected,
-                truncated=self.truncated,
-                hallucination_probability=self.hallucination_probability,
-            )
+            self._full = self._build()
         return self._full
+
+    _build: ClassVar[Callable[[EvaluationFields], Evaluation]]
 
     to_wire: ClassVar[Callable[[EvaluationFields], tuple[Any, ...]]]
     from_wire: ClassVar[Callable[[tuple[Any, ...]], EvaluationFields]]
@@ -360,15 +348,46 @@ _derive_codec(
     RecordFields,
     {
         "passages": (
-            "[(p.text, p.id, p.score, p.metadata, p.kind, p.tool) for p in {v}]",
+            f"[({', '.join(f'p.{n}' for n in PASSAGE_FIELDS)},) for p in {{v}}]",
             # Prepared on the sending side already: not validated again.
-            "[Passage.model_construct(text=t, id=i, score=s, metadata=m, kind=k, tool=o)"
-            " for t, i, s, m, k, o in {v}]",
+            "[Passage.model_construct("
+            + ", ".join(f"{n}=_p{i}" for i, n in enumerate(PASSAGE_FIELDS))
+            + f") for ({', '.join(f'_p{i}' for i in range(len(PASSAGE_FIELDS)))},) in {{v}}]",
         ),
         "trace": (
             "None if {v} is None else {v}.to_wire()",
             "None if {v} is None else TraceFields(*{v})",
         ),
+    },
+)
+EvaluationView: TypeAlias = "Evaluation | EvaluationFields"
+"""What the emit path reads of an evaluation: an :class:`~groundwatch.Evaluation`, or the
+:class:`EvaluationFields` a worker process sent back (the same names, by declaration)."""
+
+_derive_record_copies(
+    RecordFields,
+    from_record={
+        "passages": "passages",
+        "attributes": "attributes or None",
+        "sampling_rate": "sampling_rate",
+        "trace": "TraceFields.of(record.span_context)",
+        "enqueued_ns": "enqueued_ns",
+    },
+    onto_record={
+        "passages": "contexts=list({v})",
+        "trace": "trace_id=0 if {v} is None else {v}.trace_id, "
+        "span_id=0 if {v} is None else {v}.span_id, "
+        "span_context=None if {v} is None else {v}.span_context()",
+        "sampling_rate": "",
+        "enqueued_ns": "",
+    },
+)
+_derive_evaluation_copies(
+    EvaluationFields,
+    {
+        # verdict_counts: Evaluation's property of the same name; the claims, one blob.
+        "claims_blob": "pickle.dumps(evaluation.claims, protocol=pickle.HIGHEST_PROTOCOL) "
+        "if evaluation.claims else b''",
     },
 )
 _derive_codec(

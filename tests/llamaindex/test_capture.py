@@ -100,9 +100,10 @@ def test_nodes_past_the_cap_are_dropped_and_the_cut_is_marked(
 ) -> None:
     """As in the LangChain integration: passages past the cap are counted in
     ``groundwatch.contexts.dropped`` and ``documents_dropped``, not left out silently."""
-    from groundwatch_llamaindex import _handler
+    from groundwatch_llamaindex import _capture, _tools
 
-    monkeypatch.setattr(_handler, "MAX_NODES_PER_ROOT", 2)
+    for reader in (_capture, _tools):  # the modules that read the cap
+        monkeypatch.setattr(reader, "MAX_NODES_PER_ROOT", 2)
     engine = index.as_query_engine(llm=llm, similarity_top_k=5)
     response = engine.query(QUESTIONS["eiffel"])
     assert len(response.source_nodes) == 5

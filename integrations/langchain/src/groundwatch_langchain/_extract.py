@@ -9,8 +9,12 @@ subclasses.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, overload
+
+from groundwatch.integration import ToolOutput, readable_tool_output
+
+from ._root import _DEFAULT_REPR, CONVERSATION_METADATA_KEYS, _Tagged
 
 #: Keys looked up, in order, when the root input of a chain is a mapping.
 QUESTION_KEYS: tuple[str, ...] = ("question", "input", "query", "q")
@@ -254,3 +258,91 @@ def passage_of(document: Any, score_keys: Sequence[str]) -> dict[str, Any] | Non
         "score": document_score(metadata, score_keys),
         "metadata": metadata,
     }
+
+
+class _Passages(Sequence[Any]):
+    """The documents and tool outputs of a run (then earlier turns, with
+    ``conversation_context``), turned into passages only when read.
+
+    The monitor reads the contexts only for records its sampler keeps, so at a low sampling
+    rate the request path never pays for the conversion.
+    """
+
+    __slots__ = ("_items", "_score_keys")
+
+    def __init__(
+        self, documents: list[Any], score_keys: tuple[str, ...], turns: Sequence[Any] = ()
+    ) -> None:
+        # Earlier turns come last: the passage cap cuts them first.
+        self._items = [*documents, *turns] if turns else documents
+        self._score_keys = score_keys
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._convert(d) for d in self._items[index]]
+        return self._convert(self._items[index])
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in self._items:
+            yield self._convert(item)
+
+    def _convert(self, item: Any) -> Any:
+        kind = type(item)
+        if kind is ToolOutput:
+            return item  # the core reads it (groundwatch.integration.ToolOutput)
+        if kind is _Tagged:
+            passage = passage_of(item.document, self._score_keys)
+            if passage is None:
+                return item.document
+            passage["tool"] = item.tool
+            return passage
+        # Anything that is not document-shaped goes as is: the monitor validates its inputs.
+        return passage_of(item, self._score_keys) or item
+
+
+def _tool_result(output: Any) -> Any:
+    """What the model is sent for a tool's output: the output, or the tool message of a
+    LangGraph ``Command(update={"messages": [ToolMessage(...)]})`` (None when the command
+    carries none: a state update is no text)."""
+    update = getattr(output, "update", None)
+    if update is None or type(output).__name__ != "Command":
+        return output
+    messages = update.get("messages") if isinstance(update, Mapping) else None
+    if isinstance(messages, Sequence):
+        for message in messages:
+            if getattr(message, "type", None) == "tool":
+                return message
+    return None
+
+
+def _readable(output: Any) -> bool:
+    """Whether a tool's output has text a passage can hold (asked on the request path)."""
+    content = getattr(output, "content", None)  # a ToolMessage: what the model was sent
+    if content is None or isinstance(output, Mapping):
+        return readable_tool_output(output)
+    if isinstance(content, str):
+        # A default repr is at most a few dozen characters: longer content is never one.
+        # "null" is what LangChain sends the model for a tool that returned None.
+        return (
+            bool(content)
+            and content != "null"
+            and not (len(content) < 200 and _DEFAULT_REPR.fullmatch(content) is not None)
+        )
+    return bool(content)
+
+
+def _conversation_id(metadata: Mapping[str, Any]) -> str | None:
+    for key in CONVERSATION_METADATA_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+    return None

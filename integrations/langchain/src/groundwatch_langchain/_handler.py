@@ -16,164 +16,47 @@ root's state and handed to the monitor with the record instead.
 from __future__ import annotations
 
 import asyncio
-import re
-import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.callbacks import BaseCallbackHandler
-from opentelemetry import trace
-from opentelemetry.trace import SpanContext
 
 from groundwatch.integration import (
-    MAX_PASSAGES,
     ContextTools,
-    Decision,
     MonitorLike,
     RunTracker,
     ToolOutput,
-    TrackedRun,
-    bad_input,
     guarded,
     raise_internal_errors,
-    readable_tool_output,
     tool_filter,
-    user_error,
 )
-from groundwatch.telemetry import semconv
 
+from ._capture import Capture
 from ._extract import (
-    MESSAGES_KEY,
     SCORE_KEYS,
     AnswerExtractor,
     QuestionExtractor,
+    _readable,
+    _tool_result,
     default_answer,
     default_question,
-    earlier_turns,
-    odd_question,
-    passage_of,
-    plain,
-    turn_in_progress,
-    turn_passage,
-    turn_tool_messages,
+)
+from ._root import (
+    CANCELLED,
+    CHAIN_ERROR,
+    DEFAULT_MAX_ACTIVE_RUNS,
+    DEFAULT_MAX_DOCUMENTS,
+    DEFAULT_MAX_RUN_AGE_SECONDS,
+    LLM_ERROR,
+    RETRIEVER_ERROR,
+    RootRun,
+    _Tagged,
 )
 
 if TYPE_CHECKING:
     from uuid import UUID
 
     from langchain_core.documents import Document
-
-#: Root runs tracked at once; when a new root would exceed it, the oldest is dropped and counted.
-#: A root that never ends (a stream abandoned without being closed) would otherwise stay forever.
-DEFAULT_MAX_ACTIVE_RUNS = 4096
-#: A root still open after this long is dropped (and counted) the next time a root starts.
-DEFAULT_MAX_RUN_AGE_SECONDS = 3600.0
-#: Documents kept per root run; more are counted as dropped and the record is marked truncated.
-DEFAULT_MAX_DOCUMENTS = MAX_PASSAGES
-
-#: ``Monitor.record_failure`` error types used by this integration.
-RETRIEVER_ERROR = semconv.ERROR_RETRIEVER
-LLM_ERROR = semconv.ERROR_LLM
-CHAIN_ERROR = semconv.ERROR_CHAIN
-CANCELLED = semconv.ERROR_CANCELLED
-NO_ANSWER = semconv.ERROR_NO_ANSWER
-EXTRACTOR_ERROR = semconv.ERROR_EXTRACTOR
-EVICTED = semconv.ERROR_EVICTED
-
-#: Run metadata key that overrides the handler's route for one run:
-#: ``chain.invoke(q, config={"metadata": {"groundwatch_route": "faq"}})``.
-ROUTE_METADATA_KEY = "groundwatch_route"
-#: Run metadata keys holding the conversation's id, looked up in order: ours, then LangGraph's
-#: ``thread_id`` (it copies ``config["configurable"]["thread_id"]`` into every run's metadata),
-#: then the names other stacks use (Langfuse's handler reads ``langfuse_session_id``).
-CONVERSATION_METADATA_KEYS: tuple[str, ...] = (
-    "groundwatch_conversation_id",
-    "thread_id",
-    "conversation_id",
-    "session_id",
-    "langfuse_session_id",
-)
-
-# What LangChain sends the model for a tool result it cannot serialise: ``str(obj)``, Python's
-# default repr, which says nothing an answer could rest on.
-_DEFAULT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
-
-
-class _Tool:
-    """A tool run under a root: its name, whether its output is context, and whether a
-    retriever ran directly inside it (a retriever wrapped as a tool: its documents are the
-    passages, not its joined text)."""
-
-    __slots__ = ("context", "name", "retrieved")
-
-    def __init__(self, name: str | None, context: bool) -> None:
-        self.name = name
-        # False inside another tool (a subagent's tool fed the subagent, not this run's
-        # answer) or when ``context_tools`` leaves the tool out.
-        self.context = context
-        self.retrieved = False
-
-
-class _Tagged:
-    """A document retrieved inside a tool, with the (outermost) tool's name."""
-
-    __slots__ = ("document", "tool")
-
-    def __init__(self, document: Any, tool: str | None) -> None:
-        self.document = document
-        self.tool = tool
-
-
-class _RootRun(TrackedRun[int]):
-    """State of one top-level run, alive from its start callback to its end or error.
-
-    Keyed by ``run_id.int``: hashing a UUID runs Python code, an int does not, and the
-    tracker's map is touched several times per callback. The tracker's fields (``retrieving``,
-    ``decision``: taken when the first retriever starts, a run that will not be scored keeps no
-    documents; ``dropped``, ``tool_outputs``, ``tool_errors``, ``unreadable``, ``unfinished``:
-    nested runs still open when the root ended) come from
-    :class:`~groundwatch.integration.TrackedRun`.
-    """
-
-    __slots__ = (
-        "documents",
-        "error_type",
-        "generated",
-        "inputs",
-        "is_chain",
-        "retrieved",
-        "run_id",
-        "tool_ended",
-        "tool_of",
-        "tools",
-    )
-
-    def __init__(
-        self,
-        run_id: UUID,
-        inputs: Any,
-        monitor: MonitorLike,
-        span_context: SpanContext | None,
-        route: str | None,
-        is_chain: bool,
-        max_age: float,
-    ) -> None:
-        super().__init__(run_id.int, monitor, route, span_context, max_age)
-        self.run_id = run_id
-        self.inputs = inputs
-        self.is_chain = is_chain
-        # Documents (``_Tagged`` when retrieved inside a tool) and ``ToolOutput``s, in the order
-        # they arrived.
-        self.documents: list[Any] = []
-        self.retrieved = False  # a retriever ended under this root (possibly with no documents)
-        self.error_type: str | None = None  # first error seen under this root
-        self.generated = False  # a language model finished under this root
-        # Agents: live tool runs, and every live run inside a tool -> its outermost tool run
-        # (both empty for chains without tools: one truth test per link).
-        self.tools: dict[int, _Tool] = {}
-        self.tool_of: dict[int, int] = {}
-        self.tool_ended = False  # a tool whose output is context ended or failed
-
 
 _F = TypeVar("_F", bound=Callable[..., None])
 
@@ -187,7 +70,7 @@ def _guarded(method: _F) -> _F:
     return guarded(method.__name__, _report)(method)
 
 
-class GroundwatchCallbackHandler(BaseCallbackHandler):
+class GroundwatchCallbackHandler(Capture, BaseCallbackHandler):
     """Capture what a LangChain RAG chain or agent retrieved and answered, and hand it to a
     monitor.
 
@@ -275,7 +158,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         # Every live run id we track (roots and their chain / retriever / tool descendants) ->
         # the state of its root. LLM runs are not tracked: they have no children, and their
         # errors name their parent.
-        self._tracker: RunTracker[int, _RootRun] = RunTracker(
+        self._tracker: RunTracker[int, RootRun] = RunTracker(
             max_active_runs=max_active_runs,
             component="langchain.",
             counters=("turns_paused", "extractor_errors", "questions_unreadable"),
@@ -310,7 +193,7 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
         return self._tracker.active_runs
 
     @property
-    def _owner(self) -> dict[int, _RootRun]:
+    def _owner(self) -> dict[int, RootRun]:
         """Every live run id tracked -> its root's state (the tracker's map; for tests)."""
         return self._tracker.links
 
@@ -608,339 +491,3 @@ class GroundwatchCallbackHandler(BaseCallbackHandler):
                 root.tool_ended = True
                 root.tool_errors += 1
                 self._tracker.count_locked("tool_errors")
-
-    # -- state ------------------------------------------------------------------------------------
-
-    def _link(
-        self,
-        key: int,
-        parent_key: int,
-        retriever: bool = False,
-        tool: str | bool | None = False,
-        context: bool = True,
-    ) -> bool:
-        """Map a nested run to its parent's root. False when the parent is unknown to us.
-
-        ``tool``: the run is a tool run (its name, or None when it has none); ``context``:
-        ``context_tools`` counts its output. The root's first retriever or context tool takes
-        the sampler's decision for the whole run (under the lock: parallel ones must not take
-        two)."""
-        tracker = self._tracker
-        with tracker.lock:
-            root = tracker.link_locked(key, parent_key)
-            if root is None:
-                return False
-            if root.tool_of:  # inside a tool: remember the outermost one
-                outer = root.tool_of.get(parent_key)
-                if outer is not None:
-                    root.tool_of[key] = outer
-                    if retriever and outer == parent_key:
-                        root.tools[outer].retrieved = True  # a retriever wrapped as a tool
-            if tool is not False:
-                nested = key in root.tool_of
-                context = context and not nested
-                root.tools[key] = _Tool(tool if isinstance(tool, str) else None, context)
-                if not nested:
-                    root.tool_of[key] = key
-            if retriever or (tool is not False and context):
-                if root.is_chain:
-                    tracker.decide(root)  # the first one asks the sampler
-                else:
-                    root.retrieving = True
-            return True
-
-    def _resumed_turn(self, root: _RootRun, outputs: Any) -> bool:
-        """A run that called no tool but finishes an agent turn whose tools ran in an earlier
-        run (resumed after an interrupt): take those tools' results from the thread's state as
-        its contexts, and the sampler's decision now. False when there are none."""
-        if not isinstance(outputs, Mapping) or MESSAGES_KEY not in outputs:
-            return False
-        messages = turn_tool_messages(outputs)
-        if not messages:
-            return False
-        kept = 0
-        for message in messages:
-            name = getattr(message, "name", None)
-            name = name if isinstance(name, str) else None
-            if self._tool_filter is not None and not self._tool_filter(name):
-                continue
-            root.tool_ended = True
-            if getattr(message, "status", None) == "error":
-                root.tool_errors += 1
-            elif not _readable(message):
-                root.unreadable += 1
-            elif kept < self._max_documents:
-                root.documents.append(ToolOutput(message, name))
-                kept += 1
-            else:
-                root.dropped += 1
-        if not root.tool_ended:
-            return False
-        root.tool_outputs = kept
-        if self._tracker.decide(root) is not Decision.SAMPLED:
-            root.documents.clear()
-        return True
-
-    def _tool_finished(self, key: int) -> tuple[_RootRun | None, _Tool | None]:
-        """Unlink a tool run that ended or failed: its top-level run's state and its own
-        (``None``s when unknown, or when it was itself the top-level run). Call with the lock
-        held."""
-        root = self._tracker.pop_locked(key)
-        if root is None or root.key == key:
-            return None, None
-        root.tool_of.pop(key, None)
-        return root, root.tools.pop(key, None)
-
-    def _start_root(
-        self, run_id: UUID, inputs: Any, metadata: Mapping[str, Any] | None, *, is_chain: bool
-    ) -> None:
-        # A run whose parent we never saw (the handler was attached below the top, e.g. with
-        # ``with_config(callbacks=...)`` on an inner chain) is a top-level run for us.
-        current = trace.get_current_span().get_span_context()
-        span_context = current if current.is_valid else _openinference_span_context(run_id)
-        route = self._route
-        if metadata:
-            value = metadata.get(ROUTE_METADATA_KEY)
-            if isinstance(value, str):
-                route = value
-        root = _RootRun(
-            run_id, inputs, self._monitor, span_context, route, is_chain, self._max_run_age
-        )
-        if metadata:
-            root.conversation_id = _conversation_id(metadata)
-        # Gives up (and reports) the oldest runs past the limits first.
-        self._tracker.start(root)
-
-    def _end(self, key: int) -> _RootRun | None:
-        """Forget a run. Returns its root state when the run was a top-level run we tracked."""
-        with self._tracker.lock:
-            root = self._tracker.pop_locked(key)
-            if root is None:
-                return None
-            if root.key != key:
-                if root.tool_of:
-                    root.tool_of.pop(key, None)
-                return None
-            return root
-
-    def _retriever_finished(self, key: int) -> _RootRun | None:
-        """Unlink a retriever run that ended or failed. Returns its top-level run's state, or
-        None when the run is unknown or was itself the top-level run (a retriever used alone:
-        forgotten, nothing answered). Call with the lock held."""
-        root = self._tracker.pop_locked(key)
-        if root is None or root.key == key:
-            return None
-        if root.tool_of:
-            root.tool_of.pop(key, None)
-        return root
-
-    # -- output -----------------------------------------------------------------------------------
-
-    def _record(self, root: _RootRun, inputs: Any, outputs: Any) -> None:
-        try:
-            answer = self._answer(outputs)
-            question = self._question(inputs)
-            if (
-                question is None
-                and self._question is default_question
-                and isinstance(outputs, Mapping)
-                and MESSAGES_KEY in outputs
-            ):
-                # An agent's input may be a form we do not read (a dict of role and content);
-                # its output state holds the turn's human message as a message. (Only agent
-                # state: a plain chain's output is its answer, never its question.)
-                question = default_question(outputs)
-        except Exception as exc:
-            # The run retrieved and ended: it is an interaction, so it gets its decision (a
-            # failure), not silence; the extractor's exception is said once and logged.
-            self._tracker.count("extractor_errors")
-            self._tracker.fail(root, EXTRACTOR_ERROR)
-            user_error("langchain extractor", exc)
-            return
-        if not isinstance(answer, str):
-            if self._answer is default_answer and turn_in_progress(outputs):
-                # Paused at an interrupt (human in the loop) after calling tools: the run that
-                # resumes the turn answers, and is recorded with this turn's tool results.
-                self._tracker.ignore(root, "turns_paused")
-                return
-            if root.generated:
-                # A model answered but we cannot read the answer from the output: tell the
-                # operator (an ``answer_extractor`` fixes it). A run that only retrieved (a
-                # search endpoint) is not a failure.
-                self._tracker.count("no_answer")
-                self._tracker.fail(root, NO_ANSWER)
-            else:
-                self._tracker.ignore(root, "no_answer")
-            return
-        if isinstance(question, str):
-            question = plain(question)
-        else:
-            odd = type(question).__name__ if question is not None else odd_question(inputs)
-            if odd is not None:
-                # Recorded without its question (never coerced): said, not dropped silently.
-                self._tracker.count("questions_unreadable")
-                bad_input(
-                    "GroundwatchCallbackHandler",
-                    TypeError(
-                        f"the run's question is a {odd}, not a string: recorded without it "
-                        "(question_extractor= reads other forms)"
-                    ),
-                )
-            question = None
-        answer = plain(answer)
-        turns: list[Any] = []
-        if self._conversation_context and isinstance(outputs, Mapping):
-            # Opt-in, so built here: a few messages' texts, as conversation passages.
-            found = map(turn_passage, earlier_turns(outputs.get(MESSAGES_KEY)))
-            turns = [t for t in found if t is not None]
-        contexts = _Passages(root.documents, self._score_keys, turns)
-        # The tracker adds contexts.dropped, the tool counts and the conversation's id.
-        self._tracker.record(
-            root,
-            question=question,
-            contexts=contexts,
-            answer=answer,
-            attributes={semconv.GROUNDWATCH_LANGCHAIN_RUN_ID: str(root.run_id)},
-            span_context=_parent_span_context(root),
-            tools=bool(root.tools or root.tool_outputs or root.tool_errors or root.unreadable),
-        )
-
-    def _fail(self, root: _RootRun, error_type: str) -> None:
-        self._tracker.fail(root, error_type)
-
-    def _internal_error(self, where: str, exc: Exception) -> None:
-        # The core guard logs rate-limited, feeds the ``groundwatch.errors`` metric, and re-raises
-        # only when GROUNDWATCH_RAISE_INTERNAL_ERRORS is set (our tests), then LangChain passes
-        # it on because ``raise_error`` follows the same switch.
-        self._tracker.internal_error(where, exc)
-
-
-class _Passages(Sequence[Any]):
-    """The documents and tool outputs of a run (then earlier turns, with
-    ``conversation_context``), turned into passages only when read.
-
-    The monitor reads the contexts only for records its sampler keeps, so at a low sampling
-    rate the request path never pays for the conversion.
-    """
-
-    __slots__ = ("_items", "_score_keys")
-
-    def __init__(
-        self, documents: list[Any], score_keys: tuple[str, ...], turns: Sequence[Any] = ()
-    ) -> None:
-        # Earlier turns come last: the passage cap cuts them first.
-        self._items = [*documents, *turns] if turns else documents
-        self._score_keys = score_keys
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return [self._convert(d) for d in self._items[index]]
-        return self._convert(self._items[index])
-
-    def __iter__(self) -> Iterator[Any]:
-        for item in self._items:
-            yield self._convert(item)
-
-    def _convert(self, item: Any) -> Any:
-        kind = type(item)
-        if kind is ToolOutput:
-            return item  # the core reads it (groundwatch.integration.ToolOutput)
-        if kind is _Tagged:
-            passage = passage_of(item.document, self._score_keys)
-            if passage is None:
-                return item.document
-            passage["tool"] = item.tool
-            return passage
-        # Anything that is not document-shaped goes as is: the monitor validates its inputs.
-        return passage_of(item, self._score_keys) or item
-
-
-def _tool_result(output: Any) -> Any:
-    """What the model is sent for a tool's output: the output, or the tool message of a
-    LangGraph ``Command(update={"messages": [ToolMessage(...)]})`` (None when the command
-    carries none: a state update is no text)."""
-    update = getattr(output, "update", None)
-    if update is None or type(output).__name__ != "Command":
-        return output
-    messages = update.get("messages") if isinstance(update, Mapping) else None
-    if isinstance(messages, Sequence):
-        for message in messages:
-            if getattr(message, "type", None) == "tool":
-                return message
-    return None
-
-
-def _readable(output: Any) -> bool:
-    """Whether a tool's output has text a passage can hold (asked on the request path)."""
-    content = getattr(output, "content", None)  # a ToolMessage: what the model was sent
-    if content is None or isinstance(output, Mapping):
-        return readable_tool_output(output)
-    if isinstance(content, str):
-        # A default repr is at most a few dozen characters: longer content is never one.
-        # "null" is what LangChain sends the model for a tool that returned None.
-        return (
-            bool(content)
-            and content != "null"
-            and not (len(content) < 200 and _DEFAULT_REPR.fullmatch(content) is not None)
-        )
-    return bool(content)
-
-
-def _conversation_id(metadata: Mapping[str, Any]) -> str | None:
-    for key in CONVERSATION_METADATA_KEYS:
-        value = metadata.get(key)
-        if isinstance(value, str) and value:
-            return value
-        if isinstance(value, int) and not isinstance(value, bool):
-            return str(value)
-    return None
-
-
-def _parent_span_context(root: _RootRun) -> SpanContext:
-    """The span the evaluation should hang under.
-
-    The span current when the root run started when there was one (an HTTP server span, the
-    app's own span). Without one, the span a LangChain instrumentation opened for this very run:
-    OpenInference's (kept by run id, never made current), or the one current now, at the end of
-    the run, which callback-based instrumentations that do make their spans current (OpenLLMetry)
-    leave in place until their own end callback. INVALID_SPAN_CONTEXT, not None, when there is
-    none: None would let the monitor pick whatever is current later.
-    """
-    if root.span_context is not None:
-        return root.span_context
-    theirs = _openinference_span_context(root.run_id)
-    if theirs is not None:
-        return theirs
-    current = trace.get_current_span().get_span_context()
-    return current if current.is_valid else trace.INVALID_SPAN_CONTEXT
-
-
-def _openinference_span_context(run_id: UUID) -> SpanContext | None:
-    """The span OpenInference's LangChain tracer opened for ``run_id``, if it is active.
-
-    Its tracer does not make its spans current (no context attach in callbacks), but keeps them
-    by run id. Depending on handler order its span exists already when our start callback runs,
-    or only until after our end callback, so this is asked at both ends of the root run.
-    Nothing is imported: without OpenInference loaded this is one dictionary lookup.
-    """
-    module = sys.modules.get("openinference.instrumentation.langchain")
-    if module is None:
-        return None
-    try:
-        instrumentor = module.LangChainInstrumentor()
-        if not instrumentor.is_instrumented_by_opentelemetry:
-            return None
-        span = instrumentor.get_span(run_id)
-    except Exception:
-        return None
-    if span is None:
-        return None
-    context: SpanContext = span.get_span_context()
-    return context if context.is_valid else None

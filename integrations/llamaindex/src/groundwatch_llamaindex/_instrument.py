@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from groundwatch.integration import ContextTools, MonitorLike
 
-    from ._handler import Capture
+    from ._capture import Capture
 
 _lock = threading.Lock()
 _capture: Capture | None = None
@@ -50,7 +50,8 @@ def instrument(
 
     from groundwatch.integration import tool_filter
 
-    from ._handler import Capture, GroundwatchEventHandler, GroundwatchSpanHandler
+    from ._capture import Capture
+    from ._handler import GroundwatchEventHandler, GroundwatchSpanHandler
 
     accepts = tool_filter(context_tools)  # raises for a string, before anything is registered
     with _lock:

@@ -28,14 +28,14 @@ def pristine_callback_manager() -> Iterator[None]:
     Instrumentations stack wrappers on the same method, and none of them can remove a wrapper
     that sits below someone else's: a test that stacks several leaves them behind.
     """
-    from groundwatch_langchain import _instrument
+    from groundwatch_langchain import _attach
     from langchain_core.callbacks import BaseCallbackManager
 
     original = BaseCallbackManager.__init__
     yield
     groundwatch_langchain.uninstrument()
     BaseCallbackManager.__init__ = original  # type: ignore[method-assign]
-    _instrument._wrapper = _instrument._original_init = None
+    _attach._wrapper = _attach._original_init = None
 
 
 @pytest.fixture

@@ -90,5 +90,5 @@ def test_uninstrument_under_another_instrumentation_leaves_it_working(
     finally:
         groundwatch_langchain.uninstrument()
         BaseCallbackManager.__init__ = original  # type: ignore[method-assign]
-        groundwatch_langchain._instrument._wrapper = None
-        groundwatch_langchain._instrument._original_init = None
+        groundwatch_langchain._attach._wrapper = None
+        groundwatch_langchain._attach._original_init = None

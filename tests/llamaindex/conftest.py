@@ -56,7 +56,7 @@ def monitor() -> Iterator[RecordingMonitor]:
     """A recording monitor bound to every engine; handlers removed afterwards."""
     monitor = RecordingMonitor()
     groundwatch_llamaindex.instrument(monitor)
-    capture = groundwatch_llamaindex._instrument._capture
+    capture = groundwatch_llamaindex._attach._capture
     assert capture is not None
     yield monitor
     # Our own bugs are swallowed by the guards in production; here they fail the test.

@@ -41,7 +41,7 @@ def passages(nodes: list[NodeWithScore]) -> list[Passage]:
 
 
 def assert_clean() -> None:
-    capture = groundwatch_llamaindex._instrument._capture
+    capture = groundwatch_llamaindex._attach._capture
     assert capture is not None
     assert capture.open_roots == 0
     assert capture.tracked_spans == 0
@@ -110,7 +110,7 @@ def test_nodes_past_the_cap_are_dropped_and_the_cut_is_marked(
     [record] = monitor.records
     assert record["passages"] == passages(response.source_nodes[:2])
     assert record["attributes"]["groundwatch.contexts.dropped"] == 3
-    capture = groundwatch_llamaindex._instrument._capture
+    capture = groundwatch_llamaindex._attach._capture
     assert capture is not None and capture.counts["documents_dropped"] == 3
     assert capture.counts["records"] == 1
 
@@ -446,7 +446,7 @@ def test_turn_without_retrieval_makes_no_record(
     """A plain chat turn has no context to be grounded in: not recorded, not a failure."""
     engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=3))
     assert str(engine.chat(QUESTIONS["eiffel"])) == "text text text"
-    capture = groundwatch_llamaindex._instrument._capture
+    capture = groundwatch_llamaindex._attach._capture
     assert capture is not None
     assert monitor.records == [] and monitor.failures == []
     assert capture.no_retrieval == 1
@@ -479,7 +479,7 @@ async def test_a_query_the_sampler_declines_keeps_no_nodes_and_is_counted_once(
 ) -> None:
     monitor = RecordingMonitor(decision=Decision.NOT_SAMPLED)
     groundwatch_llamaindex.instrument(monitor, route="docs")
-    capture = groundwatch_llamaindex._instrument._capture
+    capture = groundwatch_llamaindex._attach._capture
     assert capture is not None
     kept: list[int] = []
     real = capture.retrieval

@@ -93,7 +93,7 @@ def test_a_failing_monitor_never_breaks_the_query(
     with caplog.at_level(logging.WARNING, logger="groundwatch"):
         answers = [str(engine.query(QUESTIONS["eiffel"])) for _ in range(3)]
     assert answers == ["The Eiffel Tower is 330 metres tall."] * 3
-    capture = groundwatch_llamaindex._instrument._capture
+    capture = groundwatch_llamaindex._attach._capture
     assert capture is not None and capture.errors == 3
     # Logged once, not once per query (rate limit).
     assert len([r for r in caplog.records if "llama_index" in r.getMessage()]) == 1

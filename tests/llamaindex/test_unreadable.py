@@ -27,7 +27,7 @@ def monitor(capgw: GroundwatchTelemetry) -> Iterator[gw.Monitor]:
     before = dict(guard.errors)
     monitor = capgw.monitor(judge=gw.LocalJudge(), sampler=gw.RatioSampler(1.0))
     groundwatch_llamaindex.instrument(monitor)
-    capture = groundwatch_llamaindex._instrument._capture
+    capture = groundwatch_llamaindex._attach._capture
     assert capture is not None
     yield monitor
     # The application's faults are not groundwatch's: no internal error, nothing left open.

@@ -47,6 +47,7 @@ from .._shared.suppression import SUPPRESS_INSTRUMENTATION_KEYS, suppressed, sup
 from .._shared.weakhooks import reinit_after_fork, weak_callback
 from ..runtime.sampling import Decision
 from ._run_tracker import COUNTERS, MonitorLike, RunTracker, TrackedRun
+from ._turns import Speaker, earlier_turns, turn_passage
 
 if TYPE_CHECKING:
     from ..runtime.monitor import Monitor
@@ -60,9 +61,11 @@ __all__ = [
     "MonitorLike",
     "MonitorOwner",
     "RunTracker",
+    "Speaker",
     "ToolOutput",
     "TrackedRun",
     "bad_input",
+    "earlier_turns",
     "guarded",
     "internal_error",
     "lazy_names",
@@ -73,6 +76,7 @@ __all__ = [
     "suppressed_context",
     "tool_filter",
     "tool_output_text",
+    "turn_passage",
     "user_error",
     "weak_callback",
 ]

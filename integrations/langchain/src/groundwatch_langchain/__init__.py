@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 from groundwatch.integration import lazy_names
 
+from ._attach import instrumented_handler
 from ._extract import ANSWER_KEYS, QUESTION_KEYS, SCORE_KEYS
 from ._handler import GroundwatchCallbackHandler
-from ._instrument import instrumented_handler
 from ._root import ROUTE_METADATA_KEY
 
 if TYPE_CHECKING:

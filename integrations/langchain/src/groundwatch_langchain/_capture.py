@@ -20,6 +20,7 @@ from groundwatch.integration import (
     RunTracker,
     ToolOutput,
     bad_input,
+    earlier_turns,
     user_error,
 )
 from groundwatch.telemetry import semconv
@@ -28,13 +29,13 @@ from ._extract import (
     MESSAGES_KEY,
     AnswerExtractor,
     QuestionExtractor,
+    conversation_passage,
     default_answer,
     default_question,
-    earlier_turns,
     odd_question,
     plain,
+    speaker,
     turn_in_progress,
-    turn_passage,
     turn_tool_messages,
 )
 
@@ -251,7 +252,7 @@ class Capture:
         turns: list[Any] = []
         if self._conversation_context and isinstance(outputs, Mapping):
             # Opt-in, so built here: a few messages' texts, as conversation passages.
-            found = map(turn_passage, earlier_turns(outputs.get(MESSAGES_KEY)))
+            found = map(conversation_passage, earlier_turns(outputs.get(MESSAGES_KEY), speaker))
             turns = [t for t in found if t is not None]
         contexts = _Passages(root.documents, self._score_keys, turns)
         # The tracker adds contexts.dropped, the tool counts and the conversation's id.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
-from groundwatch.integration import ToolOutput, readable_tool_output
+from groundwatch.integration import ToolOutput, readable_tool_output, turn_passage
 
 from ._root import _DEFAULT_REPR, CONVERSATION_METADATA_KEYS, _Tagged
 
@@ -137,33 +137,20 @@ def turn_tool_messages(outputs: Any) -> list[Any]:
     ]
 
 
-def earlier_turns(messages: Any) -> list[Any]:
-    """The messages of the conversation before the current turn (before the last human
-    message) that people wrote or read: human messages and AI answers (no tool calls)."""
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-        return []
-    last = None
-    for i in range(len(messages) - 1, -1, -1):
-        if _role_and_text(messages[i])[0] == "human":
-            last = i
-            break
-    if not last:
-        return []
-    return [
-        m
-        for m in messages[:last]
-        if _role_and_text(m)[0] in ("human", "ai") and not getattr(m, "tool_calls", None)
-    ]
+def speaker(message: Any) -> str | None:
+    """Who wrote a message of a conversation (``groundwatch.integration.earlier_turns``):
+    ``"user"`` for a human message, ``"assistant"`` for an AI answer without tool calls."""
+    kind = _role_and_text(message)[0]
+    if kind == "human":
+        return "user"
+    if kind == "ai" and not getattr(message, "tool_calls", None):
+        return "assistant"
+    return None
 
 
-def turn_passage(message: Any) -> dict[str, Any] | None:
+def conversation_passage(message: Any) -> dict[str, Any] | None:
     """An earlier turn's message as a ``conversation`` context (None without text)."""
-    kind, value = _role_and_text(message)
-    text = _text_of(value)
-    if not text:
-        return None
-    speaker = "user" if kind == "human" else "assistant"
-    return {"text": text, "kind": "conversation", "metadata": {"role": speaker}}
+    return turn_passage(_text_of(_role_and_text(message)[1]), speaker(message))
 
 
 def _first_text(mapping: Mapping[str, Any], keys: Sequence[str]) -> str | None:

@@ -20,7 +20,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 
 from groundwatch.integration import MonitorLike, MonitorOwner
 
-from . import _instrument
+from . import _attach
 
 _instruments = ("langchain-core >= 1.2.6, < 2",)
 """The LangChain versions this integration supports (declared once, as instrumentations do)."""
@@ -42,11 +42,11 @@ class GroundwatchLangChainInstrumentor(MonitorOwner, BaseInstrumentor):  # type:
 
     def _instrument(self, **kwargs: Any) -> MonitorLike:
         monitor = self._take_monitor(kwargs)
-        _instrument.instrument(monitor, **kwargs)
+        _attach.instrument(monitor, **kwargs)
         return monitor
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        _instrument.uninstrument()
+        _attach.uninstrument()
         self._release_monitor()
 
 
@@ -76,7 +76,7 @@ def instrument(
     instrumentor = GroundwatchLangChainInstrumentor()
     current = instrumentor.monitor
     if instrumentor.is_instrumented_by_opentelemetry and current is not None:
-        _instrument.instrument(current, route=route, **handler_options)
+        _attach.instrument(current, route=route, **handler_options)
         return current
     # An explicit call in code: the distribution's own requirement already pins langchain-core.
     result: MonitorLike = instrumentor.instrument(
@@ -91,4 +91,4 @@ def uninstrument() -> None:
     if instrumentor.is_instrumented_by_opentelemetry:
         instrumentor.uninstrument()
     else:
-        _instrument.uninstrument()
+        _attach.uninstrument()

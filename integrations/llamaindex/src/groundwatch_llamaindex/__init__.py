@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from groundwatch.integration import lazy_names
 
-from ._instrument import is_instrumented
+from ._attach import is_instrumented
 
 if TYPE_CHECKING:
     from ._instrumentor import GroundwatchLlamaIndexInstrumentor, instrument, uninstrument

@@ -31,7 +31,9 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from groundwatch.integration import (
     bad_input,
+    earlier_turns,
     readable_tool_output,
+    turn_passage,
 )
 
 from ._root import _AGENT, _CHAT_STREAM, _ENGINE, _OTHER, RootRun, _chat_engines, _kinds
@@ -207,33 +209,27 @@ _USER_MARK = ChatMessage(role=MessageRole.USER, content="")
 """Stands for the current turn's message after a chat engine's history (which ends before it)."""
 
 
+def speaker(message: Any) -> str | None:
+    """Who wrote a message of a conversation (``groundwatch.integration.earlier_turns``):
+    ``"user"`` or ``"assistant"`` for a chat message without tool calls."""
+    if not isinstance(message, ChatMessage):
+        return None
+    if message.role == MessageRole.USER:
+        return "user"
+    if message.role != MessageRole.ASSISTANT or message.additional_kwargs.get("tool_calls"):
+        return None
+    return None if any(isinstance(b, ToolCallBlock) for b in message.blocks) else "assistant"
+
+
 def _earlier_turns(messages: Any) -> list[Any]:
     """The messages before the current turn's (the last user message) that people wrote or
     read: user messages and answers, not system prompts, tool calls or tool results."""
-    if not isinstance(messages, list):
-        return []
-    last = len(messages)
-    for i in range(len(messages) - 1, -1, -1):
-        if getattr(messages[i], "role", None) == MessageRole.USER:
-            last = i
-            break
-    return [
-        m
-        for m in messages[:last]
-        if isinstance(m, ChatMessage)
-        and m.role in (MessageRole.USER, MessageRole.ASSISTANT)
-        and not any(isinstance(b, ToolCallBlock) for b in m.blocks)
-        and not m.additional_kwargs.get("tool_calls")
-    ]
+    return earlier_turns(messages, speaker)
 
 
 def _turn_passage(message: Any) -> dict[str, Any] | None:
     """An earlier turn's message as a ``conversation`` context (None without text)."""
-    text = message.content
-    if not isinstance(text, str) or not text.strip():
-        return None
-    role = "user" if message.role == MessageRole.USER else "assistant"
-    return {"text": text, "kind": "conversation", "metadata": {"role": role}}
+    return turn_passage(message.content, speaker(message))
 
 
 def _memory_id(memory: Any) -> str | None:

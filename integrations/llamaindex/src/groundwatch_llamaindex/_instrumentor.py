@@ -20,7 +20,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 
 from groundwatch.integration import ContextTools, MonitorLike, MonitorOwner
 
-from . import _instrument
+from . import _attach
 
 _instruments = ("llama-index-core >= 0.14.25, < 0.15",)
 """The LlamaIndex versions this integration supports (declared once, as instrumentations do)."""
@@ -42,7 +42,7 @@ class GroundwatchLlamaIndexInstrumentor(MonitorOwner, BaseInstrumentor):  # type
 
     def _instrument(self, **kwargs: Any) -> MonitorLike:
         monitor = self._take_monitor(kwargs)
-        _instrument.instrument(
+        _attach.instrument(
             monitor,
             engine=kwargs.get("engine"),
             route=kwargs.get("route"),
@@ -52,7 +52,7 @@ class GroundwatchLlamaIndexInstrumentor(MonitorOwner, BaseInstrumentor):  # type
         return monitor
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        _instrument.uninstrument()
+        _attach.uninstrument()
         self._release_monitor()
 
 
@@ -99,7 +99,7 @@ def instrument(
     current = instrumentor.monitor
     if instrumentor.is_instrumented_by_opentelemetry and current is not None:
         target = monitor if monitor is not None else current
-        _instrument.instrument(
+        _attach.instrument(
             target,
             engine=engine,
             route=route,
@@ -129,8 +129,8 @@ def uninstrument(*, engine: Any | None = None) -> None:
     """
     instrumentor = GroundwatchLlamaIndexInstrumentor()
     if engine is not None:
-        _instrument.uninstrument(engine=engine)
+        _attach.uninstrument(engine=engine)
     elif instrumentor.is_instrumented_by_opentelemetry:
         instrumentor.uninstrument()
     else:
-        _instrument.uninstrument()
+        _attach.uninstrument()

@@ -58,6 +58,7 @@ __all__ = [
     "SUPPRESS_INSTRUMENTATION_KEYS",
     "ContextTools",
     "Decision",
+    "IntegrationInstrumentor",
     "MonitorLike",
     "MonitorOwner",
     "RunTracker",
@@ -186,3 +187,38 @@ class MonitorOwner:
         owned, self._monitor, self._owned = self._owned, None, None
         if owned is not None:
             owned.shutdown()
+
+
+class IntegrationInstrumentor(MonitorOwner):
+    """The body every integration's OpenTelemetry instrumentor shares.
+
+    The integration's class derives from this and ``BaseInstrumentor`` (in that order) and says
+    only what differs: the framework versions it supports (:attr:`instruments`) and how it
+    attaches to the framework and detaches from it (:meth:`_attach_to_framework`,
+    :meth:`_detach_from_framework`). ``instrument(monitor=None, **options)`` then records into
+    the monitor given, or one it builds and owns (:class:`MonitorOwner`), and returns it.
+    """
+
+    instruments: tuple[str, ...] = ()
+    """The framework versions the integration supports (``instrumentation_dependencies``)."""
+
+    def _attach_to_framework(self, monitor: MonitorLike, **options: Any) -> None:
+        """Start recording the framework's calls into ``monitor``; ``options`` are the
+        integration's own arguments of ``instrument()``."""
+        raise NotImplementedError
+
+    def _detach_from_framework(self) -> None:
+        """Stop recording."""
+        raise NotImplementedError
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return self.instruments
+
+    def _instrument(self, **kwargs: Any) -> MonitorLike:
+        monitor = self._take_monitor(kwargs)
+        self._attach_to_framework(monitor, **kwargs)
+        return monitor
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        self._detach_from_framework()
+        self._release_monitor()

@@ -10,7 +10,6 @@ hands it a monitor of your own.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
 # The module's __all__ does not list the class, and the class is untyped.
@@ -18,15 +17,12 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
-from groundwatch.integration import MonitorLike, MonitorOwner
+from groundwatch.integration import IntegrationInstrumentor, MonitorLike
 
 from . import _attach
 
-_instruments = ("langchain-core >= 1.2.6, < 2",)
-"""The LangChain versions this integration supports (declared once, as instrumentations do)."""
 
-
-class GroundwatchLangChainInstrumentor(MonitorOwner, BaseInstrumentor):  # type: ignore[misc]
+class GroundwatchLangChainInstrumentor(IntegrationInstrumentor, BaseInstrumentor):  # type: ignore[misc]
     """Attach groundwatch to every LangChain run in the process, the OpenTelemetry way.
 
     ``GroundwatchLangChainInstrumentor().instrument(monitor=None, route=None,
@@ -37,17 +33,13 @@ class GroundwatchLangChainInstrumentor(MonitorOwner, BaseInstrumentor):  # type:
     ``instrument()`` returns the monitor that receives the records.
     """
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    instruments = ("langchain-core >= 1.2.6, < 2",)
 
-    def _instrument(self, **kwargs: Any) -> MonitorLike:
-        monitor = self._take_monitor(kwargs)
-        _attach.instrument(monitor, **kwargs)
-        return monitor
+    def _attach_to_framework(self, monitor: MonitorLike, **options: Any) -> None:
+        _attach.instrument(monitor, **options)
 
-    def _uninstrument(self, **kwargs: Any) -> None:
+    def _detach_from_framework(self) -> None:
         _attach.uninstrument()
-        self._release_monitor()
 
 
 def instrument(

@@ -10,7 +10,6 @@ hands it a monitor of your own.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
 # The module's __all__ does not list the class, and the class is untyped.
@@ -18,15 +17,12 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
-from groundwatch.integration import ContextTools, MonitorLike, MonitorOwner
+from groundwatch.integration import ContextTools, IntegrationInstrumentor, MonitorLike
 
 from . import _attach
 
-_instruments = ("llama-index-core >= 0.14.25, < 0.15",)
-"""The LlamaIndex versions this integration supports (declared once, as instrumentations do)."""
 
-
-class GroundwatchLlamaIndexInstrumentor(MonitorOwner, BaseInstrumentor):  # type: ignore[misc]
+class GroundwatchLlamaIndexInstrumentor(IntegrationInstrumentor, BaseInstrumentor):  # type: ignore[misc]
     """Record every LlamaIndex query and chat turn, the OpenTelemetry way.
 
     ``GroundwatchLlamaIndexInstrumentor().instrument(monitor=None, route=None, engine=None,
@@ -37,23 +33,19 @@ class GroundwatchLlamaIndexInstrumentor(MonitorOwner, BaseInstrumentor):  # type
     ``instrument()`` returns the monitor that receives the records.
     """
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    instruments = ("llama-index-core >= 0.14.25, < 0.15",)
 
-    def _instrument(self, **kwargs: Any) -> MonitorLike:
-        monitor = self._take_monitor(kwargs)
+    def _attach_to_framework(self, monitor: MonitorLike, **options: Any) -> None:
         _attach.instrument(
             monitor,
-            engine=kwargs.get("engine"),
-            route=kwargs.get("route"),
-            context_tools=kwargs.get("context_tools"),
-            conversation_context=bool(kwargs.get("conversation_context", False)),
+            engine=options.get("engine"),
+            route=options.get("route"),
+            context_tools=options.get("context_tools"),
+            conversation_context=bool(options.get("conversation_context", False)),
         )
-        return monitor
 
-    def _uninstrument(self, **kwargs: Any) -> None:
+    def _detach_from_framework(self) -> None:
         _attach.uninstrument()
-        self._release_monitor()
 
 
 def instrument(

@@ -46,14 +46,14 @@ sys.path.insert(0, str(ROOT))
 from calibrate_local import FIT_SETS, Row, default_data_dir, fit, load_rows, measure  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
-from groundwatch.judging.judges._calibration import (  # noqa: E402
+from groundwatch.judging.judges.local import LocalJudge  # noqa: E402
+from groundwatch.judging.judges.local._calibration import (  # noqa: E402
     Calibration,
     default_calibration,
     feature_vector,
 )
-from groundwatch.judging.judges.local import LocalJudge  # noqa: E402
-from groundwatch.judging.lexical import content_words  # noqa: E402
 from groundwatch.judging.scoring import DEFAULT_MIN_GROUNDEDNESS  # noqa: E402
+from groundwatch.judging.text.lexical import content_words  # noqa: E402
 
 DATASETS = ("attributionbench_dev", "faithbench_dev", "uhgeval_zh_dev")
 COVERAGE_THRESHOLDS = (0.0, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)

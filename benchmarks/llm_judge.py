@@ -51,7 +51,7 @@ from accuracy import default_data_dir  # noqa: E402
 
 import groundwatch as gw  # noqa: E402
 from groundwatch.judging.judges.cascade import DEFAULT_MIN_CONFIDENCE  # noqa: E402
-from groundwatch.judging.lexical import estimate_tokens  # noqa: E402
+from groundwatch.judging.text.lexical import estimate_tokens  # noqa: E402
 from tests.llm_judge.fake_openai import (  # noqa: E402
     FakeOpenAIServer,
     Recorded,
@@ -386,7 +386,7 @@ def real_model(args: argparse.Namespace) -> int:
 
 def record_replies() -> list[str | None]:
     """The raw content of every reply the judge reads, for the per-row record."""
-    from groundwatch.judging.judges import openai as judge_module
+    from groundwatch.judging.judges.openai import _judge as judge_module
 
     seen: list[str | None] = []
     original = judge_module.read_reply

@@ -71,7 +71,7 @@ from nli_train_data import leaked_rows, manifest_of
 from semantic import calibrated_predictions, grounded_row
 
 import groundwatch as gw
-from groundwatch.judging.judges._calibration import LogisticModel
+from groundwatch.judging.judges.local._calibration import LogisticModel
 from groundwatch.judging.judges.nli import NLIJudge
 
 AB_GAIN, MIN_RECALL, FB_LOSS = 0.03, 0.70, 0.01

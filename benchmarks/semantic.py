@@ -41,7 +41,7 @@ from calibrate_semantic import measure as measure_with_meaning
 
 import groundwatch as gw
 from groundwatch._shared.inputs import prepare
-from groundwatch.judging.judges._calibration import feature_vector
+from groundwatch.judging.judges.local._calibration import feature_vector
 from groundwatch.judging.judges.semantic import DEFAULT_SUPPORT_THRESHOLD
 from groundwatch.judging.scoring import DEFAULT_MIN_GROUNDEDNESS, score
 from groundwatch.types import Judgement
@@ -270,7 +270,7 @@ def calibrated_predictions(
         }
     fb = measured.get("faithbench_dev")
     if fb:
-        from groundwatch.judging.judges._calibration import (
+        from groundwatch.judging.judges.local._calibration import (
             default_calibration,
             default_semantic_model,
         )

@@ -1,7 +1,8 @@
-"""Fit the local judge's decision layer (``src/groundwatch/judging/judges/_calibration.json``).
+"""Fit the local judge's decision layer
+(``src/groundwatch/judging/judges/local/_calibration.json``).
 
 The model is a logistic regression over the measurements ``LocalJudge`` takes of each claim
-(``groundwatch.judging.judges._calibration.FEATURES``), predicting whether the context backs
+(``groundwatch.judging.judges.local._calibration.FEATURES``), predicting whether the context backs
 the claim.
 There is one model per script, each fitted on the claims of the dev set of its language in
 ``../shared/data``:
@@ -38,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from groundwatch._shared.inputs import prepare  # noqa: E402
-from groundwatch.judging.judges._calibration import (  # noqa: E402
+from groundwatch.judging.judges.local import LocalJudge, rule_of  # noqa: E402
+from groundwatch.judging.judges.local._calibration import (  # noqa: E402
     FEATURES,
     SCRIPTS,
     Calibration,
@@ -46,12 +48,11 @@ from groundwatch.judging.judges._calibration import (  # noqa: E402
     feature_vector,
     script_of,
 )
-from groundwatch.judging.judges._features import ClaimFeatures  # noqa: E402
-from groundwatch.judging.judges.local import LocalJudge, rule_of  # noqa: E402
+from groundwatch.judging.judges.local._features import ClaimFeatures  # noqa: E402
 from groundwatch.judging.scoring import context_is_substantive  # noqa: E402
 
 FIT_SETS = ("attributionbench_dev", "uhgeval_zh_dev")
-SHIPPED = ROOT / "src" / "groundwatch" / "judging" / "judges" / "_calibration.json"
+SHIPPED = ROOT / "src" / "groundwatch" / "judging" / "judges" / "local" / "_calibration.json"
 # L2 strength of the logistic regression (scikit-learn's C); 15 features, thousands of claims.
 REGULARISATION_C = 1.0
 MIN_RULE_CLAIMS = 20

@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT / "training"))
 from calibrate_local import REGULARISATION_C, _claim_labels  # noqa: E402
 
 from groundwatch._shared.inputs import prepare  # noqa: E402
-from groundwatch.judging.judges._calibration import Calibration, LogisticModel  # noqa: E402
-from groundwatch.judging.judges._features import ClaimFeatures  # noqa: E402
 from groundwatch.judging.judges.local import LocalJudge  # noqa: E402
+from groundwatch.judging.judges.local._calibration import Calibration, LogisticModel  # noqa: E402
+from groundwatch.judging.judges.local._features import ClaimFeatures  # noqa: E402
 from groundwatch.judging.judges.nli import NLI_FEATURES, NLIJudge, nli_vector  # noqa: E402
 from groundwatch.judging.scoring import context_is_substantive  # noqa: E402
 from groundwatch.types import Claim, Evidence, Passage  # noqa: E402

@@ -48,12 +48,12 @@ from calibrate_local import REGULARISATION_C, fit  # noqa: E402
 from calibrate_semantic import MatchedRow, fit_second_look, second_look_samples  # noqa: E402
 from rates_data import DEFAULT_CACHE, Answer, load_cache  # noqa: E402
 
-from groundwatch.judging.judges._calibration import (  # noqa: E402
+from groundwatch.judging.judges.local import LocalJudge  # noqa: E402
+from groundwatch.judging.judges.local._calibration import (  # noqa: E402
     Calibration,
     LogisticModel,
     semantic_vector,
 )
-from groundwatch.judging.judges.local import LocalJudge  # noqa: E402
 from groundwatch.judging.probability import (  # noqa: E402
     ANSWER_FEATURES,
     NO_CLAIMS_PROBABILITY,

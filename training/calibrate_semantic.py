@@ -1,4 +1,4 @@
-"""Fit ``SemanticJudge``'s second-look model (``judging/judges/_calibration_semantic.json``).
+"""Fit ``SemanticJudge``'s second-look model (``judging/judges/local/_calibration_semantic.json``).
 
 ``SemanticJudge`` runs the calibrated ``LocalJudge`` first and gives the claims it left plainly
 unsupported (no missing number or name, no contradiction; English text) a second look by
@@ -34,19 +34,20 @@ from calibrate_local import (  # noqa: E402
 )
 
 from groundwatch._shared.inputs import prepare  # noqa: E402
-from groundwatch.judging.judges._calibration import (  # noqa: E402
+from groundwatch.judging.judges.local import LocalJudge  # noqa: E402
+from groundwatch.judging.judges.local._calibration import (  # noqa: E402
     SEMANTIC_FEATURES,
     Calibration,
     LogisticModel,
     feature_vector,
 )
-from groundwatch.judging.judges._features import ClaimFeatures  # noqa: E402
-from groundwatch.judging.judges.local import LocalJudge  # noqa: E402
+from groundwatch.judging.judges.local._features import ClaimFeatures  # noqa: E402
 from groundwatch.judging.judges.semantic import SemanticJudge  # noqa: E402
 from groundwatch.judging.scoring import context_is_substantive  # noqa: E402
 
 FIT_SET = "attributionbench_dev"
-SHIPPED = ROOT / "src" / "groundwatch" / "judging" / "judges" / "_calibration_semantic.json"
+SHIPPED = ROOT / "src" / "groundwatch" / "judging" / "judges" / "local"
+SHIPPED = SHIPPED / "_calibration_semantic.json"
 
 
 @dataclass

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "training"))
 
 from calibrate_local import default_data_dir, load_rows  # noqa: E402
 
-from groundwatch.judging.claims import sentence_spans  # noqa: E402
+from groundwatch.judging.text.claims import sentence_spans  # noqa: E402
 
 LABEL_IDS = {"entailment": 0, "neutral": 1, "contradiction": 2}
 MAX_PREMISE_CHARS = 900

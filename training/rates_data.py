@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "training"))
 
 from calibrate_local import Row, default_data_dir, load_rows, measure  # noqa: E402
 
-from groundwatch.judging.judges._features import ClaimFeatures  # noqa: E402
+from groundwatch.judging.judges.local._features import ClaimFeatures  # noqa: E402
 
 DATASETS: dict[str, str] = {
     "attributionbench_dev": "en",

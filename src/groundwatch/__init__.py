@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ._shared.lazy import lazy_names
+from .judging import judges as _judges
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -21,14 +22,7 @@ if TYPE_CHECKING:
     from ._version import __version__
     from .alerts import Alert, AlertingHook, DropDetector
     from .judging.evaluate import aevaluate, evaluate
-    from .judging.judges import (
-        CascadeJudge,
-        Judge,
-        LocalJudge,
-        NLIJudge,
-        OpenAIJudge,
-        SemanticJudge,
-    )
+    from .judging.judges import *  # noqa: F403 (the judges' own list: judges.__all__)
     from .judging.scoring import LabelPolicy
     from .queue import RedisQueue
     from .rates import (
@@ -63,12 +57,8 @@ _WHERE = {
     "DropDetector": ".alerts",
     "aevaluate": ".judging.evaluate",
     "evaluate": ".judging.evaluate",
-    "CascadeJudge": ".judging.judges",
-    "Judge": ".judging.judges",
-    "LocalJudge": ".judging.judges",
-    "NLIJudge": ".judging.judges",
-    "OpenAIJudge": ".judging.judges",
-    "SemanticJudge": ".judging.judges",
+    # The judges, from the judges' own table (that package's face loads no judge).
+    **dict.fromkeys(_judges.__all__, ".judging.judges"),
     "LabelPolicy": ".judging.scoring",
     "RedisQueue": ".queue",
     "JudgeErrorRates": ".rates",
@@ -98,7 +88,6 @@ _WHERE = {
 __all__ = [
     "Alert",
     "AlertingHook",
-    "CascadeJudge",
     "Claim",
     "ConfigWarning",
     "DatasetSink",
@@ -106,15 +95,11 @@ __all__ = [
     "DropDetector",
     "Evaluation",
     "Evidence",
-    "Judge",
     "JudgeErrorRates",
     "Judgement",
     "LabelPolicy",
-    "LocalJudge",
     "LossWarning",
     "Monitor",
-    "NLIJudge",
-    "OpenAIJudge",
     "Passage",
     "RagRecord",
     "RateEstimate",
@@ -124,7 +109,6 @@ __all__ = [
     "RedisQueue",
     "RouteSampler",
     "Sampler",
-    "SemanticJudge",
     "TokenBudgetSampler",
     "Usage",
     "__version__",
@@ -135,6 +119,7 @@ __all__ = [
     "judge_error_rates",
     "otlp_worker_providers",
 ]
+__all__ += _judges.__all__
 
 
 if not TYPE_CHECKING:  # a module __getattr__ seen by mypy would type every unknown name Any

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from groundwatch.judging.claims import is_claim, split_claims
+from groundwatch.judging.text.claims import is_claim, split_claims
 
 
 def _texts(answer: str) -> list[str]:

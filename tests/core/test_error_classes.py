@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import groundwatch as gw
-from groundwatch.judging.numbers import extract_quantities
+from groundwatch.judging.text.numerals import extract_quantities
 
 from ..extras import require_zh_extra
 from .zh_cases import CASES, PASSAGES

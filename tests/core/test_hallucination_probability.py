@@ -288,7 +288,7 @@ def test_the_calibration_scripts_judge_as_scoring_does(answer: str, contexts: li
     from calibrate_rates import judge_answer, probability_of
     from rates_data import Answer
 
-    from groundwatch.judging.judges._calibration import default_calibration
+    from groundwatch.judging.judges.local._calibration import default_calibration
 
     row = {"answer": answer, "context": contexts, "question": "", "label": "faithful"}
     (measured,) = measure("test", [row])

@@ -29,9 +29,11 @@ HEAVY = (
     "groundwatch.alerts",
     "groundwatch.alerts.detector",
     "groundwatch.judging.evaluate",
-    "groundwatch.judging.judges",
+    # The judges' package face (a table of names, nothing more) loads with the root; no judge.
+    "groundwatch.judging.judges._base",
+    "groundwatch.judging.judges.local",
     "groundwatch.judging.judges.openai",
-    "groundwatch.judging.numbers",
+    "groundwatch.judging.text.numerals",
     "groundwatch.queue",
     "groundwatch.runtime.monitor",
     "groundwatch.telemetry._emitter",
@@ -70,11 +72,11 @@ MONITOR_HEAVY = (
     "groundwatch._shared.passage",
     "groundwatch._fields",
     "groundwatch.judging.evaluate",  # default_judge: LocalJudge and its text toolkit
-    "groundwatch.judging.judges",
-    "groundwatch.judging.lexical",
-    "groundwatch.judging.numbers",
+    "groundwatch.judging.judges.local",
+    "groundwatch.judging.text.lexical",
+    "groundwatch.judging.text.numerals",
     "groundwatch.judging.scoring",  # the default LabelPolicy
-    "groundwatch.judging.structured",
+    "groundwatch.judging.text.structured",
     "groundwatch.runtime.feedback",
     "groundwatch.runtime.pipeline",
     "groundwatch.runtime.runners.process_runner",
@@ -137,7 +139,7 @@ def test_the_integrations_import_loads_no_scoring() -> None:
     assert "groundwatch.integration" in loaded and "groundwatch.telemetry.semconv" in loaded
     unwanted = {
         "groundwatch.alerts",
-        "groundwatch.judging.judges",
+        "groundwatch.judging.judges._base",
         "groundwatch.judging.evaluate",
         "groundwatch.queue",
         "groundwatch.runtime.monitor",
@@ -220,7 +222,7 @@ def test_what_type_checkers_see_is_what_loads() -> None:
     # The imports under ``if TYPE_CHECKING:`` (what mypy and IDEs read) and the table the
     # module's __getattr__ loads from name the same things in the same places, and __all__
     # lists exactly them.
-    checked, where, _ = lazy_tables(INIT)
+    checked, where, _ = lazy_tables("groundwatch")
     assert checked == where
     assert sorted(where) == sorted(groundwatch.__all__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import groundwatch as gw
-from groundwatch.judging.numbers import extract_quantities
+from groundwatch.judging.text.numerals import extract_quantities
 from groundwatch.types import Evaluation
 
 EIFFEL = "The Eiffel Tower, completed in 1889, stands 330 metres (1,083 ft) tall."

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import groundwatch as gw
-from groundwatch.judging.claims import split_claims
+from groundwatch.judging.text.claims import split_claims
 
 # Fragments that exercise the interesting paths (numbers, units, CJK, negation, punctuation),
 # mixed with arbitrary unicode.

@@ -18,7 +18,6 @@ import pytest
 
 import groundwatch as gw
 from groundwatch._shared import guard as _guard
-from groundwatch.judging.judges._calibration import LogisticModel
 from groundwatch.judging.judges._nli_model import (
     MAX_HYPOTHESIS_PIECES,
     MAX_LENGTH,
@@ -26,6 +25,7 @@ from groundwatch.judging.judges._nli_model import (
     build_tokenizer,
     encode_pairs,
 )
+from groundwatch.judging.judges.local._calibration import LogisticModel
 from groundwatch.judging.judges.nli import NLI_FEATURES, NLIJudge, load_combiner
 from groundwatch.testing import GroundwatchTelemetry, capgw  # noqa: F401
 

@@ -11,7 +11,7 @@ import pytest
 
 import groundwatch as gw
 from groundwatch._shared.inputs import MAX_PASSAGE_CHARS, ToolOutput, tool_output_text
-from groundwatch.judging.structured import tool_records
+from groundwatch.judging.text.structured import tool_records
 from groundwatch.types import Passage
 
 from .structured_tool_cases import CASES, judge_case, measure

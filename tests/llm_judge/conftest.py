@@ -47,7 +47,7 @@ def make_judge(server: FakeOpenAIServer) -> Iterator[Callable[..., OpenAIJudge]]
 def _fresh_negotiation_memory() -> None:
     """Each test meets its server afresh: what a judge learnt about an endpoint is kept per
     base URL for the process, and a later test's server may get the same free port."""
-    from groundwatch.judging.judges import openai as judge_module
+    from groundwatch.judging.judges.openai import _endpoint as judge_module
 
     with judge_module._NEGOTIATED_LOCK:
         judge_module._NEGOTIATED.clear()

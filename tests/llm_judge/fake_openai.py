@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from groundwatch.judging.lexical import content_tokens, estimate_tokens
+from groundwatch.judging.text.lexical import content_tokens, estimate_tokens
 
 
 @dataclass

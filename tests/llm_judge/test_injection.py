@@ -325,7 +325,7 @@ def _topical_attack(name: str, inj: str, where: str) -> tuple[list[str], str, di
 
 
 def _shares(sentence: str, claim: str) -> bool:
-    from groundwatch.judging.lexical import content_tokens, overlap
+    from groundwatch.judging.text.lexical import content_tokens, overlap
 
     return overlap(content_tokens(claim), content_tokens(sentence)) >= 0.5
 

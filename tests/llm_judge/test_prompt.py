@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groundwatch.judging.judges._prompt import build_prompt, new_nonce, trim_passages
-from groundwatch.judging.lexical import estimate_tokens
 from groundwatch.judging.scoring import locate_quote
+from groundwatch.judging.text.lexical import estimate_tokens
 from groundwatch.types import Passage
 
 _WORDS = ["tower", "metres", "Paris", "1889", "2.1", "公司", "收入", "the", "is", "of", "river"]

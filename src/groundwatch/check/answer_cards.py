@@ -12,8 +12,8 @@ from __future__ import annotations
 import html
 
 from .._shared.inputs import to_passage
-from ..judging.lexical import WIDE_CHAR
 from ..judging.scoring import counted
+from ..judging.text.lexical import WIDE_CHAR
 from ..types import Claim, Evaluation, Passage, passage_names
 from .rows import InvalidRow, Row
 from .summary import FLAGGED_LABELS, VERDICT_ICONS, closest_sentence

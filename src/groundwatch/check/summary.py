@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..judging.judges.local import LocalJudge
-from ..judging.lexical import CJK
+from ..judging.text.lexical import CJK
 from ..rates import RateEstimate, RateTotals, estimate_rate
 from ..types import LABELS, VERDICTS, Claim, Evaluation, Passage
 from .rows import InvalidRow, Row

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..judging.lexical import CJK, CJK_CHAR
+from ..judging.text.lexical import CJK, CJK_CHAR
 from . import data
 
 if TYPE_CHECKING:

@@ -5,8 +5,8 @@ obedient model can quote a real, on-topic sentence for a false claim ("The tower
 Leonardo da Vinci" backed by "The tower was designed by the engineering company of Gustave
 Eiffel"). So a ``supported`` or ``inferred`` verdict must keep every number, date, unit and named
 entity of the claim in its evidence: each must be found in a quoted span or in the passage that
-span comes from, by the rules the local judge uses (:mod:`groundwatch.judging.numbers` for
-quantities, the capitalised-word names of :func:`groundwatch.judging.lexical.units`). Otherwise
+span comes from, by the rules the local judge uses (:mod:`groundwatch.judging.text.numerals` for
+quantities, the capitalised-word names of :func:`groundwatch.judging.text.lexical.units`). Otherwise
 the verdict becomes ``unsupported`` with the reason "evidence does not contain ...", and
 scoring counts it in ``evidence_rejected``.
 
@@ -22,9 +22,9 @@ import re
 from collections.abc import Sequence
 
 from ..types import Evidence, Passage, Verdict
-from .lexical import CJK, CJK_CHAR, context_units, units
-from .numbers import Quantity, QuantityIndex, extract_quantities
-from .structured import statements
+from .text.lexical import CJK, CJK_CHAR, context_units, units
+from .text.numerals import Quantity, QuantityIndex, extract_quantities
+from .text.structured import statements
 
 _CHECKED: frozenset[str] = frozenset({"supported", "inferred"})
 # A Latin-script word of two letters or more with Chinese on at least one side.

@@ -41,9 +41,9 @@ from ..types import (
 )
 from .evidence_check import enforce_evidence_content
 from .judges._base import as_judgement
-from .lexical import CJK_CHAR
 from .probability import hallucination_probability
-from .structured import tool_records
+from .text.lexical import CJK_CHAR
+from .text.structured import tool_records
 
 DEFAULT_MIN_FAITHFULNESS = 1.0
 """Any contradicted claim makes an answer hallucinated."""
@@ -250,7 +250,7 @@ def context_is_substantive(passages: Sequence[Passage]) -> bool:
     """Whether any passage holds prose: a sentence, not just headings or a table of contents.
 
     A tool's output is substantive when it says anything: structured output with a value in
-    it (a record, :func:`~groundwatch.judging.structured.tool_records`), or any word of text
+    it (a record, :func:`~groundwatch.judging.text.structured.tool_records`), or any word of text
     ("Order not found" is the tool's answer, not a failed retrieval). Only an empty output
     (``{}``, ``[]``, nulls, blank text) is not."""
     return any(

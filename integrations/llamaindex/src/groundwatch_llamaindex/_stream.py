@@ -10,16 +10,21 @@ from collections.abc import (
     Generator,
     Iterator,
 )
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ._root import RootRun
 
-if TYPE_CHECKING:
-    from ._capture import Capture
+
+class StreamEnd(Protocol):
+    """Where a stream's end is told (the handler's ``Capture``): this module needs only this."""
+
+    def stream_end(
+        self, root: RootRun, parts: list[str], outcome: BaseException | bool
+    ) -> None: ...
 
 
 def _sync_stream(
-    capture: Capture, root: RootRun, inner: Iterator[str]
+    capture: StreamEnd, root: RootRun, inner: Iterator[str]
 ) -> Generator[str, None, None]:
     """Wraps a query engine's token generator; records once it is exhausted or closed.
 
@@ -43,7 +48,7 @@ def _sync_stream(
 
 
 async def _async_stream(
-    capture: Capture, root: RootRun, inner: AsyncIterator[str]
+    capture: StreamEnd, root: RootRun, inner: AsyncIterator[str]
 ) -> AsyncGenerator[str, None]:
     """Async twin of :func:`_sync_stream`."""
     parts: list[str] = []

@@ -3,6 +3,11 @@ the cascade.
 
 Each judge's module loads when its name is first used (PEP 562), so a monitor with the local
 judge never imports the LLM judge's client code.
+
+Adding a judge is its module, named after its class (``XJudge`` in ``x.py``), and its line in
+the list below, for type checkers and for ``__all__``; the lazy-import table here and the
+package root's names follow from it (``tests/core/test_doc_maps.py`` holds the two together).
+A line in :mod:`groundwatch.judging.registry` offers it to the commands.
 """
 
 from __future__ import annotations
@@ -21,14 +26,13 @@ if TYPE_CHECKING:
 
 __all__ = ["CascadeJudge", "Judge", "LocalJudge", "NLIJudge", "OpenAIJudge", "SemanticJudge"]
 
-_WHERE = {
-    "CascadeJudge": ".cascade",
-    "Judge": "._base",
-    "LocalJudge": ".local",
-    "NLIJudge": ".nli",
-    "OpenAIJudge": ".openai",
-    "SemanticJudge": ".semantic",
-}
+
+def _module_of(name: str) -> str:
+    """Where a public name lives: the protocol in ``_base``, each judge ``XJudge`` in ``x``."""
+    return "._base" if name == "Judge" else "." + name.removesuffix("Judge").lower()
+
+
+_WHERE = {name: _module_of(name) for name in __all__}
 
 if not TYPE_CHECKING:  # a module __getattr__ seen by mypy would type every unknown name Any
     __getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...types import Passage
-from ..lexical import content_tokens, estimate_tokens
+from ..text.lexical import content_tokens, estimate_tokens
 
 PROMPT_VERSION = "2026-12-01.1"
 """Part of the result cache key: bump it whenever the prompt or the reply schema changes."""

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...types import Claim, Evidence, Passage, Verdict
-from ..claims import sentence_spans, split_claims
-from ..lexical import content_tokens, numbers, overlap
 from ..scoring import locate_quote
+from ..text.claims import sentence_spans, split_claims
+from ..text.lexical import content_tokens, numbers, overlap
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)(?:```|$)", re.S)
 # Reasoning models (DeepSeek-R1, Qwen3, QwQ) think aloud before answering when the server does

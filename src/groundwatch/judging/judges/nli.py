@@ -44,8 +44,6 @@ from typing import Any
 
 from ..._shared.guard import internal_error
 from ...types import Claim, Evidence, Judgement, Passage
-from ._calibration import FEATURES, LogisticModel, feature_vector
-from ._features import ClaimFeatures
 from ._nli_model import (
     MAX_HYPOTHESIS_PIECES,
     MAX_LENGTH,
@@ -56,6 +54,8 @@ from ._nli_model import (
     runtime_of,
 )
 from .local import LocalJudge, rule_of
+from .local._calibration import FEATURES, LogisticModel, feature_vector
+from .local._features import ClaimFeatures
 
 NLI_FEATURES: tuple[str, ...] = (*FEATURES, "entailment", "contradiction")
 """Inputs of the combiner: the lexical measurements and two of the model's probabilities."""

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...types import Claim, Evidence, Judgement, Passage
-from ..claims import sentence_spans
-from ..lexical import STOPWORDS, units
-from ._calibration import LogisticModel, default_semantic_model, semantic_vector
-from ._features import ClaimFeatures, margin
+from ..text.claims import sentence_spans
+from ..text.lexical import STOPWORDS, units
 from ._minilm import MiniLMEncoder, TokenVectors
 from .local import LocalJudge
+from .local._calibration import LogisticModel, default_semantic_model, semantic_vector
+from .local._features import ClaimFeatures, margin
 
 if TYPE_CHECKING:
     import numpy as np

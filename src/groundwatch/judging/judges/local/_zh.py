@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from ..cli._errors import install_hint
-from .lexical import CJK, FUNCTION_CHARS
+from ....cli._errors import install_hint
+from ...text.lexical import CJK, FUNCTION_CHARS
 
 _logger = logging.getLogger(__name__)
 

@@ -37,8 +37,8 @@ from datetime import date
 from functools import lru_cache
 from typing import Any
 
-from ..types import Passage
-from .numbers import Quantity, extract_quantities
+from ...types import Passage
+from .numerals import Quantity, extract_quantities
 
 # A record's statement longer than this is cut into several records (groups of fields), so
 # that evidence stays a readable span of the passage and alignment stays local.

@@ -4,7 +4,8 @@ Text becomes *units*: light-stemmed content words for alphabetic scripts, and ch
 CJK runs (no dictionary needed). Consecutive units also form *pairs*, which capture word order
 and phrasing ("capital of France" vs "France's capital" share units, not pairs); for Chinese,
 pairs are character bigrams, close to words. Numbers (digits, number words, scale words such as
-"million" or 万) are left to :mod:`groundwatch.judging.numbers`, which compares them as quantities.
+"million" or 万) are left to :mod:`groundwatch.judging.text.numerals`, which compares them as
+quantities.
 
 The one tokenizer of the judges: the local judge's units, and the LLM judge's plain content
 tokens (:func:`content_tokens`: unstemmed words, numbers and characters, for its prompt

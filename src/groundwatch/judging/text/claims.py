@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from .lexical import units
-from .numbers import extract_quantities
+from .numerals import extract_quantities
 
 # A sentence ends at . ! ? (followed by the end, or by a space and no lower-case letter) or at
 # CJK enders, or at a line break. "2.1" stays whole (no space after the dot); initials, "U.S.",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from groundwatch.demo.audit import rate_lines
+from groundwatch.demo.simulated_audit import rate_lines
 from groundwatch.types import Evaluation
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,8 +25,7 @@ from typing import Any, TextIO
 
 from ..alerts import Alert, AlertingHook, DropDetector, OTelAlertEmitter
 from ..types import Evaluation, RagRecord
-from . import audit as simulated_audit
-from . import data
+from . import data, simulated_audit
 from .chain import Script, build_chain
 from .telemetry import DEFAULT_PROMETHEUS_HOST, PROMETHEUS_HINT, setup_telemetry
 

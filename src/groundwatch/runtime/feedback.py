@@ -9,7 +9,7 @@ Three parts, each cheap on the caller's thread:
 - the ``groundwatch.feedback`` counter, counted on the caller's thread in :class:`Stats`
   (plain integers under a lock; the SDK reads them when it collects), with the judge's label
   (``unknown`` when the memory has no verdict for the trace) and the person's.
-- the ``groundwatch.audit.*`` sums (:mod:`groundwatch.telemetry._rates`), for a label with
+- the ``groundwatch.audit.*`` sums (:mod:`groundwatch.telemetry._rate_counters`), for a label with
   ``source="audit"`` on an audited answer only: feedback that is not a random sample (a
   thumbs-down) never enters the hallucination-rate estimate.
 - :class:`FeedbackEvents`: the ``gen_ai.evaluation.result`` log record of each feedback,
@@ -34,7 +34,7 @@ from .._shared import guard
 from .._shared.weakhooks import reinit_after_fork
 from ..telemetry import ReportedError, Stats, Telemetry
 from ..telemetry import semconv as sc
-from ..telemetry._rates import prediction, rate_key
+from ..telemetry._rate_counters import prediction, rate_key
 from ._background import BackgroundQueue
 
 DEFAULT_MEMORY = 10_000

@@ -31,7 +31,7 @@ from opentelemetry.trace import TraceFlags
 from ..cli._errors import CommandError, UsageError
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
-from ..telemetry._rates import RateKey, rate_key
+from ..telemetry._rate_counters import RateKey, rate_key
 from ..types import LABELS
 from .feedback import HUMAN_LABELS, Feedback, Verdict
 

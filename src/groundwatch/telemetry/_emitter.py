@@ -27,7 +27,7 @@ from .._shared import guard
 from .._shared.error_types import exception_type
 from ..types import Evaluation, RagRecord
 from . import semconv as sc
-from ._rates import RateInstruments, RateKey, audit_key, count_scored, rate_key
+from ._rate_counters import RateInstruments, RateKey, audit_key, count_scored, rate_key
 from ._stats import Stats as Stats
 
 Redactor = Callable[[str], str]

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from ._rates import RATE_WIDTH, AuditSums, KeyedSums
+from ._rate_counters import RATE_WIDTH, AuditSums, KeyedSums
 
 
 class EscalationCounts(Protocol):

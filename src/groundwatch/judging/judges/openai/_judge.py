@@ -173,21 +173,11 @@ class OpenAIJudge:
             for k in {key, os.environ.get("OPENAI_API_KEY"), client_key}
             if isinstance(k, str) and len(k) >= 4 and k != "not-needed"
         )
-        self.concurrency = concurrency or config.env_int(
-            config.JUDGE_CONCURRENCY, DEFAULT_CONCURRENCY
-        )
-        self.timeout_seconds = timeout_seconds
-        self.max_attempts = max_attempts
-        self.response_format: ResponseFormat = response_format
         self.max_context_tokens = max_context_tokens or config.env_int(
             config.JUDGE_MAX_CONTEXT_TOKENS, DEFAULT_MAX_CONTEXT_TOKENS
         )
-        self.temperature = temperature
         self.max_output_tokens = max_output_tokens
         self.cache_size = cache_size
-        self.backoff_base_seconds = backoff_base_seconds
-        self.backoff_cap_seconds = backoff_cap_seconds
-        self.max_retry_after_seconds = max_retry_after_seconds
         self._checks = Checks(min_quote_overlap=min_quote_overlap, enabled=checks)
         self.stats = OpenAIJudgeStats()
         self._endpoint = ChatEndpoint(
@@ -197,7 +187,8 @@ class OpenAIJudge:
                 api_key=key or "",
                 client=client,
                 secrets=secrets,
-                concurrency=self.concurrency,
+                concurrency=concurrency
+                or config.env_int(config.JUDGE_CONCURRENCY, DEFAULT_CONCURRENCY),
                 timeout_seconds=timeout_seconds,
                 max_attempts=max_attempts,
                 response_format=response_format,
@@ -235,6 +226,31 @@ class OpenAIJudge:
             f"OpenAIJudge(model={self.model!r}, base_url={safe_url(self.base_url)!r}, "
             f"name={self.name!r}, concurrency={self.concurrency})"
         )
+
+    # The endpoint's settings, read-only: the endpoint holds them (one copy, used per request).
+
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight at once."""
+        return self._endpoint.settings.concurrency
+
+    @property
+    def timeout_seconds(self) -> float:
+        return self._endpoint.settings.timeout_seconds
+
+    @property
+    def max_attempts(self) -> int:
+        return self._endpoint.settings.max_attempts
+
+    @property
+    def response_format(self) -> ResponseFormat:
+        """As given: ``auto`` or the forced format (:attr:`response_format_in_use` says what is
+        sent now)."""
+        return self._endpoint.settings.response_format
+
+    @property
+    def temperature(self) -> float | None:
+        return self._endpoint.settings.temperature
 
     @property
     def response_format_in_use(self) -> str:

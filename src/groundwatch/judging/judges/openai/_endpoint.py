@@ -35,7 +35,6 @@ __all__ = [
     "OpenAIJudgeStats",
     "Reply",
     "ResponseFormat",
-    "redact",
     "safe_url",
 ]
 
@@ -84,13 +83,6 @@ def safe_url(url: str | None) -> str | None:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` without the given secrets or anything shaped like a key or a bearer token."""
-    for secret in secrets:
-        text = text.replace(secret, _REDACTED)
-    return _SECRET_PATTERNS.sub(_REDACTED, text)
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -190,7 +182,9 @@ class ChatEndpoint:
         fmt = settings.response_format
         self._formats = _FORMAT_ORDER if fmt == "auto" else FORCED_FORMATS[fmt]
         self._format_index = 0
-        self.address = (safe_url(settings.base_url) or "", settings.model)
+        self.shown_url = safe_url(settings.base_url)
+        """The base URL without credentials or query string, for messages and the cache key."""
+        self.address = (self.shown_url or "", settings.model)
         """(base URL without secrets, model): the key of the negotiation memory."""
         self.negotiated: str | None = None
         if fmt == "auto":
@@ -212,7 +206,11 @@ class ChatEndpoint:
         return self._formats[self._format_index]
 
     def redact(self, text: str) -> str:
-        return redact(text, self.settings.secrets)
+        """``text`` without the key in use, any other known key, or anything shaped like a key
+        or a bearer token."""
+        for secret in self.settings.secrets:
+            text = text.replace(secret, _REDACTED)
+        return _SECRET_PATTERNS.sub(_REDACTED, text)
 
     def detach(self) -> AsyncOpenAI | None:
         """Forget the client (the caller closes it) and the concurrency limit of its loop."""
@@ -259,7 +257,7 @@ class ChatEndpoint:
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
         if s.extra_body:
-            kwargs["extra_body"] = dict(s.extra_body)
+            kwargs["extra_body"] = s.extra_body
         return kwargs
 
     async def complete(

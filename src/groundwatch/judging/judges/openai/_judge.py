@@ -33,8 +33,6 @@ from ._endpoint import (
     EndpointSettings,
     OpenAIJudgeStats,
     ResponseFormat,
-    redact,
-    safe_url,
 )
 
 if TYPE_CHECKING:
@@ -155,12 +153,11 @@ class OpenAIJudge:
             raise ValueError(f"response_format must be auto or one of {tuple(FORCED_FORMATS)}")
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
-        self.model = model
         self.name = name
-        self.base_url = base_url or (None if client else os.environ.get("OPENAI_BASE_URL"))
+        base_url = base_url or (None if client else os.environ.get("OPENAI_BASE_URL"))
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if client is None and not key:
-            if not self.base_url:
+            if not base_url:
                 raise ValueError(
                     "no API key: pass api_key= or set OPENAI_API_KEY (or give base_url= for a "
                     "server that needs no key)"
@@ -183,7 +180,7 @@ class OpenAIJudge:
         self._endpoint = ChatEndpoint(
             EndpointSettings(
                 model=model,
-                base_url=self.base_url,
+                base_url=base_url,
                 api_key=key or "",
                 client=client,
                 secrets=secrets,
@@ -210,7 +207,7 @@ class OpenAIJudge:
         self._fingerprint = json.dumps(
             {
                 "model": model,
-                "base_url": safe_url(self.base_url),
+                "base_url": self._endpoint.shown_url,
                 "temperature": temperature,
                 "max_output_tokens": max_output_tokens,
                 "max_context_tokens": self.max_context_tokens,
@@ -223,11 +220,21 @@ class OpenAIJudge:
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIJudge(model={self.model!r}, base_url={safe_url(self.base_url)!r}, "
+            f"OpenAIJudge(model={self.model!r}, base_url={self._endpoint.shown_url!r}, "
             f"name={self.name!r}, concurrency={self.concurrency})"
         )
 
     # The endpoint's settings, read-only: the endpoint holds them (one copy, used per request).
+
+    @property
+    def model(self) -> str:
+        """The model (or deployment) name sent with each request."""
+        return self._endpoint.settings.model
+
+    @property
+    def base_url(self) -> str | None:
+        """The endpoint (``None``: the client's default, OpenAI's)."""
+        return self._endpoint.settings.base_url
 
     @property
     def concurrency(self) -> int:
@@ -323,7 +330,7 @@ class OpenAIJudge:
     # --- internals -----------------------------------------------------------------------------
 
     def _redact(self, text: str) -> str:
-        return redact(text, self._endpoint.settings.secrets)
+        return self._endpoint.redact(text)
 
     def _cache_key(self, answer: str, passages: Sequence[Passage], question: str | None) -> str:
         payload = json.dumps(

@@ -467,5 +467,5 @@ def test_direct_exporter_example_runs() -> None:
         env=env,
     )
     assert out.returncode == 0, out.stderr
-    assert "hallucination_rate on route 'support' rose from" in out.stdout
+    assert "flag_share on route 'support' rose from" in out.stdout
     assert f"http://127.0.0.1:{port}/metrics" in out.stdout

@@ -94,7 +94,7 @@ class Monitor:
         executor: where a sync (CPU-bound) judge runs: ``"process"``, a worker process
             started on first use, so scoring never holds this interpreter's GIL (the judge
             must be picklable); ``"thread"``, a thread of this interpreter (no extra process,
-            but it slows the host's requests: README "Overhead"); ``"auto"`` (the default,
+            but it slows the host's requests: docs/runtime.md "Overhead"); ``"auto"`` (the default,
             ``GROUNDWATCH_EXECUTOR``), a process, falling back to a thread with a warning
             when the judge cannot be pickled or no process can start. Async judges run on
             the worker's event loop (on threads once one blocks the loop: see

@@ -173,7 +173,7 @@ def say_if_nowhere(telemetry: Telemetry) -> None:
             "no sdk",
             "groundwatch: no OpenTelemetry SDK is set up (no tracer, meter or logger provider): "
             "evaluations are scored but their spans, events and metrics go nowhere; set the "
-            "SDK's providers up (README, 'Quick start') or run the app under "
-            "opentelemetry-instrument",
+            "SDK's providers up (README, 'Send it to your OpenTelemetry backend') or run the "
+            "app under opentelemetry-instrument",
             config.ConfigWarning,
         )

@@ -150,7 +150,7 @@ METRIC_JUDGE_ESCALATIONS: Final = "groundwatch.judge.escalations"
 METRIC_JUDGE_ESCALATIONS_UNIT: Final = "{evaluation}"
 GROUNDWATCH_ESCALATED: Final = "groundwatch.escalated"
 
-# --- alerts (groundwatch.alerts; README "Alerts on score drops") ---------------------------------
+# --- alerts (groundwatch.alerts; docs/alerts.md "Alerts on score drops") --------------------------
 EVENT_ALERT: Final = "groundwatch.alert"
 GROUNDWATCH_ALERT_KIND: Final = "groundwatch.alert.kind"
 """``fired`` or ``resolved``."""

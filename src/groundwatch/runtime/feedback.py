@@ -461,11 +461,32 @@ class Feedback:
         """Count one readable feedback (and, when ``audited``, its audit sums) and queue its
         event: :meth:`give`'s second half, and ``groundwatch feedback import``'s, which
         reads the judge's verdict from the labelled row instead of the memory."""
+        self.tally(human, verdict, audited=audited)
+        item = self.pending(
+            trace,
+            span_id,
+            flags,
+            human,
+            verdict,
+            audited=audited,
+            score=score,
+            name=name,
+            source=source,
+            comment=comment,
+        )
+        if not self.events.submit(item):
+            guard.user_fault(
+                "feedback",
+                "queue_full",
+                "groundwatch: feedback events arrive faster than they are emitted; one was "
+                "dropped (the groundwatch.feedback counter has it)",
+            )
+
+    def tally(self, human: str, verdict: Verdict | None, *, audited: bool) -> None:
+        """Count one readable feedback in ``groundwatch.feedback`` and, when ``audited``, in
+        the audit sums (without its event)."""
         if verdict is not None:
             judge, route = verdict.label, verdict.route
-            if not span_id:
-                # The span the evaluation was about: where the evaluation's own events point.
-                span_id, flags = verdict.span_id, verdict.trace_flags
             if audited:
                 flagged = verdict.label == "hallucinated"
                 self.stats.audit.add(
@@ -477,29 +498,44 @@ class Feedback:
         else:
             judge, route = sc.FEEDBACK_JUDGE_UNKNOWN, self.route
         self.stats.count_feedback(judge, human, route)
-        if not self.events.submit(
-            Pending(
-                trace,
-                span_id,
-                flags,
-                name,
-                human,
-                None if score is None else float(score),
-                source,
-                comment,
-                judge,
-                route,
-                time.time_ns(),
-                verdict.probability if verdict is not None else None,
-                audited,
-            )
-        ):
-            guard.user_fault(
-                "feedback",
-                "queue_full",
-                "groundwatch: feedback events arrive faster than they are emitted; one was "
-                "dropped (the groundwatch.feedback counter has it)",
-            )
+
+    def pending(
+        self,
+        trace: int,
+        span_id: int,
+        flags: int,
+        human: str,
+        verdict: Verdict | None,
+        *,
+        audited: bool,
+        score: float | None = None,
+        name: str = sc.EVALUATION_GROUNDEDNESS,
+        source: str = "human",
+        comment: str | None = None,
+    ) -> Pending:
+        """The event of one readable feedback, for :meth:`FeedbackEvents.emit`."""
+        if verdict is not None:
+            judge, route = verdict.label, verdict.route
+            if not span_id:
+                # The span the evaluation was about: where the evaluation's own events point.
+                span_id, flags = verdict.span_id, verdict.trace_flags
+        else:
+            judge, route = sc.FEEDBACK_JUDGE_UNKNOWN, self.route
+        return Pending(
+            trace,
+            span_id,
+            flags,
+            name,
+            human,
+            None if score is None else float(score),
+            source,
+            comment,
+            judge,
+            route,
+            time.time_ns(),
+            verdict.probability if verdict is not None else None,
+            audited,
+        )
 
     def flush(self, timeout_s: float) -> bool:
         return self.events.flush(timeout_s)

@@ -151,15 +151,18 @@ def test_gate_card_shows_why_and_the_rate_card_follows_the_gate(tmp_path: Path) 
         row = Row(n, None, None, ["ctx"], f"answer {n}", None)
         summary.add(row, ev)
         writer.add(row, ev, 0.0)
-    thresholds = summary.thresholds(max_hallucination_rate=0.0)
+    thresholds = summary.thresholds(max_flag_share=0.0)
     writer.close(summary, thresholds, 1)
     page = out.read_text(encoding="utf-8")
     gate = page.split('<div class="card gate-fail"><div class="n">FAIL</div>', 1)[1]
     assert gate.split("</div></div>", 1)[0].endswith(
-        '<div class="why">hallucination rate 33.3% &gt; 0.0% (1 of 3 scored answers)'
+        '<div class="why">flag share 33.3% &gt; 0.0% (1 of 3 judged answers)'
     )
     assert '<div class="card gate-fail"><div class="n">33.3%</div>' in page
-    assert "hallucination rate (1 of 3 scored)" in page
+    assert "flag share (1 of 3 judged flagged hallucinated)" in page
+    # No audit labels: the rate card says the rate is unknown and which labels it used.
+    assert '<div class="n">unknown</div><div class="k">hallucination rate (until an audit)' in page
+    assert "labels used: none: no row is labelled" in page
 
 
 def test_the_card_points_at_the_sentence_the_local_judge_reason_names(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ def main() -> None:
 
     out = io.StringIO()
     with redirect_stdout(out):
-        code = cli(["check", str(GOLDEN_SET), "--max-hallucination-rate", "1"])
+        code = cli(["check", str(GOLDEN_SET), "--max-flag-share", "1"])
     assert code == 0 and "result: PASS, exit 0" in out.getvalue(), out.getvalue()
 
     from groundwatch.testing import GroundwatchTelemetry, assert_grounded

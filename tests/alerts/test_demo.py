@@ -80,9 +80,7 @@ def test_demo_runs_and_alerts() -> None:
 def test_readme_sample_output_is_the_default_run() -> None:
     """The README shows `groundwatch demo` as it prints, bar the progress lines and run time
     (``.ci/run`` runs the same comparison, ``readme_demo.py``, in a fresh ``[demo]`` install)."""
-    out = readme_demo.run_demo(
-        [sys.executable, "-m", "groundwatch", "demo"], env=_env(), cwd=ROOT
-    )
+    out = readme_demo.run_demo([sys.executable, "-m", "groundwatch", "demo"], env=_env(), cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert readme_demo.readme_sample() == readme_demo.shown(out.stdout)
 

@@ -182,9 +182,7 @@ def test_the_former_series_name_warns_and_keeps_working() -> None:
 
 def test_adaptive_baseline_follows_slow_drift() -> None:
     frozen = DropDetector(warmup=300, floors=None, scores=("flag_share",))
-    adapting = DropDetector(
-        warmup=300, floors=None, scores=("flag_share",), adapt_halflife=1000
-    )
+    adapting = DropDetector(warmup=300, floors=None, scores=("flag_share",), adapt_halflife=1000)
     rng = random.Random(5)
     fired = {"frozen": 0, "adapting": 0}
     p = 0.02

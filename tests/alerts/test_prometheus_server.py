@@ -181,9 +181,7 @@ def test_drop_detected_fires_on_the_first_alert_of_a_series(
     alerts = prometheus.wait("GroundwatchDropDetected firing", firing)
     assert {a["labels"]["groundwatch_route"] for a in alerts} == {"faq"}
     # The series Prometheus saw began at 1, so increase() alone reports nothing.
-    (series,) = prometheus.query(
-        'groundwatch_alerts_total{gen_ai_evaluation_name="flag_share"}'
-    )
+    (series,) = prometheus.query('groundwatch_alerts_total{gen_ai_evaluation_name="flag_share"}')
     assert float(series["value"][1]) >= 1
     assert prometheus.query(INCREASE_ONLY) == []
 

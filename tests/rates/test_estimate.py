@@ -12,9 +12,9 @@ import pytest
 from groundwatch.rates import (
     JudgeErrorRates,
     RateEstimate,
+    RateExtrapolation,
     RateTotals,
     _error_rates,
-    RateExtrapolation,
     estimate_rate,
     extrapolate_rate,
     judge_error_rates,
@@ -321,7 +321,10 @@ def test_extrapolate_rate_looks_up_the_judges_shipped_rates(
     monkeypatch.setattr(_error_rates, "_SHIPPED", path)
     totals = RateTotals(scored=1000, flagged=480)
     assert extrapolate_rate(totals, judge="local", language="zh") is None
-    found, given = extrapolate_rate(totals, judge="local"), extrapolate_rate(totals, error_rates=RATES)
+    found, given = (
+        extrapolate_rate(totals, judge="local"),
+        extrapolate_rate(totals, error_rates=RATES),
+    )
     assert found is not None and given is not None
     assert (found.extrapolated, found.lower, found.upper) == (
         given.extrapolated,

@@ -83,7 +83,7 @@ def add_parser(subparsers: Any) -> None:
         default=simulated_audit.DEFAULT_AUDIT,
         metavar="N",
         help="about N scored answers are audited (chosen by trace id, as Monitor(audit_rate=) "
-        "does) and a simulated reviewer labels them through monitor.feedback(source=\"audit\"), "
+        'does) and a simulated reviewer labels them through monitor.feedback(source="audit"), '
         "which gives the hallucination rate's estimate (%(default)s; 0: no audit, the rate is "
         "unknown)",
     )
@@ -411,7 +411,9 @@ def run(args: argparse.Namespace) -> int:
     if audit_rate:
         collector.reviewer = review
     if tel.scraped is not None:
-        _wait_for_scrape(monitor, judge.name, tel.scraped, getattr(args, "wait_for_scrape", 0.0), console)
+        _wait_for_scrape(
+            monitor, judge.name, tel.scraped, getattr(args, "wait_for_scrape", 0.0), console
+        )
     chain = build_chain(script)
     handler = GroundwatchCallbackHandler(monitor, route=ROUTE)
     tracer = tel.tracer_provider.get_tracer("groundwatch.demo")

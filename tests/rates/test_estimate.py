@@ -241,7 +241,8 @@ def test_no_labels_give_no_rate_and_no_interval() -> None:
 
 
 def test_no_error_rates_give_no_extrapolation() -> None:
-    assert extrapolate_rate(RateTotals(scored=200, flagged=50), judge="no-such-judge") is None
+    with pytest.raises(ValueError, match="no-such-judge"):  # named, never a silent None
+        extrapolate_rate(RateTotals(scored=200, flagged=50), judge="no-such-judge")
     assert extrapolate_rate(RateTotals(), error_rates=RATES) is None
 
 
@@ -320,7 +321,8 @@ def test_extrapolate_rate_looks_up_the_judges_shipped_rates(
     path = _write(tmp_path, {"measured": "how", "judges": {"local": {"en": ENTRY}}})
     monkeypatch.setattr(_error_rates, "_SHIPPED", path)
     totals = RateTotals(scored=1000, flagged=480)
-    assert extrapolate_rate(totals, judge="local", language="zh") is None
+    with pytest.raises(ValueError, match="measured in en"):
+        extrapolate_rate(totals, judge="local", language="zh")
     found, given = (
         extrapolate_rate(totals, judge="local"),
         extrapolate_rate(totals, error_rates=RATES),

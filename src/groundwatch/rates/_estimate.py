@@ -37,7 +37,7 @@ import math
 from statistics import NormalDist
 from typing import Literal
 
-from ._error_rates import JudgeErrorRates, judge_error_rates
+from ._error_rates import JudgeErrorRates, shipped_error_rates
 from ._totals import RateTotals
 
 __all__ = [
@@ -201,16 +201,17 @@ def extrapolate_rate(
         error_rates: the judge's error rates to use instead of the shipped ones.
 
     Returns:
-        The extrapolation, or ``None`` without error rates for the judge, without judged
-        answers, or for a judge no better than chance.
+        The extrapolation, or ``None`` without a judge or error rates, without judged answers,
+        or for a judge no better than chance.
 
     Raises:
-        ValueError: ``confidence`` is not within (0, 1).
+        ValueError: ``confidence`` is not within (0, 1), or no error rates were measured for
+            ``judge`` in ``language`` (the message names those that were).
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be within (0, 1), got {confidence!r}")
     if error_rates is None and judge is not None:
-        error_rates = judge_error_rates(judge, language)
+        error_rates = shipped_error_rates(judge, language)
     if error_rates is None or totals.scored <= 0:
         return None
     z = NormalDist().inv_cdf(0.5 + confidence / 2.0)

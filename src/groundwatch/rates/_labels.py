@@ -51,7 +51,8 @@ LABEL_PRECISION: tuple[tuple[int, float, float], ...] = (
     (400, 0.017, 0.037),
 )
 """Audit labels and the half-width of the 90 % interval they give with the local judge at a true
-rate of 5 % and of 50 % (docs/rates.md "How many labels", streams of 1,000 answers)."""
+rate of 5 % and of 50 % (docs/rates.md "Running an audit": how many labels; streams of 1,000
+answers)."""
 
 
 def rate_labels(

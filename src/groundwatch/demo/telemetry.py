@@ -193,7 +193,7 @@ def setup_telemetry(
             notes.append(PROMETHEUS_HINT)
         else:
             first_scrape = FirstScrape()
-            REGISTRY.register(first_scrape)  # type: ignore[arg-type]
+            REGISTRY.register(first_scrape)
             scraped = first_scrape.event
             start_http_server(prometheus_port, addr=prometheus_host)
             readers.append(PrometheusMetricReader())

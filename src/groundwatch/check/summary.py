@@ -46,6 +46,7 @@ from ..rates import (
     rate_labels,
 )
 from ..rates._labels import BASIS_WORDS
+from ..rates._sums import usable_probability
 from ..types import LABELS, VERDICTS, Claim, Evaluation, Passage
 from .rows import InvalidRow, Row
 
@@ -268,9 +269,8 @@ class CheckSummary:
         if not self.rate_judge and ev.judge:
             self.rate_judge = ev.judge
         self.chinese += bool(_CJK.search(row.answer))
-        probability = ev.hallucination_probability
-        if probability is not None and not 0.0 <= probability <= 1.0:
-            probability = None  # a custom judge's stray value: unknown, the flag stands in
+        # A custom judge's stray value is unknown: the flag stands in (the one rule, in rates).
+        probability = usable_probability(ev.hallucination_probability)
         label = None if row.expected is None else row.expected == "hallucinated"
         flagged = ev.is_hallucinated
         self.rate_totals = self.rate_totals.add(flagged, probability, label)

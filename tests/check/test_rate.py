@@ -154,6 +154,7 @@ def test_without_audit_labels_no_interval_is_the_rate(judge: str) -> None:
     assert not re.search(r"hallucination rate \d", text)
     (gate,) = [t for t in summary.thresholds(max_rate_upper_bound=0.15) if "upper" in t.name]
     assert (gate.passed, gate.refused) == (False, True)
+    assert not gate.blames("hallucinated", 0.0, 0.0)  # the input is at fault, no answer
     assert "no audit labels" in gate.text and "--labels-are-random" in gate.text
     assert summary.to_dict()["rate"]["estimate"] is None
 

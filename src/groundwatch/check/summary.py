@@ -169,8 +169,8 @@ class Threshold:
     ) -> bool:
         """Whether an answer with these results is one this failed threshold fails on
         (``regressed``: it passed in the ``--baseline`` run and fails now)."""
-        if self.passed or self.limit is None:
-            return False
+        if self.passed or self.refused or self.limit is None:
+            return False  # a refused condition blames no answer: the input is at fault
         if self.metric == "truncated":
             return truncated
         if self.metric == "regressions":

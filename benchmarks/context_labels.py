@@ -55,8 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     judge = gw.LocalJudge()
     out: dict[str, list[tuple[str, str, float | None]]] = {}
     print(f"groundwatch from {Path(gw.__file__).parent}")
-    print("set | rows | grounded | hallucinated | insufficient | no_claims | BA flagged | "
-          "recall hallucinated | AUC probability")
+    print(
+        "set | rows | grounded | hallucinated | insufficient | no_claims | BA flagged | "
+        "recall hallucinated | AUC probability"
+    )
     for name in DATASETS:
         path = args.data / f"{name}.jsonl"
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -66,17 +68,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         probabilities: list[float] = []
         golds = [row["label"] == "hallucinated" for row in rows]
         for row in rows:
-            ev = gw.evaluate(row["answer"], row["context"], question=row["question"] or None,
-                             judge=judge)
+            ev = gw.evaluate(
+                row["answer"], row["context"], question=row["question"] or None, judge=judge
+            )
             labels.append(ev.label)
             probabilities.append(ev.hallucination_probability or 0.0)
-        out[name] = [(r["id"], lab, p) for r, lab, p in zip(rows, labels, probabilities)]
+        out[name] = [
+            (r["id"], lab, p) for r, lab, p in zip(rows, labels, probabilities, strict=True)
+        ]
         counts = Counter(labels)
         flagged = [lab in ("hallucinated", "insufficient_context") for lab in labels]
-        pos = [f for f, g in zip(flagged, golds) if g]
-        neg = [not f for f, g in zip(flagged, golds) if not g]
+        pos = [f for f, g in zip(flagged, golds, strict=True) if g]
+        neg = [not f for f, g in zip(flagged, golds, strict=True) if not g]
         ba = (sum(pos) / max(1, len(pos)) + sum(neg) / max(1, len(neg))) / 2
-        hallucinated = [lab == "hallucinated" for lab, g in zip(labels, golds) if g]
+        hallucinated = [lab == "hallucinated" for lab, g in zip(labels, golds, strict=True) if g]
         print(
             f"{name} | {len(rows)} | {counts['grounded']} | {counts['hallucinated']} | "
             f"{counts['insufficient_context']} | {counts['no_claims']} | {ba:.4f} | "

@@ -126,9 +126,7 @@ def test_max_regressions_tolerates_them_and_junit_then_has_no_failure(tmp_path: 
 
 def test_a_run_against_itself_has_no_change(tmp_path: Path) -> None:
     previous = _baseline(tmp_path)
-    proc = run_cli(
-        tmp_path / "before.jsonl", "--baseline", previous, "--max-flag-share", "1"
-    )
+    proc = run_cli(tmp_path / "before.jsonl", "--baseline", previous, "--max-flag-share", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "newly failing 0 · newly passing 0 · label changed 0 · added 0 · removed 0" in (
         proc.stdout

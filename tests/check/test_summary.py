@@ -53,9 +53,7 @@ def test_threshold_boundaries_are_inclusive() -> None:
     s.add(_row(2), _ev("hallucinated", 0.5, 0.5, bad=1))
     results = s.thresholds(min_faithfulness=0.75, min_groundedness=0.6, max_flag_share=0.5)
     assert [t.passed for t in results] == [True, True, True, True, True]
-    results = s.thresholds(
-        min_faithfulness=0.76, min_groundedness=0.61, max_flag_share=0.49
-    )
+    results = s.thresholds(min_faithfulness=0.76, min_groundedness=0.61, max_flag_share=0.49)
     assert [t.passed for t in results] == [False, False, False, True, True]
 
 

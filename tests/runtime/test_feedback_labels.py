@@ -98,6 +98,11 @@ def test_every_kind_of_bad_feedback_call_warns_rate_limited_per_kind(
         monitor.feedback(label="nope", trace_id=1)
     assert len(_said(record)) == 2
     assert capgw.metric_total(sc.METRIC_FEEDBACK, error__type="invalid_input") == 7
+    monitor.shutdown()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        monitor.feedback(label="grounded", trace_id=1)
+    assert ["after shutdown()" in w for w in _said(record)] == [True]
 
 
 def test_audit_rate_reads_like_the_environment_variable(capgw: GroundwatchTelemetry) -> None:

@@ -409,6 +409,11 @@ class Feedback:
             return
         if self.events.closed:
             # As record() after shutdown: counted, nothing emitted.
+            say_bad_feedback(
+                "shutdown",
+                "feedback() after shutdown() is counted (error.type=shutdown), not emitted",
+                invalid=False,
+            )
             self.stats.count_feedback(None, None, None, sc.ERROR_SHUTDOWN)
             return
         source = source_name(source)

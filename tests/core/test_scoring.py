@@ -359,6 +359,8 @@ def test_a_short_passage_that_contradicts_makes_the_answer_hallucinated(
     """A contradiction is never a retrieval failure (issue #45 item 5): the local judge end to
     end, on one short passage."""
     assert context_is_substantive([Passage(text=passage)])
+    for heading in ("Table of contents:", "Shipping and returns", "FAQ", "Returns"):
+        assert not context_is_substantive([Passage(text=heading)]), heading
     ev = gw.evaluate(answer, [passage])
     assert ev.label == "hallucinated", (ev.label, [c.verdict for c in ev.claims])
 

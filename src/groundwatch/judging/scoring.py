@@ -232,6 +232,7 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _TOC_LINE = re.compile(r"(\.{3,}|…{2,}|\s{2,})\s*\d+\s*$|^\s*(chapter|section|part|第)\b", re.I)
 _NUMBERED_HEADING = re.compile(r"^\s*(\d+(\.\d+)*|[ivxlc]+\.|[A-Z]\.)\s+\S")
 _SENTENCE_END = re.compile(r"[.!?。！？；;:：]\s*$")
+_FULL_STOP = re.compile(r"[.!?。！？]\s*$")
 _DIGIT = re.compile(r"\d")
 
 
@@ -245,10 +246,12 @@ def _is_prose_line(line: str) -> bool:
         return True
     if _NUMBERED_HEADING.match(line) and not _SENTENCE_END.search(line):
         return False
-    # Short lines count when they read as a sentence ("Shipping takes 3 days.", a FAQ line) or
+    if (words >= 5 or cjk >= 6) and _SENTENCE_END.search(line):
+        return True
+    # Shorter lines count when they read as a sentence ("Shipping takes 3 days.", a FAQ line) or
     # state a value the way a tool's one-line output does ("Order 123 shipped on May 5"); a
-    # heading is a few words with neither a sentence's end nor a figure.
-    if _SENTENCE_END.search(line):
+    # heading is a few words with neither a full stop nor a figure ("Table of contents:").
+    if _FULL_STOP.search(line):
         return words >= 2 or cjk >= 4
     return (words >= 3 or cjk >= 4) and _DIGIT.search(line) is not None
 

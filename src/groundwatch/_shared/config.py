@@ -266,6 +266,29 @@ def _parse_fraction(raw: str) -> float:
     return float(raw)
 
 
+def parse_share(value: object, name: str) -> float:
+    """A share in [0, 1] as the environment variables take it: a number, or a string such as
+    ``"0.02"`` or ``"2%"`` (``Monitor(audit_rate="2%")``, ``--max-rate-upper-bound 25%``).
+
+    Raises:
+        ValueError: not a share within [0, 1] (the message names ``name``).
+    """
+    try:
+        if isinstance(value, str):
+            share = _parse_fraction(value.strip())
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            share = float(value)
+        else:
+            share = math.nan
+    except ValueError:
+        share = math.nan
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(
+            f"{name} must be a share within [0, 1] or 0%-100% (0.02 or '2%'), got {value!r}"
+        )
+    return share
+
+
 def _parse_int(raw: str) -> int:
     """``1000``, ``1_000``, ``1e3`` or ``1000.0``: a whole number however it is written."""
     try:

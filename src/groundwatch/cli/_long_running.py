@@ -187,7 +187,7 @@ def add_console_options(parser: Any) -> None:
     parser.add_argument(
         "--verbose",
         action="store_true",
-        help="print a line per evaluation (label, scores, record id; the question with "
+        help="print a line per evaluation (its trace id, label and scores; the question with "
         "--capture-content) and a periodic progress line (printed on a terminal anyway)",
     )
     parser.add_argument(
@@ -269,8 +269,13 @@ class Console:
     def evaluation(self, attrs: dict[str, Any], trace_id: int) -> None:
         from ..telemetry import semconv as sc
 
-        record = attrs.get(sc.GROUNDWATCH_RECORD_ID) or f"trace:{trace_id:032x}"
-        parts = [f"scored {record}", str(attrs.get(sc.GROUNDWATCH_LABEL, "?"))]
+        # The trace id is what a person looks the answer up by in a trace backend; the record
+        # id (random, on the span) names an answer only where it had no trace.
+        if trace_id:
+            answer = f"trace={trace_id:032x}"
+        else:
+            answer = f"record={attrs.get(sc.GROUNDWATCH_RECORD_ID) or '?'}"
+        parts = [f"scored {answer}", str(attrs.get(sc.GROUNDWATCH_LABEL, "?"))]
         if attrs.get(sc.ERROR_TYPE):
             parts.append(f"({attrs[sc.ERROR_TYPE]})")
         for key, name in (

@@ -94,7 +94,7 @@ class Monitor:
         executor: where a sync (CPU-bound) judge runs: ``"process"``, a worker process
             started on first use, so scoring never holds this interpreter's GIL (the judge
             must be picklable); ``"thread"``, a thread of this interpreter (no extra process,
-            but it slows the host's requests: README "Overhead"); ``"auto"`` (the default,
+            but it slows the host's requests: docs/runtime.md "Overhead"); ``"auto"`` (the default,
             ``GROUNDWATCH_EXECUTOR``), a process, falling back to a thread with a warning
             when the judge cannot be pickled or no process can start. Async judges run on
             the worker's event loop (on threads once one blocks the loop: see
@@ -153,7 +153,7 @@ class Monitor:
         queue: RecordQueue | None = None,
         export_from_worker: bool | WorkerProviders | None = None,
         feedback_memory: int | None = None,
-        audit_rate: float | None = None,
+        audit_rate: float | str | None = None,
     ) -> None:
         for name, value in (
             ("max_queue_size", max_queue_size),
@@ -164,8 +164,8 @@ class Monitor:
         ):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value!r}")
-        if audit_rate is not None and not 0.0 <= audit_rate <= 1.0:
-            raise ValueError(f"audit_rate must be within [0, 1], got {audit_rate!r}")
+        # 0.02 or "2%", as GROUNDWATCH_AUDIT_RATE reads.
+        audit_share = None if audit_rate is None else _config.parse_share(audit_rate, "audit_rate")
         from ..judging.judges import CascadeJudge
         from ..judging.scoring import DEFAULT_POLICY
         from ..telemetry import Stats, Telemetry
@@ -208,7 +208,7 @@ class Monitor:
             redact=redact,
             content_max_chars=content_max_chars or config.content_max_chars,
             stats=self.stats,
-            audit_rate=config.audit_rate if audit_rate is None else float(audit_rate),
+            audit_rate=config.audit_rate if audit_share is None else audit_share,
         )
         self._feedback = Feedback(
             self._telemetry,
@@ -531,13 +531,15 @@ class Monitor:
         """
         try:
             if args or unknown:
+                from .feedback import say_bad_feedback
+
                 reason = (
                     f"feedback() takes keyword arguments only (label=, trace_id=), got "
                     f"{len(args)} positional"
                     if args
                     else f"unknown arguments: {', '.join(sorted(unknown))}"
                 )
-                guard.bad_input("Monitor.feedback", TypeError(reason))
+                say_bad_feedback("arguments", reason)
                 self.stats.count_feedback(None, None, None, sc.ERROR_INVALID_INPUT)
                 return
             if self._disabled:

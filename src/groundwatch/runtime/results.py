@@ -11,6 +11,7 @@ from .._fields import EvaluationView, as_evaluation
 from .._shared import config, guard
 from .._shared.error_types import exception_type
 from ..telemetry import Telemetry
+from ..telemetry._rate_counters import audit_key
 from ..types import Evaluation, RagRecord
 from .feedback import Verdict, VerdictMemory
 from .runners.contract import NO_PACING, Pacer, RunnerResult
@@ -99,7 +100,9 @@ class Results:
             if verdicts is not None:
                 try:
                     verdicts.remember(
-                        record.trace_id,
+                        # A record without a trace by its record id's digest, as its audit
+                        # row's id names it to feedback().
+                        audit_key(record.trace_id, record.record_id),
                         Verdict(
                             evaluation.label,
                             record.route,
@@ -173,7 +176,7 @@ def say_if_nowhere(telemetry: Telemetry) -> None:
             "no sdk",
             "groundwatch: no OpenTelemetry SDK is set up (no tracer, meter or logger provider): "
             "evaluations are scored but their spans, events and metrics go nowhere; set the "
-            "SDK's providers up (README, 'Quick start') or run the app under "
-            "opentelemetry-instrument",
+            "SDK's providers up (README, 'Send it to your OpenTelemetry backend') or run the "
+            "app under opentelemetry-instrument",
             config.ConfigWarning,
         )

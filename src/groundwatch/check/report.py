@@ -181,15 +181,17 @@ def _rate_card(s: CheckSummary, state: str) -> tuple[str, str, str, str]:
     and which labels it used; without audit labels, that the rate is unknown."""
     r = s.rate
     used = f"labels used: {BASIS_WORDS[s.rate_basis]}"
+    # "rate" marks the card for readers of the page (and its browser test).
+    cls = f"rate {state}".strip()
     if r.estimate is None or r.lower is None or r.upper is None:
         return (
-            state,
+            cls,
             "unknown",
             "hallucination rate (until an audit)",
             f"{labels_needed()}; {used}",
         )
     return (
-        state,
+        cls,
         f"{r.estimate:.1%}",
         f"hallucination rate ({r.confidence:.0%} interval {r.lower:.1%}–{r.upper:.1%})",
         f"{r.labelled} audit labels of {r.scored} judged answers; "

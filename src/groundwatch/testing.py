@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import SpanContext, Tracer
 
+from ._shared.errors import install_hint
 from ._shared.inputs import to_passage
-from .cli._errors import install_hint
 from .runtime.monitor import Monitor
 from .runtime.sampling import Decision
 from .telemetry import semconv

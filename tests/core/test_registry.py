@@ -16,7 +16,7 @@ import pytest
 
 import groundwatch
 from groundwatch.cli import build_parser
-from groundwatch.cli._errors import UsageError
+from groundwatch._shared.errors import UsageError
 from groundwatch.judging import registry
 from groundwatch.types import Claim, Judgement, Passage
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from groundwatch.cli import build_parser
-from groundwatch.cli._errors import UsageError
+from groundwatch._shared.errors import UsageError
 from groundwatch.serve import _tls
 from groundwatch.serve._auth import INVALID_TOKEN, MISSING_TOKEN, TokenFile, TokenFileError
 from groundwatch.serve.cli import exposure_warning, is_loopback, load_security

@@ -28,7 +28,7 @@ from typing import Any
 
 from opentelemetry.trace import TraceFlags
 
-from ..cli._errors import CommandError, UsageError
+from .._shared.errors import CommandError, UsageError
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
 from ..telemetry._rate_counters import RateKey, rate_key
@@ -270,7 +270,7 @@ def _read_files(paths: Sequence[Path]) -> ImportSummary:
 def run(args: argparse.Namespace) -> int:
     from opentelemetry import _logs, metrics
 
-    from ..cli._long_running import _setup_logging, otlp_providers, telemetry_destination
+    from .long_running import _setup_logging, otlp_providers, telemetry_destination
 
     name = "groundwatch feedback import"
     summary = _read_files(args.files)

@@ -6,7 +6,7 @@ flag overrides it. Telemetry (the evaluation spans, events and metrics, and serv
 counters) goes out through the global OpenTelemetry providers: run under
 ``opentelemetry-instrument``, or set ``OTEL_EXPORTER_OTLP_ENDPOINT`` and the command sets up
 OTLP/HTTP exporters from the standard ``OTEL_EXPORTER_OTLP_*`` variables, as
-``groundwatch worker`` does (both through :mod:`groundwatch.cli._long_running`).
+``groundwatch worker`` does (both through :mod:`groundwatch.runtime.long_running`).
 
 On a network (docs/serve.md, "On a network"): ``--tls-cert`` / ``--tls-key`` put both
 transports on TLS only (``--tls-client-ca``: mutual TLS), ``--auth-token-file`` asks every
@@ -28,9 +28,10 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from .._shared import config
+from .._shared.errors import CommandError, UsageError, install_hint
 from ..check.cli import positive_int
-from ..cli._errors import CommandError, UsageError, install_hint
-from ..cli._long_running import (
+from ..judging import registry
+from ..runtime.long_running import (
     Console,
     add_audit_option,
     add_console_options,
@@ -39,7 +40,6 @@ from ..cli._long_running import (
     stop_event,
     telemetry_destination,
 )
-from ..judging import registry
 from . import INSTALL_HINT
 
 if TYPE_CHECKING:
@@ -307,13 +307,13 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _sampler(args: argparse.Namespace) -> Any:
-    import groundwatch as gw
+    from ..runtime.sampling import RatioSampler, RouteSampler
 
-    default = gw.RatioSampler(args.sample_rate)
+    default = RatioSampler(args.sample_rate)
     if not args.route_rate:
         return default
-    return gw.RouteSampler(
-        {route: gw.RatioSampler(rate) for route, rate in args.route_rate}, default=default
+    return RouteSampler(
+        {route: RatioSampler(rate) for route, rate in args.route_rate}, default=default
     )
 
 
@@ -371,16 +371,16 @@ def exposure_warning(
 def build_service(args: argparse.Namespace, judge: Any, auth: TokenFile | None = None) -> Any:
     """The monitor, assembler and service the options describe (``auth``: the token file
     of :func:`load_security`)."""
-    import groundwatch as gw
-
+    from ..queue.redis import RedisQueue
+    from ..runtime.monitor import Monitor
     from ._assemble import TraceAssembler
     from ._service import TraceService
 
     queue = None
     if args.redis:
         kwargs = {"stream": args.stream} if args.stream else {}
-        queue = gw.RedisQueue(args.redis, **kwargs)
-    monitor = gw.Monitor(
+        queue = RedisQueue(args.redis, **kwargs)
+    monitor = Monitor(
         on_result=_audit_sinks(args),
         judge=judge,
         sampler=_sampler(args),
@@ -484,7 +484,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(INSTALL_HINT)
     if args.redis and not _importable("redis"):
         raise UsageError(f"--redis needs the redis extra, {install_hint('redis')}")
-    return run_command("groundwatch serve", lambda: _main(args))
+    return run_command(lambda: _main(args))
 
 
 def _audit_sinks(args: argparse.Namespace) -> list[Any]:

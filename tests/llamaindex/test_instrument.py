@@ -211,7 +211,9 @@ def test_every_handler_entry_point_is_guarded_and_counted() -> None:
     assert spans.new_span("s-2", args) is None  # the base class's hooks reach the same guard
     assert events.handle(RetrievalStartEvent(str_or_query_bundle="q")) is None
     assert events.handle(RetrievalEndEvent(str_or_query_bundle="q", nodes=[])) is None
-    assert events.handle(LLMChatStartEvent(messages=[], additional_kwargs={}, model_dict={})) is None
+    assert (
+        events.handle(LLMChatStartEvent(messages=[], additional_kwargs={}, model_dict={})) is None
+    )
     assert capture.errors == 7
     new = {k: n - before.get(k, 0) for k, n in guard.errors.items() if n != before.get(k, 0)}
     assert new == {

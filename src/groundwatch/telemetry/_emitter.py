@@ -7,6 +7,7 @@ callbacks for the same observable instrument.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -103,36 +104,13 @@ class _Instruments:
         self.tokens = meter.create_counter(
             sc.METRIC_JUDGE_TOKENS, unit="{token}", description="Tokens used by the judge"
         )
-        meter.create_observable_counter(
-            sc.METRIC_RECORDS,
-            callbacks=[self._observe_records],
-            unit="{record}",
-            description="Records seen by the monitor, by sampling decision",
-        )
-        meter.create_observable_counter(
-            sc.METRIC_DROPPED,
-            callbacks=[self._observe_dropped],
-            unit="{record}",
-            description="Sampled records never scored (shutdown deadline, fork, lost worker)",
-        )
-        meter.create_observable_counter(
-            sc.METRIC_ERRORS,
-            callbacks=[self._observe_errors],
-            unit="{error}",
-            description="groundwatch's own failures, caught and logged",
-        )
-        meter.create_observable_counter(
-            sc.METRIC_JUDGE_ESCALATIONS,
-            callbacks=[self._observe_escalations],
-            unit=sc.METRIC_JUDGE_ESCALATIONS_UNIT,
-            description="Answers the cascade judged, by whether they went to the second judge",
-        )
-        meter.create_observable_counter(
-            sc.METRIC_FEEDBACK,
-            callbacks=[self._observe_feedback],
-            unit="{feedback}",
-            description="Feedback on served answers, by the judge's label and the person's",
-        )
+        for name, unit, description, observe in _OBSERVED_COUNTERS:
+            meter.create_observable_counter(
+                name,
+                callbacks=[functools.partial(observe, self)],
+                unit=unit,
+                description=description,
+            )
         self.rates = RateInstruments(meter, self.sources)
         meter.create_observable_gauge(
             sc.METRIC_QUEUE_SIZE,
@@ -212,6 +190,45 @@ class _Instruments:
 
     def _observe_queue(self, options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(sum(s.queue_size() for s in list(self.sources)))
+
+
+_Observe = Callable[[_Instruments, CallbackOptions], Iterable[Observation]]
+
+_OBSERVED_COUNTERS: tuple[tuple[str, str, str, _Observe], ...] = (
+    # (name, unit, description, what reads the sources' totals): the counters whose totals
+    # the monitors keep themselves (in Stats, the guard and the cascade judges), read when the
+    # metric reader collects.
+    (
+        sc.METRIC_RECORDS,
+        "{record}",
+        "Records seen by the monitor, by sampling decision",
+        _Instruments._observe_records,
+    ),
+    (
+        sc.METRIC_DROPPED,
+        "{record}",
+        "Sampled records never scored (shutdown deadline, fork, lost worker)",
+        _Instruments._observe_dropped,
+    ),
+    (
+        sc.METRIC_ERRORS,
+        "{error}",
+        "groundwatch's own failures, caught and logged",
+        _Instruments._observe_errors,
+    ),
+    (
+        sc.METRIC_JUDGE_ESCALATIONS,
+        sc.METRIC_JUDGE_ESCALATIONS_UNIT,
+        "Answers the cascade judged, by whether they went to the second judge",
+        _Instruments._observe_escalations,
+    ),
+    (
+        sc.METRIC_FEEDBACK,
+        "{feedback}",
+        "Feedback on served answers, by the judge's label and the person's",
+        _Instruments._observe_feedback,
+    ),
+)
 
 
 class MetricBatch:

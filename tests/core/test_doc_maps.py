@@ -302,3 +302,22 @@ def test_what_adding_a_judge_touches_is_every_file_that_names_them_all() -> None
     }
     assert "src/groundwatch/judging/registry.py" in tables
     assert sorted(tables - listed) == []
+
+
+def test_no_benchmark_imports_a_test_file() -> None:
+    # What the benchmarks share with the tests lives in testkit/, which both import.
+    importing: list[str] = []
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(n == "tests" or n.startswith("tests.") for n in names):
+                importing.append(path.name)
+    assert importing == []
+    shared = {p.stem for p in (ROOT / "testkit").glob("*.py")}
+    assert {"fake_openai", "zh_cases", "chains"} <= shared

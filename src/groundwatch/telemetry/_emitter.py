@@ -120,14 +120,16 @@ class _Instruments:
         )
 
     def _observe_records(self, options: CallbackOptions) -> Iterable[Observation]:
-        total: Counter[tuple[str, str | None]] = Counter()
+        total: Counter[tuple[str, str | None, str | None]] = Counter()
         for stats in list(self.sources):
             with stats.lock:
                 total.update(stats.decisions)
-        for (decision, error_type), n in total.items():
+        for (decision, error_type, route), n in total.items():
             attrs = {sc.GROUNDWATCH_DECISION: decision}
             if error_type:
                 attrs[sc.ERROR_TYPE] = error_type
+            if route is not None:
+                attrs[sc.GROUNDWATCH_ROUTE] = route
             yield Observation(n, attrs)
 
     def _observe_dropped(self, options: CallbackOptions) -> Iterable[Observation]:
@@ -382,6 +384,16 @@ class Telemetry:
 
         return is_audited(audit_key(record.trace_id, record.record_id), rate)
 
+    def trace_audited(self, trace_id: int) -> bool:
+        """Whether the judged answer of the trace ``trace_id`` is in the random audit: the
+        decision :meth:`audited` takes for its record, by the same key."""
+        rate = self.audit_rate
+        if not rate:
+            return False
+        from ..rates._audit import is_audited
+
+        return is_audited(audit_key(trace_id, ""), rate)
+
     # --- span attributes: small generators, each guarded --------------------------------------
     #
     # One family of attributes per generator. ``collect_attributes`` stops a generator at its first
@@ -475,6 +487,7 @@ class Telemetry:
         end_ns: int,
         batch: MetricBatch | None = None,
         spans: bool = True,
+        audited: bool | None = None,
     ) -> None:
         """Emit the span, the two events and the metric points of one finished evaluation.
 
@@ -482,7 +495,8 @@ class Telemetry:
         :class:`~groundwatch._fields.EvaluationFields` (its claims are read only with content
         capture on). Counter increments go to ``batch`` when given.
         ``spans=False``: the metric points only (the worker process exported the span and the
-        events itself: :mod:`groundwatch.telemetry.worker_export`).
+        events itself: :mod:`groundwatch.telemetry.worker_export`). ``audited``: the record's
+        audit decision when the caller took it already (:meth:`audited`, once per record).
         """
         counts: Mapping[Any, int] = evaluation.verdict_counts
         own = batch is None
@@ -490,7 +504,7 @@ class Telemetry:
             batch = self.batch()
         if spans:
             try:
-                self.emit_span(record, evaluation, sampling_rate, start_ns, end_ns, counts)
+                self.emit_span(record, evaluation, sampling_rate, start_ns, end_ns, counts, audited)
             except Exception as exc:  # the span is lost; the metric points are not
                 guard.internal_error("telemetry span", exc, reraise=False)
         # The evaluation counter is the accounting: it is recorded whatever failed above.
@@ -506,10 +520,12 @@ class Telemetry:
         start_ns: int,
         end_ns: int,
         counts: Mapping[Any, int],
+        audited: bool | None = None,
     ) -> None:
         """The span and the two log events of one evaluation (no metric points)."""
         parent, links = self._parent(record)
-        audited = self.audited(record, evaluation)
+        if audited is None:
+            audited = self.audited(record, evaluation)
         span = self.tracer.start_span(
             sc.SPAN_EVALUATION,
             context=parent,

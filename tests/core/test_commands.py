@@ -90,3 +90,17 @@ def test_worker_and_serve_run_through_the_shared_runner(
     monkeypatch.setattr(module, "run_command", fake_run)
     assert module.run(argparse.Namespace(redis=None)) == 0
     assert calls == [command]
+
+
+def test_every_subcommand_is_found_through_the_one_table() -> None:
+    import importlib
+
+    from groundwatch import cli
+
+    names = [name for name, _ in cli._SUBCOMMANDS]
+    assert names == ["check", "demo", "worker", "serve", "feedback"]
+    for _, module_name in cli._SUBCOMMANDS:
+        module = importlib.import_module(module_name)
+        assert callable(module.add_parser) and callable(module.run), module_name
+    sub = cli.build_parser()._subparsers._group_actions[0]  # type: ignore[union-attr]
+    assert sorted(sub.choices) == sorted(names)

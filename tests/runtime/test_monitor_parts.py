@@ -99,7 +99,9 @@ def test_the_audit_is_decided_once_per_record_and_everyone_agrees(
     monkeypatch.setattr(_audit, "is_audited", counted)
     path = tmp_path / "audit.jsonl"
     sink = gw.DatasetSink(path, when="audit")
-    monitor = capgw.monitor(ProbabilityJudge(), audit_rate=0.5, capture_content=True, on_result=sink)
+    monitor = capgw.monitor(
+        ProbabilityJudge(), audit_rate=0.5, capture_content=True, on_result=sink
+    )
     rng = random.Random(7)
     traced = [_context(rng) for _ in range(60)]
     for i, ctx in enumerate(traced):

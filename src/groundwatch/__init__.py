@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     )
     from .runtime.dataset import DatasetSink
     from .runtime.monitor import Monitor
+    from .runtime.options import AuditOptions, CaptureOptions, QueueOptions, ScoringOptions
     from .runtime.sampling import (
         Decision,
         RateLimitSampler,
@@ -69,6 +70,10 @@ _WHERE = {
     "judge_error_rates": ".rates",
     "DatasetSink": ".runtime.dataset",
     "Monitor": ".runtime.monitor",
+    "AuditOptions": ".runtime.options",
+    "CaptureOptions": ".runtime.options",
+    "QueueOptions": ".runtime.options",
+    "ScoringOptions": ".runtime.options",
     "Decision": ".runtime.sampling",
     "RateLimitSampler": ".runtime.sampling",
     "RatioSampler": ".runtime.sampling",
@@ -88,6 +93,8 @@ _WHERE = {
 __all__ = [
     "Alert",
     "AlertingHook",
+    "AuditOptions",
+    "CaptureOptions",
     "Claim",
     "ConfigWarning",
     "DatasetSink",
@@ -101,6 +108,7 @@ __all__ = [
     "LossWarning",
     "Monitor",
     "Passage",
+    "QueueOptions",
     "RagRecord",
     "RateEstimate",
     "RateLimitSampler",
@@ -109,6 +117,7 @@ __all__ = [
     "RedisQueue",
     "RouteSampler",
     "Sampler",
+    "ScoringOptions",
     "TokenBudgetSampler",
     "Usage",
     "__version__",

@@ -63,7 +63,6 @@ The input caps are read once, when ``groundwatch`` is imported (they size every 
 
 from __future__ import annotations
 
-import difflib
 import logging
 import math
 import os
@@ -433,6 +432,8 @@ def warn_unknown_variables() -> None:
     for name in sorted(n for n in os.environ if n.startswith(_PREFIX) and n not in known):
         # Compared without the prefix, which every name shares.
         tails = sorted(k[len(_PREFIX) :] for k in known)
+        import difflib  # only to name the variable a misspelt one was meant to be
+
         nearest = difflib.get_close_matches(name[len(_PREFIX) :], tails, n=1, cutoff=0.6)
         hint = (
             f"did you mean {_PREFIX}{nearest[0]}?"

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._shared import config
-from ..cli import _errors
-from ..cli._errors import UsageError
+from .._shared.errors import UsageError
 from ..judging import registry
 from ..judging.judges import Judge
 from ..judging.judges._base import judge_name
@@ -406,8 +405,11 @@ def _abort(sinks: list[Sink]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``groundwatch check`` from parsed arguments; returns the exit code.
 
-    Bad input and bad options exit 2, a failure while running (an output that cannot be
-    written, a bug) exits 1; each is one line on stderr (the traceback with ``--debug``)."""
+    Raises:
+        UsageError: bad input or bad options (the command line reports it in one line and
+            exits 2); any other exception is a failure while running (an output that cannot
+            be written, a bug: exit 1).
+    """
     # Answers (Chinese text) and the summary's icons must not crash a console whose encoding
     # cannot show them (a redirected stream on Windows): replace what cannot be encoded.
     for stream in (sys.stdout, sys.stderr):
@@ -416,9 +418,7 @@ def run(args: argparse.Namespace) -> int:
     err = sys.stderr
     command = "groundwatch check"
     if args.max_regressions is not None and args.baseline is None:
-        return _errors.report(
-            command, UsageError("--max-regressions needs --baseline PREVIOUS.json"), err
-        )
+        raise UsageError("--max-regressions needs --baseline PREVIOUS.json")
     max_flag_share = args.max_flag_share
     if args.former_max_flag_share is not None:
         print(
@@ -432,15 +432,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             refused = audit_labels_missing(args.file, args.format, args.labels_are_random)
         except InputFileError as exc:
-            return _errors.report(command, UsageError(str(exc)), err)
+            raise UsageError(str(exc)) from None
         if refused:
-            return _errors.report(
-                command, UsageError(f"--max-rate-upper-bound: {NO_AUDIT_FIX}"), err
-            )
-    try:
-        judge = registry.judge_from_args(args)
-    except UsageError as exc:
-        return _errors.report(command, exc, err)
+            raise UsageError(f"--max-rate-upper-bound: {NO_AUDIT_FIX}")
+    judge = registry.judge_from_args(args)
     try:
         total = count_rows(args.file, args.format)
         progress = Progress(err, total if args.progress in ("auto", "bar") else None, args.progress)
@@ -477,13 +472,10 @@ def run(args: argparse.Namespace) -> int:
             baseline=args.baseline,
         )
     except InputFileError as exc:
-        return _errors.report(command, UsageError(str(exc)), err)
+        raise UsageError(str(exc)) from exc
     except KeyboardInterrupt:
         print(f"{command}: interrupted; the reports are incomplete", file=err)
         return EXIT_INTERRUPTED
-    except Exception as exc:
-        # UsageError: exit 2; an output that fails while written (a full disk), or a bug: 1.
-        return _errors.report(command, exc, err)
     finally:
         asyncio.run(registry.close(judge))
     print(summary.render(thresholds, code))

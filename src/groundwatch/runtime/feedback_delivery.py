@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._shared import config
-from ..cli._errors import UsageError
+from .._shared.errors import UsageError
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
 from ..telemetry._rate_counters import RateKey, rate_key

@@ -37,8 +37,7 @@ from typing import Any
 from opentelemetry.trace import TraceFlags
 
 from .._shared import config
-from ..cli._errors import CommandError, UsageError
-from ..cli._long_running import audit_rate as audit_rate_option
+from .._shared.errors import CommandError, UsageError
 from ..rates._audit import is_audited
 from ..telemetry import Stats, Telemetry
 from ..telemetry import semconv as sc
@@ -52,6 +51,7 @@ from .feedback_delivery import (
     journal_all,
     plan,
 )
+from .long_running import audit_rate as audit_rate_option
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _SAMPLED = int(TraceFlags(TraceFlags.SAMPLED))
@@ -381,7 +381,7 @@ def _refuse(errors: Sequence[str], what: str) -> CommandError:
 def run(args: argparse.Namespace) -> int:
     from opentelemetry import _logs, metrics, trace
 
-    from ..cli._long_running import _setup_logging
+    from .long_running import _setup_logging
 
     name = "groundwatch feedback import"
     rate = args.audit_rate

@@ -236,7 +236,7 @@ def test_the_groups_make_the_same_monitor_as_the_flat_keywords(
         ({"max_queue": 3}, TypeError, "unexpected keyword argument 'max_queue'"),
         ({"scoring": gw.CaptureOptions()}, TypeError, "ScoringOptions"),
         ({"max_queue_size": 0}, ValueError, "max_queue_size must be >= 1"),
-        ({"audit_rate": 1.5}, ValueError, "audit_rate must be within"),
+        ({"audit_rate": 1.5}, ValueError, "audit_rate must be a share within"),
         ({"executor": "gpu"}, ValueError, "executor must be one of"),
     ],
 )

@@ -599,6 +599,7 @@ class Monitor:
     def _bind_callback(self, callback: ResultCallback) -> None:
         """Hand a callback that asks for it (``bind_monitor``) the monitor's content settings:
         a :class:`~groundwatch.DatasetSink` writes content only as the monitor captures it."""
+        self._feedback.listen(callback)  # a dashboard sink's on_feedback (docs/dashboards.md)
         bind = getattr(callback, "bind_monitor", None)
         if callable(bind):
             bind(

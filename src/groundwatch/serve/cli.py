@@ -34,7 +34,9 @@ from ..cli._long_running import (
     Console,
     add_audit_option,
     add_console_options,
+    add_sink_option,
     audit_file,
+    dashboard_sinks,
     run_command,
     stop_event,
     telemetry_destination,
@@ -256,6 +258,7 @@ def add_parser(subparsers: Any) -> None:
         help="sample rate of one route instead of --sample-rate (repeatable)",
     )
     add_audit_option(g)
+    add_sink_option(g)
     g = p.add_argument_group("scoring")
     registry.add_judge_options(g)
     g.add_argument(
@@ -381,7 +384,7 @@ def build_service(args: argparse.Namespace, judge: Any, auth: TokenFile | None =
         kwargs = {"stream": args.stream} if args.stream else {}
         queue = gw.RedisQueue(args.redis, **kwargs)
     monitor = gw.Monitor(
-        on_result=_audit_sinks(args),
+        on_result=_sinks(args),
         judge=judge,
         sampler=_sampler(args),
         max_queue_size=args.max_queue_size,
@@ -493,3 +496,8 @@ def _audit_sinks(args: argparse.Namespace) -> list[Any]:
 
     path = audit_file(args)
     return [DatasetSink(path, when="audit")] if path else []
+
+
+def _sinks(args: argparse.Namespace) -> list[Any]:
+    """Every ``on_result`` sink the options ask for: the audit file's, the dashboards'."""
+    return [*_audit_sinks(args), *dashboard_sinks(args)]

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._shared.guard import LossWarning
     from ._version import __version__
     from .alerts import Alert, AlertingHook, DropDetector
+    from .dashboards import PhoenixSink
     from .judging.evaluate import aevaluate, evaluate
     from .judging.judges import *  # noqa: F403 (the judges' own list: judges.__all__)
     from .judging.scoring import LabelPolicy
@@ -55,6 +56,7 @@ _WHERE = {
     "Alert": ".alerts",
     "AlertingHook": ".alerts",
     "DropDetector": ".alerts",
+    "PhoenixSink": ".dashboards",
     "aevaluate": ".judging.evaluate",
     "evaluate": ".judging.evaluate",
     # The judges, from the judges' own table (that package's face loads no judge).
@@ -101,6 +103,7 @@ __all__ = [
     "LossWarning",
     "Monitor",
     "Passage",
+    "PhoenixSink",
     "RagRecord",
     "RateEstimate",
     "RateLimitSampler",

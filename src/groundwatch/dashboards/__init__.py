@@ -38,8 +38,11 @@ from .._shared.lazy import lazy_names
 if TYPE_CHECKING:
     from ._delivery import Delivery, Exporter, Outcome, Reply, Write
     from ._sink import DashboardSink, sink_by_name
+    from .phoenix import PhoenixSink
 
-SINKS: dict[str, str] = {}
+SINKS: dict[str, str] = {
+    "phoenix": "groundwatch.dashboards.phoenix:PhoenixSink",
+}
 """``--sink`` names: the ``module:class`` of each sink (built with no arguments: its tool's
 environment variables configure it)."""
 
@@ -51,6 +54,7 @@ _WHERE = {
     "Write": "._delivery",
     "DashboardSink": "._sink",
     "sink_by_name": "._sink",
+    "PhoenixSink": ".phoenix",
 }
 
 __all__ = [
@@ -59,6 +63,7 @@ __all__ = [
     "Delivery",
     "Exporter",
     "Outcome",
+    "PhoenixSink",
     "Reply",
     "Write",
     "sink_by_name",

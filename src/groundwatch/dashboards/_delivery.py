@@ -214,7 +214,7 @@ class Delivery:
                 elif full:
                     self._wake.set()
                 return True
-        self._give_up([write], refused)
+        self.give_up([write], refused)
         return False
 
     def _start(self) -> None:
@@ -288,7 +288,7 @@ class Delivery:
         for write in left:
             by_cause.setdefault(write.last_error or ERROR_SHUTDOWN, []).append(write)
         for error_type, given_up in by_cause.items():
-            self._give_up(given_up, error_type)
+            self.give_up(given_up, error_type)
         return True
 
     def _export(self, batch: list[Write], timeout_s: float) -> Sequence[Reply]:
@@ -314,14 +314,14 @@ class Delivery:
                 self.delivered += 1
                 continue
             if reply.outcome is Outcome.FAILED:
-                self._give_up([write], reply.error_type or ERROR_INTERNAL)
+                self.give_up([write], reply.error_type or ERROR_INTERNAL)
                 continue
             waiting = reply.outcome is Outcome.NOT_INGESTED
             write.last_error = ERROR_SPAN_NOT_FOUND if waiting else reply.error_type
             window = self.span_wait_s if waiting else self.retry_window_s
             due = now + backoff_s(write.attempts)
             if due - write.first_try > window:
-                self._give_up([write], write.last_error or ERROR_INTERNAL)
+                self.give_up([write], write.last_error or ERROR_INTERNAL)
             else:
                 again.append((due, write))
         if again:
@@ -329,7 +329,9 @@ class Delivery:
                 for due, write in again:
                     heapq.heappush(self._waiting, (due, next(self._sequence), write))
 
-    def _give_up(self, writes: list[Write], error_type: str) -> None:
+    def give_up(self, writes: list[Write], error_type: str) -> None:
+        """Count ``writes`` as lost for ``error_type`` and warn (rate-limited); a sink calls
+        it for a write it cannot even build (a record with no span to annotate)."""
         self.lost += len(writes)
         guard.lost(
             self.component,
@@ -391,7 +393,7 @@ class Delivery:
                 left = list(self._ready)
                 self._ready.clear()
             if left:
-                self._give_up(left, ERROR_SHUTDOWN)
+                self.give_up(left, ERROR_SHUTDOWN)
             return not left
         self._wake.set()
         if thread is not threading.current_thread():
@@ -404,5 +406,6 @@ def backoff_s(attempts: int) -> float:
     """The wait before try ``attempts + 1``: a random point in the upper half of an exponential
     ceiling ("equal jitter" in AWS's "Exponential Backoff and Jitter"): the retries of many
     processes spread out, and none comes back at once."""
-    ceiling = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** max(0, attempts - 1))
+    # The exponent capped: a long window of quick retries must not overflow a float.
+    ceiling = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** min(max(0, attempts - 1), 60))
     return random.uniform(ceiling / 2, ceiling)

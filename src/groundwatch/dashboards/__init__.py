@@ -23,10 +23,10 @@ A sink's own code is two methods that build :class:`Write` objects (``evaluation
 with backoff and jitter, the bounded wait for spans not ingested yet, fork safety, counting.
 Each write carries the identifier its server upserts on, so a retry never duplicates.
 
-``serve --sink NAME`` and ``worker --sink NAME`` build a sink from :data:`SINKS` by name,
-configured from its tool's own environment variables. Nothing here is imported with
-``groundwatch``, and no sink needs a package beyond the core (requests go through
-``urllib``: :mod:`._http` says why).
+``serve --sink NAME`` and ``worker --sink NAME`` build a sink from :data:`SINKS` by name
+(``_registry.py``), configured from its tool's own environment variables. Nothing here is
+imported with ``groundwatch``, and no sink needs a package beyond the core (requests go
+through ``urllib``: :mod:`._http` says why).
 """
 
 from __future__ import annotations
@@ -34,17 +34,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._shared.lazy import lazy_names
+from ._registry import SINKS, sink_by_name
 
 if TYPE_CHECKING:
     from ._delivery import Delivery, Exporter, Outcome, Reply, Write
-    from ._sink import DashboardSink, sink_by_name
+    from ._sink import DashboardSink
     from .phoenix import PhoenixSink
-
-SINKS: dict[str, str] = {
-    "phoenix": "groundwatch.dashboards.phoenix:PhoenixSink",
-}
-"""``--sink`` names: the ``module:class`` of each sink (built with no arguments: its tool's
-environment variables configure it)."""
 
 _WHERE = {
     "Delivery": "._delivery",
@@ -53,7 +48,6 @@ _WHERE = {
     "Reply": "._delivery",
     "Write": "._delivery",
     "DashboardSink": "._sink",
-    "sink_by_name": "._sink",
     "PhoenixSink": ".phoenix",
 }
 

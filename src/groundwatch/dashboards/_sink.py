@@ -12,7 +12,7 @@ thread or the feedback thread; every request happens on the delivery thread):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._shared import guard
 from ..telemetry._emitter import scrub_secrets
@@ -166,20 +166,3 @@ class DashboardSink:
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
-
-def sink_by_name(name: str) -> Any:
-    """The dashboard sink ``serve --sink NAME`` and ``worker --sink NAME`` build, configured
-    from its tool's own environment variables.
-
-    Raises:
-        ValueError: no sink of that name.
-    """
-    from . import SINKS
-
-    if name not in SINKS:
-        raise ValueError(f"no dashboard sink named {name!r}; known: {', '.join(sorted(SINKS))}")
-    module_name, _, class_name = SINKS[name].partition(":")
-    import importlib
-
-    module = importlib.import_module(module_name)
-    return getattr(module, class_name)()

@@ -39,6 +39,7 @@ from ._registry import SINKS, sink_by_name
 if TYPE_CHECKING:
     from ._delivery import Delivery, Exporter, Outcome, Reply, Write
     from ._sink import DashboardSink
+    from .mlflow import MLflowSink
     from .phoenix import PhoenixSink
 
 _WHERE = {
@@ -49,6 +50,7 @@ _WHERE = {
     "Write": "._delivery",
     "DashboardSink": "._sink",
     "PhoenixSink": ".phoenix",
+    "MLflowSink": ".mlflow",
 }
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "DashboardSink",
     "Delivery",
     "Exporter",
+    "MLflowSink",
     "Outcome",
     "PhoenixSink",
     "Reply",

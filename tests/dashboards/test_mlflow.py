@@ -295,15 +295,6 @@ def test_server_stopped_mid_run_counted_not_raised_nothing_duplicated(
     monitor_short.shutdown(10_000)
 
 
-def test_an_evaluation_without_a_trace_is_counted_not_sent(lost: LostWrites) -> None:
-    from groundwatch.types import Evaluation, RagRecord
-
-    sink = MLflowSink("http://127.0.0.1:9")
-    evaluation = Evaluation(label="grounded", groundedness=1.0, faithfulness=1.0, judge="local")
-    assert sink.evaluation_writes(RagRecord(answer="a"), evaluation) == []
-    assert lost.counts("mlflow") == {"invalid_input": 1}
-
-
 def test_a_write_sent_again_updates_instead_of_duplicating(
     running: MLflowServer, sink: MLflowSink
 ) -> None:

@@ -39,7 +39,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from .._shared import guard
 from .._shared.error_types import ERROR_INVALID_INPUT, ERROR_TIMEOUT
 from ._delivery import (
     DEFAULT_EXPORT_TIMEOUT_MILLIS,
@@ -239,13 +238,8 @@ class MLflowSink(DashboardSink):
         record's span, keyed by trace, span and name (a second verdict on the same answer
         updates them)."""
         if not record.trace_id:
-            guard.lost(
-                self.component,
-                ERROR_INVALID_INPUT,
-                1,
-                "groundwatch: an evaluation without a trace cannot become MLflow assessments "
-                "(record inside a traced request; counted in groundwatch.errors)",
-            )
+            # Recorded outside any trace: there is no trace in MLflow to assess.
+            self.delivery.give_up([Write("", None)], ERROR_INVALID_INPUT)
             return []
         judge = evaluation.judge or "unknown"
         source = {"source_type": _source_type(evaluation), "source_id": f"{self.source_id}/{judge}"}

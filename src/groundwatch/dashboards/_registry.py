@@ -8,6 +8,7 @@ from typing import Any
 
 SINKS: dict[str, str] = {
     "phoenix": "groundwatch.dashboards.phoenix:PhoenixSink",
+    "mlflow": "groundwatch.dashboards.mlflow:MLflowSink",
 }
 """``--sink`` names: the ``module:class`` of each sink (built with no arguments: its tool's
 environment variables configure it)."""

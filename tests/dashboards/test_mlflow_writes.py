@@ -231,3 +231,14 @@ def test_an_unreachable_server_for_the_experiment_lookup_says_so_without_credent
     with pytest.raises(RuntimeError, match="connection") as raised:
         sink.otlp_headers(timeout_s=2)
     assert "tok-secret" not in str(raised.value)
+
+
+def test_serve_and_worker_build_it_by_name_from_mlflows_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from groundwatch.dashboards import sink_by_name
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.internal:5000")
+    sink = sink_by_name("mlflow")
+    assert isinstance(sink, MLflowSink)
+    assert sink.tracking_uri == "http://mlflow.internal:5000"

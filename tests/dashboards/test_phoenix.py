@@ -382,3 +382,72 @@ def test_configuration_from_phoenixs_environment_variables_and_no_key_in_the_rep
     monkeypatch.setenv("PHOENIX_ENDPOINT", "https://app.phoenix.arize.com/s/acme")
     assert PhoenixSink().endpoint == "https://app.phoenix.arize.com/s/acme"
     assert PhoenixSink("http://127.0.0.1:1", "p").endpoint == "http://127.0.0.1:1"
+
+
+def test_serve_with_the_phoenix_sink_annotates_the_traces_it_receives(
+    phoenix: PhoenixServer, lost: LostWrites
+) -> None:
+    """``groundwatch serve --sink phoenix``'s set-up: an app traced by OpenInference alone
+    sends its spans to Phoenix and to serve; serve scores the interaction and its sink writes
+    the verdict on the trace's root span in Phoenix."""
+    from ..extras import require_serve_extra
+
+    require_serve_extra()
+    from groundwatch.serve import TraceAssembler, TraceService
+
+    from ..serve.conftest import RunningReceiver
+
+    sink = PhoenixSink(phoenix.url, PROJECT, schedule_delay_millis=50)
+    results = Results()
+    monitor = gw.Monitor(
+        judge=gw.LocalJudge(),
+        on_result=[results, sink],
+        executor="thread",
+        tracer_provider=TracerProvider(),  # serve's own evaluation spans: not under test here
+        shutdown_on_exit=False,
+    )
+    service = TraceService(
+        monitor,
+        TraceAssembler(quiet_s=0.2, orphan_s=2.0, max_traces=100, max_spans=512),
+        max_body_bytes=1 << 20,
+        max_queue_size=64,
+    )
+    receiver = RunningReceiver(service)
+    try:
+        app = App(phoenix)
+        app.provider.add_span_processor(
+            SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{receiver.url}/v1/traces"))
+        )
+        from langchain_core.output_parsers import StrOutputParser
+        from langchain_core.runnables import RunnablePassthrough
+
+        from ..langchain.chains import PROMPT, chat_model, format_docs, vector_store
+        from ..serve.pipelines import langchain_instrumented
+
+        retriever = vector_store().as_retriever(search_kwargs={"k": 2})
+        chain = (
+            {"context": retriever | format_docs, "question": RunnablePassthrough()}
+            | PROMPT
+            | chat_model("list", answer=HALLUCINATED)
+            | StrOutputParser()
+        )
+        with langchain_instrumented(app.provider):
+            chain.invoke(QUESTION)
+        deadline = time.monotonic() + 30
+        while not results.items and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sink.force_flush(30_000)
+        [(record, evaluation)] = results.items
+        root = app.root()
+        assert record.span_id == root.context.span_id
+        annotations = by_name(phoenix.span_annotations(PROJECT, root.context.span_id))
+        assert {n: a["result"]["label"] for n, a in annotations.items()} == {
+            "groundedness": evaluation.label,
+            "faithfulness": evaluation.label,
+            "hallucination": evaluation.label,
+        }
+        assert evaluation.label == "hallucinated"
+    finally:
+        receiver.stop()
+        monitor.shutdown(10_000)
+    assert lost.counts("phoenix") == {}

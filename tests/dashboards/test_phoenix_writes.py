@@ -146,3 +146,25 @@ def test_serve_and_worker_take_sink_phoenix(command: str, monkeypatch: pytest.Mo
     assert build_parser().parse_args([command, *extra]).sink == []
     assert "phoenix" in SINKS and "phoenix" in sc.ERROR_COMPONENTS
     sink.shutdown(100)
+
+
+def test_monitor_feedback_reaches_a_sink_among_its_on_result(lost: LostWrites) -> None:
+    sink = PhoenixSink("http://127.0.0.1:9", "p", retry_window_millis=0)
+    given: list[object] = []
+    build = sink.feedback_writes
+
+    def feedback_writes(feedback: object) -> list[object]:
+        given.append(feedback)
+        return build(feedback)  # type: ignore[arg-type]
+
+    sink.feedback_writes = feedback_writes  # type: ignore[method-assign,assignment]
+    monitor = gw.Monitor(on_result=sink, shutdown_on_exit=False)
+    monitor.feedback(label="hallucinated", trace_id="ab" * 16, source="support-desk")
+    monitor.force_flush(5_000)
+    [feedback] = given
+    assert feedback.label == "hallucinated" and feedback.source == "support-desk"  # type: ignore[attr-defined]
+    # No span known for that trace: a trace annotation, as HUMAN.
+    [write] = build(feedback)  # type: ignore[arg-type]
+    assert write.kind == "trace"
+    assert write.body["trace_id"] == "ab" * 16 and write.body["annotator_kind"] == "HUMAN"
+    monitor.shutdown(1_000)

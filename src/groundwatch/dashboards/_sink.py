@@ -165,4 +165,3 @@ class DashboardSink:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
-

@@ -5,6 +5,7 @@ as Phoenix's own annotations and read back through Phoenix's own API."""
 from __future__ import annotations
 
 import time
+import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,10 @@ def test_phoenix_does_not_read_groundwatchs_span_or_events_as_annotations(
         PROJECT, root.context.trace_id, len(app.exported.get_finished_spans())
     )
     assert "groundwatch.evaluation" in {s["name"] for s in spans}
+    # No OTLP logs endpoint: the gen_ai.evaluation.result events have nowhere to land.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        phoenix.post_raw("v1/logs", {"resourceLogs": []})
+    assert refused.value.code in (404, 405)
     time.sleep(0.5)
     for span in spans:
         assert phoenix.span_annotations(PROJECT, int(span["context"]["span_id"], 16)) == []

@@ -201,7 +201,8 @@ def test_llamaindex_engine_verdicts_with_content_capture(
             engine.query("How tall is the Eiffel Tower?")
         trace_id = span.get_span_context().trace_id
         assert monitor.force_flush(30_000)
-        monitor.feedback(label="grounded", trace_id=trace_id, comment="checked by Ana")
+        # A person disagrees with the judge.
+        monitor.feedback(label="hallucinated", trace_id=trace_id, comment="1889 is wrong")
         assert monitor.force_flush(30_000)
     finally:
         groundwatch_llamaindex.uninstrument()
@@ -221,7 +222,14 @@ def test_llamaindex_engine_verdicts_with_content_capture(
     assert {a["span_id"] for a in found.values()} == {span_hex}
     assert found[("groundedness", "CODE")]["feedback"]["value"] == 1.0
     assert found[("hallucination", "CODE")]["metadata"]["route"] == "docs-qa"
-    assert found[("hallucination", "HUMAN")]["rationale"] == "checked by Ana"
+    assert found[("hallucination", "HUMAN")]["rationale"] == "1889 is wrong"
+    assert found[("hallucination", "HUMAN")]["feedback"]["value"] == "hallucinated"
+    assert found[("hallucination", "CODE")]["feedback"]["value"] == "grounded"
+    # MLflow's search matches either source's value.
+    experiment = sink.experiment_id()
+    tr = f"tr-{trace_id:032x}"
+    assert running.search(experiment, "feedback.hallucination = 'hallucinated'") == [tr]
+    assert running.search(experiment, "feedback.hallucination = 'grounded'") == [tr]
     monitor.shutdown(10_000)
     assert lost.counts("mlflow") == {}
 

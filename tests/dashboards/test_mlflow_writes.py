@@ -242,3 +242,12 @@ def test_serve_and_worker_build_it_by_name_from_mlflows_variables(
     sink = sink_by_name("mlflow")
     assert isinstance(sink, MLflowSink)
     assert sink.tracking_uri == "http://mlflow.internal:5000"
+
+
+@pytest.mark.parametrize(
+    ("source", "source_type"),
+    [("human", "HUMAN"), ("audit", "HUMAN"), ("llm_judge", "LLM_JUDGE"), ("ragas-nightly", "CODE")],
+)
+def test_feedback_from_other_systems_keeps_their_kind(source: str, source_type: str) -> None:
+    (write,) = MLflowSink(URL).feedback_writes(pending(source=source))
+    assert write.body[1]["source"] == {"source_type": source_type, "source_id": source}

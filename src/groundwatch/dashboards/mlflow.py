@@ -91,6 +91,13 @@ CODE_JUDGES: Final = frozenset({"local", "semantic", "nli", "hhem", "minicheck",
 other judge (``openai`` under any name it is given), and a cascade whose LLM was called, is an
 ``LLM_JUDGE``."""
 
+_FEEDBACK_SOURCE_TYPES: Final = {
+    "human": SOURCE_HUMAN,
+    "audit": SOURCE_HUMAN,  # a person's label in the random audit
+    "llm_judge": SOURCE_LLM_JUDGE,  # the evaluator types of the GenAI conventions' proposal
+    "deterministic": SOURCE_CODE,
+}
+"""``Monitor.feedback(source=...)`` as MLflow's source type; another system's name is ``CODE``."""
 _ASSESSMENTS_PATH = "/api/3.0/mlflow/traces/{trace}/assessments"
 _TRACE_PREFIX = "tr-"
 _ASSESSMENT_PREFIX = "a-"
@@ -285,7 +292,7 @@ class MLflowSink(DashboardSink):
         """A person's label as a ``HUMAN`` ``hallucination`` assessment (beside the judge's),
         and their score, when given, under the feedback's name; each with an id drawn once, so
         a retry never duplicates it and two people's feedback stays two assessments."""
-        source_type = SOURCE_HUMAN if feedback.source in ("human", "audit") else SOURCE_CODE
+        source_type = _FEEDBACK_SOURCE_TYPES.get(feedback.source, SOURCE_CODE)
         source = {"source_type": source_type, "source_id": feedback.source}
         metadata = {
             "feedback_name": feedback.name,

@@ -213,14 +213,20 @@ class MLflowSink(DashboardSink):
             return DEFAULT_EXPERIMENT_ID
         path = f"/api/2.0/mlflow/experiments/get-by-name?experiment_name={quote(name)}"
         reply = self._call("GET", path, None, timeout_s)
-        if reply.status == 200:
-            return str(reply.json()["experiment"]["experiment_id"])
-        if reply.status == 404:
-            reply = self._call(
-                "POST", "/api/2.0/mlflow/experiments/create", {"name": name}, timeout_s
-            )
+        try:
             if reply.status == 200:
-                return str(reply.json()["experiment_id"])
+                return str(reply.json()["experiment"]["experiment_id"])
+            if reply.status == 404:
+                reply = self._call(
+                    "POST", "/api/2.0/mlflow/experiments/create", {"name": name}, timeout_s
+                )
+                if reply.status == 200:
+                    return str(reply.json()["experiment_id"])
+        except (ValueError, KeyError, TypeError):
+            raise RuntimeError(
+                f"MLflow at {self.tracking_uri} gave no experiment id for {name!r}: not "
+                "MLflow's reply (is the tracking URI an MLflow server?)"
+            ) from None
         raise RuntimeError(
             f"MLflow at {self.tracking_uri} did not give experiment {name!r}: HTTP "
             f"{reply.status} {_error_code(reply) or ''}".rstrip()

@@ -135,10 +135,10 @@ class MLflowServer:
         )
         try:
             with urllib.request.urlopen(req, timeout=30) as reply:
-                return reply.status, json.loads(reply.read() or b"null")
+                return reply.status, _body(reply.read())
         except urllib.error.HTTPError as exc:
             with exc:
-                return exc.code, json.loads(exc.read() or b"null")
+                return exc.code, _body(exc.read())
 
     def create_experiment(self, name: str) -> str:
         status, body = self.call("POST", "/api/2.0/mlflow/experiments/create", {"name": name})
@@ -185,6 +185,14 @@ class MLflowServer:
         )
         assert status == 200, body
         return [t["trace_id"] for t in body.get("traces", [])]
+
+
+def _body(data: bytes) -> Any:
+    """A reply's JSON, or its text when it is not JSON (a plain 404 page)."""
+    try:
+        return json.loads(data or b"null")
+    except ValueError:
+        return data.decode("utf-8", "replace")
 
 
 def _hex_span_id(value: str) -> str:

@@ -328,3 +328,42 @@ def test_a_write_sent_again_updates_instead_of_duplicating(
     assert len(found) == 3
     assert found[("groundedness", "CODE")]["feedback"]["value"] == 0.75
     assert found[("hallucination", "CODE")]["feedback"]["value"] == "grounded"
+
+
+def test_mlflow_does_not_read_groundwatchs_span_or_events_as_assessments(
+    running: MLflowServer, sink: MLflowSink
+) -> None:
+    """The evaluation span (with its attributes) and an evaluation event reach MLflow, which
+    stores them as span data and makes no assessment of them: the sink is the only path (if a
+    later MLflow reads them, this fails and the sink would be writing a second copy)."""
+    from groundwatch.telemetry import semconv as sc
+
+    provider = app_tracing(sink)
+    monitor = gw.Monitor(  # its evaluation span goes to MLflow with the app's
+        gw.LocalJudge(),
+        gw.RatioSampler(1.0),
+        tracer_provider=provider,
+        executor="thread",
+        shutdown_on_exit=False,
+    )
+    with provider.get_tracer("app").start_as_current_span("request") as span:
+        monitor.record(question=QUESTION, contexts=["Refunds take 30 days."], answer=HALLUCINATED)
+        # The log event's attributes as a span event too: MLflow has no /v1/logs to take it.
+        span.add_event(
+            "gen_ai.evaluation.result",
+            {"gen_ai.evaluation.name": "groundedness", "gen_ai.evaluation.score.value": 0.0},
+        )
+    assert monitor.force_flush(30_000)
+    trace_id = span.get_span_context().trace_id
+    assert wait_for(lambda: len(running.span_ids(trace_id)) == 2)  # request, evaluation
+    status, body = running.call(
+        "GET", f"/api/3.0/mlflow/traces/batchGet?trace_ids=tr-{trace_id:032x}"
+    )
+    assert status == 200
+    (stored,) = body["traces"]
+    names = {s["name"] for s in stored["spans"]}
+    assert names == {"request", sc.SPAN_EVALUATION}
+    assert running.assessments(trace_id) == []
+    status, _ = running.call("POST", "/v1/logs", {})
+    assert status == 404  # no OTLP logs receiver
+    monitor.shutdown(10_000)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     )
     from .runtime.dataset import DatasetSink
     from .runtime.monitor import Monitor
+    from .runtime.options import AuditOptions, CaptureOptions, QueueOptions, ScoringOptions
     from .runtime.sampling import (
         Decision,
         RateLimitSampler,
@@ -72,6 +73,10 @@ _WHERE = {
     "judge_error_rates": ".rates",
     "DatasetSink": ".runtime.dataset",
     "Monitor": ".runtime.monitor",
+    "AuditOptions": ".runtime.options",
+    "CaptureOptions": ".runtime.options",
+    "QueueOptions": ".runtime.options",
+    "ScoringOptions": ".runtime.options",
     "Decision": ".runtime.sampling",
     "RateLimitSampler": ".runtime.sampling",
     "RatioSampler": ".runtime.sampling",
@@ -91,6 +96,8 @@ _WHERE = {
 __all__ = [
     "Alert",
     "AlertingHook",
+    "AuditOptions",
+    "CaptureOptions",
     "Claim",
     "ConfigWarning",
     "DatasetSink",
@@ -106,6 +113,7 @@ __all__ = [
     "Monitor",
     "Passage",
     "PhoenixSink",
+    "QueueOptions",
     "RagRecord",
     "RateEstimate",
     "RateLimitSampler",
@@ -114,6 +122,7 @@ __all__ = [
     "RedisQueue",
     "RouteSampler",
     "Sampler",
+    "ScoringOptions",
     "TokenBudgetSampler",
     "Usage",
     "__version__",

@@ -13,6 +13,7 @@ sees it (docs/runtime.md, "When something is lost").
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -133,6 +134,19 @@ def warning(where: str, message: str, *args: object) -> None:
         _logger.warning(message, *args)
     if where not in _said:
         say_once(where, _once(message % args if args else message))
+
+
+def say_every_interval(kind: str, message: str, category: type[Warning] = LossWarning) -> None:
+    """Log ``message`` and say it as a ``category`` warning, at most once per
+    :data:`LOG_INTERVAL_S` for each ``kind``; never raises. For a caller's mistakes that each
+    deserve a word (a bad ``Monitor.feedback`` call): said once per process, the first would
+    leave every later one silent, a different mistake among them."""
+    if not _due(f"say:{kind}"):
+        return
+    _logger.warning("%s", message)
+    # A filter that turns warnings into errors must not raise into the host: the log line has it.
+    with contextlib.suppress(Exception):
+        warnings.warn_explicit(message, category, "groundwatch", 0, module=__name__, registry={})
 
 
 def error_counts() -> list[tuple[tuple[str, str], int]]:

@@ -1,7 +1,8 @@
 """``groundwatch worker``: score records from a Redis stream (see docs/distributed.md).
 
 Telemetry goes out through the global OpenTelemetry providers, set up from the standard
-``OTEL_EXPORTER_OTLP_*`` variables when none are configured (:mod:`groundwatch.cli._long_running`).
+``OTEL_EXPORTER_OTLP_*`` variables when none are configured
+(:mod:`groundwatch.runtime.long_running`).
 The worker reaches Redis before it says it is consuming: a URL that is not one is a usage
 error (exit 2); a Redis it cannot reach is said once, in one line, and waited for (its probes
 answer live and not ready meanwhile, as during an outage later), since in a deployment the
@@ -30,9 +31,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .._shared import config
+from .._shared.errors import CommandError, UsageError, install_hint
 from ..check.cli import positive_int
-from ..cli._errors import CommandError, UsageError, install_hint
-from ..cli._long_running import (
+from ..judging import registry
+from ..runtime.long_running import (
     Console,
     add_audit_option,
     add_console_options,
@@ -43,7 +45,6 @@ from ..cli._long_running import (
     stop_event,
     telemetry_destination,
 )
-from ..judging import registry
 from .consumer import StreamWorker
 from .redis import DEFAULT_STREAM
 
@@ -335,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
         import redis  # noqa: F401
     except ImportError:
         raise UsageError(INSTALL_HINT) from None
-    return run_command("groundwatch worker", lambda: _main(args))
+    return run_command(lambda: _main(args))
 
 
 def _audit_sinks(args: argparse.Namespace) -> list[Any]:

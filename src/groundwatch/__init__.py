@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._shared.guard import LossWarning
     from ._version import __version__
     from .alerts import Alert, AlertingHook, DropDetector
+    from .dashboards import MLflowSink, PhoenixSink
     from .judging.evaluate import aevaluate, evaluate
     from .judging.judges import *  # noqa: F403 (the judges' own list: judges.__all__)
     from .judging.scoring import LabelPolicy
@@ -56,6 +57,8 @@ _WHERE = {
     "Alert": ".alerts",
     "AlertingHook": ".alerts",
     "DropDetector": ".alerts",
+    "PhoenixSink": ".dashboards",
+    "MLflowSink": ".dashboards",
     "aevaluate": ".judging.evaluate",
     "evaluate": ".judging.evaluate",
     # The judges, from the judges' own table (that package's face loads no judge).
@@ -106,8 +109,10 @@ __all__ = [
     "Judgement",
     "LabelPolicy",
     "LossWarning",
+    "MLflowSink",
     "Monitor",
     "Passage",
+    "PhoenixSink",
     "QueueOptions",
     "RagRecord",
     "RateEstimate",

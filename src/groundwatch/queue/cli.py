@@ -38,7 +38,9 @@ from ..runtime.long_running import (
     Console,
     add_audit_option,
     add_console_options,
+    add_sink_option,
     audit_file,
+    dashboard_sinks,
     run_command,
     stop_event,
     telemetry_destination,
@@ -112,6 +114,7 @@ def add_parser(subparsers: Any) -> None:
         f"default from {config.CAPTURE_CONTENT}, as for groundwatch serve",
     )
     add_audit_option(p)
+    add_sink_option(p)
     add_console_options(p)
     p.set_defaults(run=run)
 
@@ -286,7 +289,7 @@ async def _main(args: argparse.Namespace) -> int:
             evaluation_timeout_millis=args.evaluation_timeout_ms,
             capture_content=args.capture_content,
             audit_rate=args.audit_rate,
-            on_result=_audit_sinks(args),
+            on_result=_sinks(args),
         )
         stop = stop_event()
         server = None
@@ -342,3 +345,8 @@ def _audit_sinks(args: argparse.Namespace) -> list[Any]:
 
     path = audit_file(args)
     return [DatasetSink(path, when="audit")] if path else []
+
+
+def _sinks(args: argparse.Namespace) -> list[Any]:
+    """Every ``on_result`` sink the options ask for: the audit file's, the dashboards'."""
+    return [*_audit_sinks(args), *dashboard_sinks(args)]

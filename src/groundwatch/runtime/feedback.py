@@ -23,7 +23,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from opentelemetry._logs import LogRecord
@@ -181,6 +181,9 @@ class FeedbackEvents:
     def __init__(self, telemetry: Telemetry, max_pending: int = MAX_PENDING_EVENTS) -> None:
         self.telemetry = telemetry
         self.max_pending = max_pending
+        self.listeners: list[Callable[[Pending], None]] = []
+        """Sinks that write each feedback elsewhere too (``on_feedback`` of a dashboard sink),
+        called on this thread after its event; replaced, never changed in place."""
         self._queue: BackgroundQueue[Pending] = BackgroundQueue(
             "groundwatch-feedback",
             self._emit_all,
@@ -204,6 +207,11 @@ class FeedbackEvents:
                 self.emit(item)
             except Exception as exc:
                 guard.internal_error("feedback", exc, reraise=False)
+            for listener in self.listeners:
+                try:
+                    listener(item)
+                except Exception as exc:  # a sink of the user's own
+                    guard.user_error("on_result", exc)
 
     def emit(self, item: Pending) -> None:
         """The ``gen_ai.evaluation.result`` log record of one feedback, in the answer's trace."""
@@ -541,6 +549,13 @@ class Feedback:
             verdict.probability if verdict is not None else None,
             audited,
         )
+
+    def listen(self, sink: object) -> None:
+        """Hand each feedback to ``sink.on_feedback`` too, if it has one (a dashboard sink
+        among the monitor's ``on_result``: docs/dashboards.md)."""
+        on_feedback = getattr(sink, "on_feedback", None)
+        if callable(on_feedback):
+            self.events.listeners = [*self.events.listeners, on_feedback]
 
     def flush(self, timeout_s: float) -> bool:
         return self.events.flush(timeout_s)

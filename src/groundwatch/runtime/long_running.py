@@ -187,6 +187,33 @@ def audit_file(args: argparse.Namespace) -> str | None:
     return path
 
 
+def add_sink_option(parser: Any) -> None:
+    """``--sink NAME`` (repeatable), as ``serve`` and ``worker`` take it: a dashboard sink
+    (docs/dashboards.md) that writes each verdict into a tracing tool as its own annotation,
+    configured from that tool's own environment variables."""
+    from ..dashboards import SINKS
+
+    parser.add_argument(
+        "--sink",
+        action="append",
+        choices=sorted(SINKS),
+        default=[],
+        metavar="NAME",
+        help=(
+            "also write each verdict into a tracing tool as its own annotations "
+            f"({', '.join(sorted(SINKS))}; configured by the tool's environment variables, "
+            "docs/dashboards.md); repeatable"
+        ),
+    )
+
+
+def dashboard_sinks(args: argparse.Namespace) -> list[Any]:
+    """The dashboard sinks ``--sink`` names, built (the commands add them to ``on_result``)."""
+    from ..dashboards import sink_by_name
+
+    return [sink_by_name(name) for name in getattr(args, "sink", None) or ()]
+
+
 def add_console_options(parser: Any) -> None:
     """``--verbose`` and ``--progress-interval-ms``, as :class:`Console` reads them."""
     parser.add_argument(

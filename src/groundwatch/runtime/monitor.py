@@ -146,6 +146,8 @@ class Monitor(RequestPath, FeedbackFront):
         self._results = Results(
             self.sampler, self._telemetry, callbacks, verdicts=self._feedback.memory
         )
+        for callback in callbacks:
+            self._feedback.listen(callback)  # a dashboard sink's on_feedback
         destination: Destination
         if que.queue is not None:  # remote workers judge: no runner here
             que.queue.attach(self.stats, self._sampling_rate)
@@ -209,6 +211,7 @@ class Monitor(RequestPath, FeedbackFront):
                 :class:`~groundwatch.DatasetSink` without content capture).
         """
         self._results.add_callback(callback)
+        self._feedback.listen(callback)  # a dashboard sink's on_feedback (docs/dashboards.md)
 
     # --- lifecycle -----------------------------------------------------------------------------
 

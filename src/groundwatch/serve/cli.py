@@ -37,7 +37,9 @@ from ..runtime.long_running import (
     Console,
     add_audit_option,
     add_console_options,
+    add_sink_option,
     audit_file,
+    dashboard_sinks,
     run_command,
     stop_event,
     telemetry_destination,
@@ -265,6 +267,7 @@ _SAMPLING = (
         metavar="ROUTE=RATE",
     ),
     add_audit_option,
+    add_sink_option,
 )
 _SCORING = (
     registry.add_judge_options,
@@ -433,7 +436,7 @@ def build_service(args: argparse.Namespace, judge: Any, auth: TokenFile | None =
         kwargs = {"stream": args.stream} if args.stream else {}
         queue = RedisQueue(args.redis, **kwargs)
     monitor = Monitor(
-        on_result=_audit_sinks(args),
+        on_result=_sinks(args),
         judge=judge,
         sampler=_sampler(args),
         max_queue_size=args.max_queue_size,
@@ -545,3 +548,8 @@ def _audit_sinks(args: argparse.Namespace) -> list[Any]:
 
     path = audit_file(args)
     return [DatasetSink(path, when="audit")] if path else []
+
+
+def _sinks(args: argparse.Namespace) -> list[Any]:
+    """Every ``on_result`` sink the options ask for: the audit file's, the dashboards'."""
+    return [*_audit_sinks(args), *dashboard_sinks(args)]

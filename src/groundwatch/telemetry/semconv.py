@@ -232,6 +232,9 @@ ERROR_TRUNCATED: Final = _et.ERROR_TRUNCATED
 ERROR_REFUSED: Final = _et.ERROR_REFUSED
 ERROR_TRANSPORT: Final = _et.ERROR_TRANSPORT
 ERROR_TYPES: Final = _et.ERROR_TYPES
+ERROR_QUEUE_FULL: Final = _et.ERROR_QUEUE_FULL
+ERROR_SPAN_NOT_FOUND: Final = _et.ERROR_SPAN_NOT_FOUND
+DELIVERY_ERROR_TYPES: Final = _et.DELIVERY_ERROR_TYPES
 
 DROPPED_ERROR_TYPES: Final = (
     ERROR_SHUTDOWN,
@@ -267,6 +270,8 @@ ERROR_COMPONENTS: Final = (
     "on_alert",
     "feedback",
     "dataset",
+    "phoenix",
+    "mlflow",
 )
 """The runtime's places of failure (``groundwatch.component`` of ``groundwatch.errors``), each
 published at 0 from the start, without ``error.type`` (an exception's class name, known only

@@ -1,7 +1,7 @@
 """The screenshot of docs/mlflow.md: a real MLflow server with groundwatch's assessments on a few
 LangChain chains' traces, captured by headless Chromium.
 
-    GW_MLFLOW_BIN=/work/venvs/mlflow/bin/mlflow python -m tests.dashboards.mlflow_screenshot \\
+    GW_MLFLOW_BIN=.venv/mlflow/bin/mlflow python -m tests.dashboards.mlflow_screenshot \\
         docs/mlflow-assessments.png
 
 (from the repository root, with the dev requirements and Debian's ``chromium``). Prints the

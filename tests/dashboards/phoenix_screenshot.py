@@ -1,7 +1,7 @@
 """The screenshot of docs/phoenix.md: a real Phoenix with groundwatch's annotations on a few
 LangChain chains' traces, captured by headless Chromium.
 
-    GW_PHOENIX_BIN=/work/venvs/phoenix/bin/phoenix python -m tests.dashboards.phoenix_screenshot \
+    GW_PHOENIX_BIN=.venv/phoenix/bin/phoenix python -m tests.dashboards.phoenix_screenshot \
         docs/phoenix-annotations.png
 
 (from the repository root, with the dev requirements and Debian's ``chromium``).

@@ -35,9 +35,9 @@ def phoenix_binary() -> str:
     if os.environ.get("CI"):
         pytest.fail(f"no Phoenix server in CI: .ci/run installs it and sets {BIN_VARIABLE}")
     pytest.skip(
-        f"needs an Arize Phoenix server: python -m venv /work/venvs/phoenix && "
-        f"/work/venvs/phoenix/bin/pip install arize-phoenix, then {BIN_VARIABLE}="
-        "/work/venvs/phoenix/bin/phoenix"
+        f"needs an Arize Phoenix server: python -m venv .venv/phoenix && "
+        f".venv/phoenix/bin/pip install arize-phoenix, then {BIN_VARIABLE}="
+        ".venv/phoenix/bin/phoenix"
     )
 
 

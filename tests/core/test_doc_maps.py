@@ -177,6 +177,7 @@ _ROW = re.compile(r"^\| `([\w/.]+)` \| (.*) \|$")
 _IDENT = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\(\))?`")
 # A judge's own modules are its page's to list (docs/judges.md); the layout lists the folders.
 _OWN_FOLDERS = ("judging/judges/", "judging/text/")
+_FACES = ("__init__.py", "cli/__init__.py", "integration/__init__.py")
 _FILE_NAME = re.compile(r"\.(?:py|md|json|toml|yml)$")
 
 
@@ -236,13 +237,12 @@ def test_the_layout_lists_every_package_and_module() -> None:
     for path in SRC.rglob("*.py"):
         relative = path.relative_to(SRC).as_posix()
         folder = path.parent.relative_to(SRC).as_posix() + "/"
-        inside_a_judge = relative.startswith(_OWN_FOLDERS)
-        if path.name == "__init__.py" and folder != "./" and not folder.startswith(_OWN_FOLDERS):
+        if relative.startswith(_OWN_FOLDERS):
+            continue  # the folders themselves are wanted (below)
+        if path.name != "__init__.py" or relative in _FACES:
+            wanted.add(relative)  # every module, and the faces that own more than names
+        elif folder != "./":
             wanted.add(folder)  # every package
-        if not inside_a_judge and path.name != "__init__.py" or folder in {"./", "cli/"}:
-            wanted.add(relative)  # every module outside a judge's own folder
-        if path.name == "__init__.py" and folder.startswith("_shared"):
-            wanted.add(relative)
     wanted |= set(_OWN_FOLDERS)
     assert sorted(wanted - set(rows)) == []
     # And nothing that is not there: every row is a file or a folder of the package.

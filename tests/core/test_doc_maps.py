@@ -303,7 +303,7 @@ def test_every_name_runtime_internals_writes_exists() -> None:
     defined = _names_defined_anywhere()
     values = _telemetry_names() | {
         "error",  # the label of a failed evaluation
-        *typing_values("groundwatch._shared.error_types"),
+        *_string_constants("groundwatch._shared.error_types"),
     }
     names = set(_IDENT.findall(text))
     assert {"Results.finish", "prepare_record", "Stats"} <= names  # the pattern still matches
@@ -318,7 +318,7 @@ def test_every_name_runtime_internals_writes_exists() -> None:
     assert unknown == []
 
 
-def typing_values(module: str) -> set[str]:
+def _string_constants(module: str) -> set[str]:
     """Every string constant ``module`` writes (``error.type`` values and the like)."""
     spec = importlib.util.find_spec(module)
     assert spec is not None and spec.origin is not None

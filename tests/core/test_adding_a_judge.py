@@ -7,8 +7,8 @@ halves of its line in ``judging/judges/__init__.py`` (its import for type checke
 that copy, types ``gw.EchoJudge`` as the class. A line in the registry would offer it to the
 commands (tests/core/test_registry.py registers judges). Its answer model and its error rates
 are entries under its name in two data files: with them its answers get that model's
-probability and its flags can be extrapolated; without them, the label policy's probability and
-a refusal that names the judges measured.
+probability, its flags can be extrapolated and the generated Prometheus rules hold its ranges;
+without them, the label policy's probability and a refusal that names the judges measured.
 """
 
 from __future__ import annotations
@@ -149,7 +149,11 @@ try:
     extrapolated = extrapolate_rate(RateTotals(scored=100, flagged=30), judge="echo") is not None
 except ValueError as exc:  # no error rates measured for judge 'echo'
     extrapolated = str(exc)
-print(json.dumps([evaluation.hallucination_probability, as_local, rates is not None, extrapolated]))
+from groundwatch.alerts.prometheus_rules import render_rules
+in_rules = 'groundwatch_judge: "echo"' in render_rules()
+print(json.dumps([
+    evaluation.hallucination_probability, as_local, rates is not None, extrapolated, in_rules
+]))
 """
 
 
@@ -175,9 +179,12 @@ def test_a_judges_probability_model_and_error_rates_are_its_entries_under_its_na
         _add_models(package_with_a_judge)
     done = _run(PROBABILITY_SCRIPT, package_with_a_judge.parent)
     assert done.returncode == 0, done.stderr
-    probability, as_local, has_rates, extrapolated = json.loads(done.stdout.splitlines()[-1])
+    out = json.loads(done.stdout.splitlines()[-1])
+    probability, as_local, has_rates, extrapolated, in_rules = out
     assert (probability == as_local) is entries
     assert has_rates is entries
+    # The generated rules hold its ranges: the shipped rules file is regenerated with them.
+    assert in_rules is entries
     if entries:
         assert extrapolated is True
     else:

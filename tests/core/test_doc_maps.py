@@ -522,7 +522,7 @@ def test_what_adding_a_judge_touches_is_every_file_that_names_them_all() -> None
     page = (DOCS / "judges.md").read_text(encoding="utf-8")
     start = page.index("Adding a built-in judge touches")
     section = page[start : page.index("\n\n", page.index("\n\n", start) + 2)]
-    listed = set(re.findall(r"`([\w/.]+\.(?:py|md|toml|json)|[\w/]+/)`", section))
+    listed = set(re.findall(r"`([\w/.-]+\.(?:py|md|toml|json|yml)|[\w/]+/)`", section))
     assert listed
     missing = sorted(p for p in listed if not (ROOT / p).exists() and not (DOCS / p).exists())
     assert missing == []
@@ -544,7 +544,15 @@ def test_what_adding_a_judge_touches_is_every_file_that_names_them_all() -> None
         and isinstance(json.loads(p.read_text(encoding="utf-8")).get("judges"), dict)
     }
     assert "src/groundwatch/rates/_judge_error_rates.json" in keyed
-    assert sorted((tables | keyed) - listed) == []
+    # And the files generated from them: the rules hold each measured judge's ranges.
+    measured = json.loads((SRC / "rates" / "_judge_error_rates.json").read_text("utf-8"))
+    generated = {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "examples").rglob("*.yml")
+        if all(f'groundwatch_judge: "{j}"' in p.read_text("utf-8") for j in measured["judges"])
+    }
+    assert "examples/prometheus/groundwatch-alerts.yml" in generated
+    assert sorted((tables | keyed | generated) - listed) == []
 
 
 def test_no_benchmark_imports_a_test_file() -> None:

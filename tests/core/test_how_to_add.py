@@ -2,7 +2,8 @@
 out on a copy of the package, gives what the page promises.
 
 - Adding a span attribute: the name in ``semconv.py``, one ``yield`` in the emitter's family;
-  on the copy, the attribute is on the exported span in both executors. Every attribute the
+  on the copy, the attribute is on the exported span in both executors, and the test of the
+  span's exact attributes fails until it is added there (step 5). Every attribute the
   emitter yields is named in ``docs/runtime.md`` ("What comes out").
 - Adding a subcommand: a module with ``add_parser`` and ``run``, one line in ``cli``'s table; on
   the copy, ``python -m groundwatch NAME`` runs it, and its ``UsageError`` is one line, exit 2.
@@ -139,7 +140,7 @@ def _run(args: list[str], copy: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(copy.parent)}
     env.pop("GROUNDWATCH_DEBUG", None)
     return subprocess.run(
-        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
     )
 
 
@@ -185,6 +186,10 @@ def test_the_span_attribute_recipe_puts_it_on_the_span(tmp_path: Path) -> None:
     done = _run(["-c", SPAN_SCRIPT], copy)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == {"thread": 19, "process": 19}
+    # Step 5 is needed: the test of the span's exact attributes sees the new one.
+    exact = "tests/runtime/test_telemetry.py::test_span_attributes_are_exactly_the_documented_ones"
+    checked = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", exact], copy)
+    assert checked.returncode == 1 and "groundwatch.answer.chars" in checked.stdout
 
 
 HELLO = '''"""``groundwatch hello``: a test's subcommand."""

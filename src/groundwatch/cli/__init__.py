@@ -1,6 +1,6 @@
 """The ``groundwatch`` command line: ``check`` (offline gate), ``demo``, ``worker`` (a scoring
 process of a Redis pool), ``serve`` (scores traces received over OTLP) and ``feedback import``
-(people's labels back into telemetry).
+(people's labels back into telemetry) and ``export-onnx`` (a detector judge's model as ONNX).
 
 Each subcommand lives in its own private module and registers itself through ``add_parser``;
 this module wires them together and is where every command fails the same way
@@ -25,6 +25,7 @@ _SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("worker", "groundwatch.queue.cli"),
     ("serve", "groundwatch.serve.cli"),
     ("feedback", "groundwatch.runtime.feedback_import"),
+    ("export-onnx", "groundwatch.cli._export_onnx"),
 )
 
 

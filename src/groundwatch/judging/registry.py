@@ -20,6 +20,7 @@ a command starts: ``--judge local`` never loads the LLM judge's module.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ class JudgeOptions:
     """What a command line says about the judge besides its name."""
 
     model: str | None = None
-    """The LLM judge's model name, or the NLI judge's model (``--model``)."""
+    """The LLM judge's model name, or the NLI or detector judge's model (``--model``)."""
     base_url: str | None = None
     """An OpenAI-compatible endpoint (``--base-url``)."""
     api_key_env: str = DEFAULT_API_KEY_ENV
@@ -187,7 +188,8 @@ def add_judge_options(group: Any) -> None:
     group.add_argument(
         "--model",
         help="the LLM judge's model name; for --judge nli, the entailment model "
-        "(a folder, an ONNX file or a Hugging Face Hub id)",
+        "(a folder, an ONNX file or a Hugging Face Hub id); for hhem, minicheck and "
+        "lettucedetect, the model's folder (as published or exported) or hub id",
     )
     group.add_argument(
         "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
@@ -246,6 +248,26 @@ def _nli(name: str, options: JudgeOptions) -> Judge:
     return judge
 
 
+def _detector(module: str, cls: str) -> Builder:
+    """The builder of a published detector judge (``XJudge`` in ``judges.<module>``): its
+    package is imported when the judge is built."""
+
+    def build_detector(name: str, options: JudgeOptions) -> Judge:
+        if not options.model:
+            raise UsageError(
+                f"--judge {name} needs --model (the model's folder, as published or exported "
+                "by `groundwatch export-onnx`, or its Hugging Face Hub id)"
+            )
+        try:
+            judge_class = getattr(importlib.import_module(f"{__package__}.judges.{module}"), cls)
+            judge: Judge = judge_class(options.model)
+        except (ImportError, ValueError, OSError) as exc:
+            raise UsageError(f"--judge {name}: {exc}") from exc
+        return judge
+
+    return build_detector
+
+
 def _llm_arguments(name: str, options: JudgeOptions) -> dict[str, Any]:
     """The LLM judge's arguments from the command line; a missing model or key is an error."""
     if not options.model:
@@ -288,6 +310,21 @@ _register(
     "nli",
     _nli,
     "local plus an entailment model you bring (--model); needs groundwatch[nli]",
+)
+_register(
+    "hhem",
+    _detector("hhem", "HHEMJudge"),
+    "Vectara's HHEM-2.1-Open (--model); needs groundwatch[detectors] or [detectors-torch]",
+)
+_register(
+    "minicheck",
+    _detector("minicheck", "MiniCheckJudge"),
+    "a MiniCheck fact checker (--model); needs groundwatch[detectors] or [detectors-torch]",
+)
+_register(
+    "lettucedetect",
+    _detector("lettucedetect", "LettuceDetectJudge"),
+    "a LettuceDetect span detector (--model); needs groundwatch[detectors] or [detectors-torch]",
 )
 _register("openai", _openai, "an OpenAI-compatible LLM")
 _register("cascade", _cascade, "local first, the LLM where the local judge is unsure")

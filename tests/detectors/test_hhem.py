@@ -175,7 +175,7 @@ def test_a_monitor_scores_with_it_in_its_worker_process(
     monitor = capgw.monitor(judge=judge, executor="process")
     answer = "The Eiffel Tower was built in 1998."
     monitor.record(question="When?", contexts=CONTEXT, answer=answer)
-    ((record, evaluation),) = capgw.results()
+    ((_record, evaluation),) = capgw.results()
     assert evaluation.judge == "hhem" and evaluation.error is None
     assert evaluation.hallucination_probability == pytest.approx(
         _labels(judge, answer)[2], abs=1e-6
@@ -205,5 +205,5 @@ def test_bad_arguments_and_folders_say_what_to_fix(tiny: dict[str, Path], tmp_pa
     with pytest.raises(ValueError, match="revision pins a hub id"):
         gw.HHEMJudge(tiny["hhem"], revision="main")
     (tmp_path / "config.json").write_text('{"model_type": "bert"}')
-    with pytest.raises(ValueError, match="not HHEM-2.1-Open"):
+    with pytest.raises(ValueError, match=r"not HHEM-2\.1-Open"):
         gw.HHEMJudge(tmp_path)

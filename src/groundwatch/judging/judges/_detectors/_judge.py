@@ -67,6 +67,10 @@ class ClaimReading:
     flagged: tuple[tuple[int, int], ...] = ()
     """Answer offsets ``(start, end)`` the model marks unsupported inside this claim (token-level
     detectors; empty for the others)."""
+    evidence: tuple[tuple[int, int, int], ...] = ()
+    """Where in the passages ``(passage, start, end)`` the model read what backs the claim
+    (MiniCheck: the chunk that gave its probability); quoted, when the claim is backed, where
+    the local judge found no sentence stating it (empty: the claim's evidence window)."""
 
 
 @dataclass(frozen=True)
@@ -258,7 +262,15 @@ class DetectorJudge:
         reading: Reading,
     ) -> Claim:
         lexical = claim.verdict in ("supported", "inferred") and claim.evidence
-        evidence = claim.evidence if lexical else [_window(f, contexts)]
+        if lexical:
+            evidence: list[Evidence | None] = list(claim.evidence)
+        elif cr.evidence:
+            evidence = [
+                Evidence(passage=p, start=s, end=e, quote=contexts[p].text[s:e])
+                for p, s, e in cr.evidence
+            ]
+        else:
+            evidence = [_window(f, contexts)]
         return claim.model_copy(
             update={
                 "verdict": "supported" if claim.verdict == "supported" else "inferred",

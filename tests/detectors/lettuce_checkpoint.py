@@ -122,10 +122,14 @@ def _config(vocab: int, ids: dict[str, int], layout: dict[str, Any]) -> dict[str
 
 
 def modernbert_folder(
-    path: Path, seed: int = 0, layout: dict[str, Any] | None = None, vocab_size: int = 400
+    path: Path,
+    seed: int = 0,
+    layout: dict[str, Any] | None = None,
+    vocab_size: int = 400,
+    bias: tuple[float, float] = (0.5, -0.5),
 ) -> Path:
     """Write the checkpoint into ``path`` (created) and return it. ``layout`` overrides the
-    toy sizes (``benchmarks/judge_speed.py`` passes the real ones)."""
+    toy sizes; ``bias`` is the classifier's (a large first value: nothing flagged)."""
     import torch
     from safetensors.torch import save_file
     from transformers import ModernBertConfig, ModernBertForTokenClassification
@@ -179,7 +183,7 @@ def modernbert_folder(
         state[name] = value.contiguous()
     # A classifier whose two logits differ by a few units: some tokens flagged, some not.
     state["classifier.weight"] = torch.randn((2, config["hidden_size"]), generator=generator) * 0.4
-    state["classifier.bias"] = torch.tensor([0.5, -0.5])
+    state["classifier.bias"] = torch.tensor(bias)
     state.pop("decoder.weight", None)  # no LM head in a token classifier
     save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
     return path

@@ -44,7 +44,9 @@ DEFAULT_MAX_LENGTH = 4096
 were trained at this length; the EuroBERT ones read up to 8,192)."""
 
 TRUNCATION = "only_first"
-"""Which side of the pair is cut when a window is too long: the prompt, from its end."""
+"""Which of the pair is cut when a window is too long: the prompt..."""
+TRUNCATION_SIDE = "right"
+"""...from its end (the tokenizer's default side, as the authors' code leaves it)."""
 
 SPECIAL_AFTER_ANSWER = 1
 """Special tokens after the answer in the pair template (the final separator)."""
@@ -94,7 +96,9 @@ class Layout:
         cls = type(tokenizer)
         self._pairs = cls.from_str(tokenizer.to_str())
         self._pairs.no_padding()
-        self._pairs.enable_truncation(max_length, stride=0, strategy=TRUNCATION, direction="right")
+        self._pairs.enable_truncation(
+            max_length, stride=0, strategy=TRUNCATION, direction=TRUNCATION_SIDE
+        )
         self._plain = cls.from_str(tokenizer.to_str())
         self._plain.no_padding()
         self._plain.no_truncation()

@@ -187,3 +187,98 @@ def modernbert_folder(
     state.pop("decoder.weight", None)  # no LM head in a token classifier
     save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
     return path
+
+
+EUROBERT_SPECIALS = ("<|begin_of_text|>", "<|end_of_text|>", "<|mask|>")
+
+
+def eurobert_folder(path: Path, seed: int = 0) -> Path:
+    """A tiny multilingual LettuceDetect checkpoint (``KRLabsOrg/lettucedect-210m-eurobert-*``
+    style): a EuroBERT token classifier whose ``config.json`` names the EuroBERT repository's
+    own code in ``auto_map``, as the published ones do, with a Llama-3-style byte-level BPE
+    tokenizer (``<|begin_of_text|> A <|end_of_text|> B <|end_of_text|>``). Loading it must not
+    need that code: transformers 5.3 and later have EuroBERT built in."""
+    import torch
+    from safetensors.torch import save_file
+    from tokenizers import processors
+    from transformers import EuroBertConfig, EuroBertForTokenClassification
+
+    path.mkdir(parents=True, exist_ok=True)
+    tok = _tokenizer(400)
+    tok.add_special_tokens(list(EUROBERT_SPECIALS))
+    ids = {name: tok.token_to_id(name) for name in EUROBERT_SPECIALS}
+    bos, eos = "<|begin_of_text|>", "<|end_of_text|>"
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{bos}:0 $A:0 {eos}:0",
+        pair=f"{bos}:0 $A:0 {eos}:0 $B:0 {eos}:0",
+        special_tokens=[(bos, ids[bos]), (eos, ids[eos])],
+    )
+    tok.save(str(path / "tokenizer.json"))
+    remote = "EuroBERT/EuroBERT-210m--"
+    config = {
+        "architectures": ["EuroBertForTokenClassification"],
+        "auto_map": {
+            "AutoConfig": remote + "configuration_eurobert.EuroBertConfig",
+            "AutoModel": remote + "modeling_eurobert.EuroBertModel",
+            "AutoModelForMaskedLM": remote + "modeling_eurobert.EuroBertForMaskedLM",
+            "AutoModelForTokenClassification": remote
+            + "modeling_eurobert.EuroBertForTokenClassification",
+        },
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": ids[bos],
+        "clf_pooling": "late",
+        "eos_token_id": ids[eos],
+        "head_dim": 8,
+        "hidden_act": "silu",
+        "hidden_dropout": 0.0,
+        "hidden_size": 32,
+        "id2label": {"0": "LABEL_0", "1": "LABEL_1"},
+        "initializer_range": 0.02,
+        "intermediate_size": 64,
+        "label2id": {"LABEL_0": 0, "LABEL_1": 1},
+        "mask_token_id": ids["<|mask|>"],
+        "max_position_embeddings": 8192,
+        "mlp_bias": False,
+        "model_type": "eurobert",
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 4,
+        "pad_token_id": ids[eos],
+        "pretraining_tp": 1,
+        "rms_norm_eps": 1e-05,
+        "rope_scaling": None,
+        "rope_theta": 250000,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "transformers_version": "4.51.3",
+        "use_cache": False,
+        "vocab_size": tok.get_vocab_size(),
+    }
+    (path / "config.json").write_text(json.dumps(config, indent=2) + "\n", "utf-8")
+    tokenizer_config = {
+        "bos_token": bos,
+        "eos_token": eos,
+        "mask_token": "<|mask|>",
+        "pad_token": eos,
+        "clean_up_tokenization_spaces": False,
+        "model_input_names": ["input_ids", "attention_mask"],
+        "model_max_length": 8192,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    }
+    (path / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2), "utf-8")
+    model = EuroBertForTokenClassification(EuroBertConfig.from_pretrained(path))
+    generator = torch.Generator().manual_seed(seed)
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if name.endswith("norm.weight"):
+            value = torch.ones_like(tensor)
+        elif tensor.dim() == 1:
+            value = torch.randn(tensor.shape, generator=generator) * 0.1
+        else:
+            value = torch.randn(tensor.shape, generator=generator) / tensor.shape[-1] ** 0.5
+        state[name] = value.contiguous()
+    state["classifier.weight"] = torch.randn((2, 32), generator=generator) * 0.4
+    state["classifier.bias"] = torch.tensor([0.5, -0.5])
+    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+    return path

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from .lettuce_checkpoint import modernbert_folder
+from .lettuce_checkpoint import eurobert_folder, modernbert_folder
 
 STEP = "GROUNDWATCH_TEST_LETTUCEDETECT"
 
@@ -81,11 +81,11 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return modernbert_folder(tmp_path_factory.mktemp("lettuce") / "checkpoint")
 
 
-_authors: dict[tuple[str, int], Any] = {}
+_authors: dict[tuple[Path, str, int], Any] = {}
 
 
 def theirs(folder: Path, lang: str, max_length: int) -> Any:
-    key = (lang, max_length)
+    key = (folder, lang, max_length)
     if key not in _authors:
         _authors[key] = HallucinationDetector(
             method="transformer", model_path=str(folder), lang=lang, max_length=max_length,
@@ -180,3 +180,23 @@ def test_a_drift_fails_the_comparison(
     except ValueError:
         return  # the drifted layout cannot even read the case: caught as well
     assert not same(ours, reference)
+
+
+def test_eurobert_without_remote_code(tmp_path: Path) -> None:
+    """A multilingual (EuroBERT) checkpoint whose config names the EuroBERT repository's code
+    loads into transformers' own EuroBERT classes, and reads as the authors' code reads it."""
+    import transformers
+
+    if not hasattr(transformers, "EuroBertForTokenClassification"):
+        pytest.skip("EuroBERT is built into transformers from 5.3")
+    folder = eurobert_folder(tmp_path / "eurobert")
+    judge = LettuceDetectJudge(folder, lang="de")
+    assert (
+        type(judge._classifier._model).__module__
+        == "transformers.models.eurobert.modeling_eurobert"
+    )
+    passages = ["Die Firma wurde 1998 gegründet.", "Sie beschäftigt heute 250 Personen."]
+    answer = "Die Firma wurde 1925 gegründet und beschäftigt 250 Personen in 12 Ländern."
+    reference = theirs(folder, "de", 4096).predict(passages, answer, "Wann?", output_format="spans")
+    assert reference
+    assert same(judge.spans(passages, answer, "Wann?"), reference)

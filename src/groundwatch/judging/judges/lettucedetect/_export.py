@@ -46,7 +46,9 @@ def export_onnx(
         str(model), revision=revision, attn_implementation="eager"
     ).eval()
 
-    class Logits(torch.nn.Module):  # type: ignore[misc]  # torch is untyped here
+    module: Any = torch.nn.Module  # torch is imported at run time, untyped here
+
+    class Logits(module):  # type: ignore[misc]
         """The classifier's logits alone, so the graph has one output."""
 
         def __init__(self, inner: Any) -> None:

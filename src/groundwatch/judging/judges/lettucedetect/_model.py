@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 NAME = "LettuceDetectJudge"
 
 EUROBERT_HINT = (
-    "LettuceDetect's EuroBERT models need a transformers release with the EuroBERT architecture "
-    "built in (model type 'eurobert', added in 2026: pip install -U transformers); groundwatch "
-    "never runs a model repository's own code (trust_remote_code)"
+    "LettuceDetect's EuroBERT models need transformers 5.3 or later, which has the EuroBERT "
+    'architecture built in (pip install -U "transformers>=5.3"); groundwatch never runs a '
+    "model repository's own code (trust_remote_code)"
 )
 
 
@@ -46,9 +46,10 @@ class TorchClassifier:
         self._torch = torch
         try:
             config = transformers.AutoConfig.from_pretrained(source, revision=revision)
-        except ValueError as exc:
-            if "eurobert" in str(exc).lower():
-                raise ValueError(f"{source}: {EUROBERT_HINT}") from exc
+        except ValueError as exc:  # an architecture this transformers lacks
+            said = str(exc).lower()
+            if "eurobert" in said or "trust_remote_code" in said:
+                raise ValueError(f"{source}: {EUROBERT_HINT} ({exc})") from exc
             raise
         check_labels(config.to_dict(), source)
         hf_tokenizer = transformers.AutoTokenizer.from_pretrained(source, revision=revision)

@@ -14,6 +14,8 @@ import json
 import os
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -165,3 +167,37 @@ def test_refuses_what_it_cannot_read(checkpoint: Path, tmp_path: Path) -> None:
         judge.spans(PASSAGES, ANSWER, QUESTION)
     # In a judge, the same failure is an error evaluation, not an exception.
     assert gw.evaluate(ANSWER, PASSAGES, QUESTION, judge=judge).label == "error"
+
+
+def test_commands_export_and_check(checkpoint: Path, tmp_path: Path) -> None:
+    """``export-onnx --judge lettucedetect`` writes a folder that ``check --judge lettucedetect``
+    reads with onnxruntime; ``check`` on the PyTorch checkpoint exits cleanly after its result."""
+    env = {**os.environ, "PYTHONPATH": str(Path(gw.__file__).parents[1])}
+
+    def groundwatch(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "groundwatch", *map(str, args)],
+            capture_output=True, text=True, env=env, timeout=300, check=False,
+        )  # fmt: skip
+
+    out = tmp_path / "export"
+    done = groundwatch(
+        "export-onnx", "--judge", "lettucedetect", "--model", checkpoint, "--out", out
+    )
+    assert done.returncode == 0, done.stderr
+    assert (out / "model.onnx").is_file()
+    data = tmp_path / "answers.jsonl"
+    row = {"id": "a", "question": QUESTION, "contexts": PASSAGES, "answer": ANSWER}
+    data.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    for model in (checkpoint, out):
+        result = tmp_path / f"{model.name}.jsonl"
+        done = groundwatch(
+            "check", data, "--judge", "lettucedetect", "--model", model,
+            "--max-hallucination-rate", "1", "--json", result,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "terminate called" not in done.stderr
+        evaluation = json.loads(result.read_text(encoding="utf-8").splitlines()[0])["evaluation"]
+        assert evaluation["judge"] == "lettucedetect"
+        assert evaluation["label"] == "hallucinated"
+        assert any("LettuceDetect" in (c["reason"] or "") for c in evaluation["claims"])

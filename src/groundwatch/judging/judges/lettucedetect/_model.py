@@ -27,6 +27,11 @@ EUROBERT_HINT = (
     "model repository's own code (trust_remote_code)"
 )
 
+MODERNBERT_HINT = (
+    "LettuceDetect's English models (ModernBERT, TinyLettuce) need transformers 4.48 or later "
+    '(pip install -U "transformers>=4.48")'
+)
+
 
 def check_labels(config: dict[str, Any], where: str) -> None:
     """A LettuceDetect model has two outputs per token; raises ``ValueError`` otherwise."""
@@ -50,6 +55,8 @@ class TorchClassifier:
             said = str(exc).lower()
             if "eurobert" in said or "trust_remote_code" in said:
                 raise ValueError(f"{source}: {EUROBERT_HINT} ({exc})") from exc
+            if "modernbert" in said:
+                raise ValueError(f"{source}: {MODERNBERT_HINT} ({exc})") from exc
             raise
         check_labels(config.to_dict(), source)
         hf_tokenizer = transformers.AutoTokenizer.from_pretrained(source, revision=revision)

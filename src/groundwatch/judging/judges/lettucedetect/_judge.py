@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .._detectors import ClaimReading, DetectorJudge, Reading
+from ..local import LocalJudge
 from ._layout import DEFAULT_MAX_LENGTH, AnswerReading, Layout
 from ._model import OnnxClassifier, TorchClassifier
 from ._prompts import PROMPTS
@@ -61,7 +62,7 @@ class LettuceDetectJudge(DetectorJudge):
         runtime: str | None = None,
         threads: int | None = None,
         rules_first: bool = False,
-        local: Any = None,
+        local: LocalJudge | None = None,
     ) -> None:
         if lang not in PROMPTS:
             raise ValueError(f"lang must be one of {', '.join(PROMPTS)}, got {lang!r}")

@@ -27,6 +27,9 @@ class ClaimSupport:
     the document's chunks."""
     chunk: Chunk | None
     """The chunk that gave it (the first of equals); ``None`` for a document without text."""
+    per_chunk: tuple[float, ...] = ()
+    """The probability from each chunk, in document order (the authors'
+    ``support_prob_per_chunk``)."""
 
 
 class MiniCheckJudge(DetectorJudge):
@@ -146,7 +149,7 @@ class MiniCheckJudge(DetectorJudge):
         for k in range(len(claims)):
             row = probs[k * len(parts) : (k + 1) * len(parts)]
             best = max(range(len(row)), key=lambda i: (row[i], -i))
-            out.append(ClaimSupport(row[best], parts[best]))
+            out.append(ClaimSupport(row[best], parts[best], tuple(row)))
         return out
 
     def _read(

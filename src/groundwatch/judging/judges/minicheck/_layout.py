@@ -74,6 +74,8 @@ def layout_of(config: Mapping[str, Any]) -> Layout:
             f"(model_type {', '.join(sorted(LAYOUTS))})"
         )
     layout = LAYOUTS[kind]
-    if not layout.seq2seq and int(config.get("num_labels", len(config.get("id2label") or {}))) != 2:
-        raise ValueError(f"a MiniCheck classifier has two classes; this {kind} model has not")
+    # A config without id2label is transformers' default: two classes.
+    classes = config.get("num_labels") or len(config.get("id2label") or {}) or 2
+    if not layout.seq2seq and classes != 2:
+        raise ValueError(f"a MiniCheck classifier has two classes; this {kind} model has {classes}")
     return layout

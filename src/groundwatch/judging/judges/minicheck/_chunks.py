@@ -24,6 +24,7 @@ more code to keep exact than the dependency (pure Python) it saves.
 from __future__ import annotations
 
 import gzip
+import importlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,16 +53,15 @@ def punkt() -> Any:
         if _tokenizer is None:
             from collections import defaultdict
 
-            from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
-
-            params = PunktParameters()
+            punkt_module = importlib.import_module("nltk.tokenize.punkt")
+            params = punkt_module.PunktParameters()
             params.collocations = {tuple(x.split("\t")) for x in _lines("collocations.tab")}
             params.sent_starters = set(_lines("sent_starters.txt"))
             params.abbrev_types = set(_lines("abbrev_types.txt"))
             params.ortho_context = defaultdict(
                 int, {k: int(v) for k, v in (x.split("\t") for x in _lines("ortho_context.tab"))}
             )
-            _tokenizer = PunktSentenceTokenizer(params)
+            _tokenizer = punkt_module.PunktSentenceTokenizer(params)
         return _tokenizer
 
 

@@ -56,7 +56,9 @@ def export_onnx(
     )
     inner = auto.from_pretrained(str(model), revision=revision, attn_implementation="eager").eval()
 
-    class TwoLogits(torch.nn.Module):  # type: ignore[misc]  # torch is untyped here
+    module: Any = torch.nn.Module  # torch is untyped here
+
+    class TwoLogits(module):  # type: ignore[misc]
         """The two class logits alone, so the graph has one output."""
 
         def __init__(self, wrapped: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +105,7 @@ class MiniCheckJudge(DetectorJudge):
 
     def _load(self) -> None:
         try:
-            import nltk  # noqa: F401  # the authors' sentence splitter (_chunks)
+            importlib.import_module("nltk")  # the authors' sentence splitter (_chunks)
         except ImportError as exc:
             extra = "detectors" if self.runtime == "onnx" else "detectors-torch"
             raise ImportError(

@@ -81,6 +81,7 @@ def _softmax_supported(np: Any, logits: Any) -> list[float]:
 class Model:
     """What both runtimes share: batching (similar lengths together, padded, masked)."""
 
+    layout: Layout
     texts: Texts
     _np: Any
 

@@ -238,3 +238,20 @@ def test_options_and_bad_folders_say_what_to_fix(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text('{"model_type": "bert"}')
     with pytest.raises(ValueError, match="not a MiniCheck checkpoint"):
         gw.MiniCheckJudge(tmp_path)
+
+
+def test_a_flan_t5_checkpoint_without_tokenizer_json(tmp_path: Path) -> None:
+    """transformers 4.x converts its SentencePiece model as the authors' run did; 5.x converts
+    it differently, so the judge refuses rather than score differently."""
+    import transformers
+
+    for f in (HERE / "flan-t5").iterdir():
+        if f.name != "tokenizer.json":
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        with pytest.raises(ValueError, match=r"no tokenizer\.json"):
+            gw.MiniCheckJudge(tmp_path)
+        return
+    row = REFERENCE["flan-t5"][0]
+    got = gw.MiniCheckJudge(tmp_path).support(row["document"], row["claims"])
+    assert got == pytest.approx(row["support"], abs=EXACT)

@@ -19,7 +19,7 @@ from typing import Any
 from .._detectors import require
 from .._detectors._export import quantize_int8
 from ._layout import T5_LABEL_TOKENS, layout_of
-from ._model import NAME, tokenizer_file
+from ._model import NAME, published_tokenizer
 
 OPSET = 17
 """ONNX opset of the export (onnxruntime 1.18, the ``detectors`` extra's floor, reads it)."""
@@ -46,6 +46,9 @@ def export_onnx(
     target.mkdir(parents=True, exist_ok=True)
     config = transformers.AutoConfig.from_pretrained(str(model), revision=revision)
     layout = layout_of(config.to_dict())
+    published = published_tokenizer(
+        str(tokenizer or model), None if tokenizer else revision, layout, transformers
+    )
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(
         str(tokenizer or model), revision=None if tokenizer else revision, use_fast=True
     )
@@ -103,7 +106,6 @@ def export_onnx(
     hf_tokenizer.save_pretrained(str(target))
     # The checkpoint's own tokenizer.json, which the authors' transformers 4.x encoded with
     # (transformers 5 may save a rebuilt one: _model's docstring).
-    published = tokenizer_file(str(tokenizer or model), None if tokenizer else revision)
     written = target / "tokenizer.json"
     if published is not None and published.resolve() != written.resolve():
         shutil.copyfile(published, written)

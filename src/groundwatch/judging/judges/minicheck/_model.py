@@ -72,6 +72,23 @@ def tokenizer_file(source: str, revision: str | None = None) -> Path | None:
         return None
 
 
+def published_tokenizer(
+    source: str, revision: str | None, layout: Layout, transformers: Any
+) -> Path | None:
+    """:func:`tokenizer_file`, refusing a Flan-T5 checkpoint without one on transformers 5,
+    whose conversion of its SentencePiece model splits text differently from the 4.x one the
+    authors used (the scores would differ silently)."""
+    found = tokenizer_file(source, revision)
+    if found is None and layout.seq2seq and int(transformers.__version__.split(".")[0]) >= 5:
+        raise ValueError(
+            f"{source} has no tokenizer.json, and transformers {transformers.__version__} builds "
+            "Flan-T5's tokenizer differently from the transformers 4.x MiniCheck's authors "
+            "used: save one with transformers 4.x (AutoTokenizer.from_pretrained(...)"
+            ".save_pretrained(the checkpoint's folder)) or run on transformers 4.x"
+        )
+    return found
+
+
 def _softmax_supported(np: Any, logits: Any) -> list[float]:
     z = np.asarray(logits, dtype=np.float64)
     z = np.exp(z - z.max(axis=1, keepdims=True))
@@ -118,10 +135,10 @@ class TorchModel(Model):
         self._np, self._torch = np, torch
         config = transformers.AutoConfig.from_pretrained(source, revision=revision)
         self.layout = layout_of(config.to_dict())
+        published = published_tokenizer(source, revision, self.layout, transformers)
         hf_tokenizer = transformers.AutoTokenizer.from_pretrained(
             source, revision=revision, use_fast=True
         )
-        published = tokenizer_file(source, revision)
         backend = hf_tokenizer.backend_tokenizer
         self.texts = Texts(
             type(backend).from_file(str(published)) if published else backend,

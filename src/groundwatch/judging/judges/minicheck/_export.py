@@ -11,6 +11,7 @@ for the end token that joins a chunk and a claim).
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -85,7 +86,7 @@ def export_onnx(
     args = (sample["input_ids"], sample["attention_mask"])
     sizes = {0: "batch", 1: "sequence"}
     with tempfile.TemporaryDirectory() as scratch:
-        graph = Path(scratch) / "model.onnx" if int8 else target / "model.onnx"
+        graph = Path(scratch) / "model.onnx"
         with torch.inference_mode():
             torch.onnx.export(
                 TwoLogits(inner).eval(),
@@ -100,6 +101,7 @@ def export_onnx(
         if int8:
             quantize_int8(graph, target / "model.int8.onnx")
         else:
+            _save_graph(graph, target / "model.onnx")
             # The int8 graph is read first when both are there: a stale one must not be.
             (target / "model.int8.onnx").unlink(missing_ok=True)
     config.save_pretrained(str(target))
@@ -110,3 +112,22 @@ def export_onnx(
     if published is not None and published.resolve() != written.resolve():
         shutil.copyfile(published, written)
     return target
+
+
+def _save_graph(source: Path, target: Path) -> None:
+    """Moves an exported graph into place. Over protobuf's 2 GB (Flan-T5-large in float32),
+    PyTorch writes one file per weight beside the graph; those are gathered into one,
+    ``model.onnx.data``, which onnxruntime reads from beside ``model.onnx``."""
+    if [p.name for p in source.parent.iterdir()] == [source.name]:
+        shutil.move(str(source), str(target))
+        return
+    onnx = importlib.import_module("onnx")
+    graph = onnx.load(str(source))  # with its weights
+    target.with_name(target.name + ".data").unlink(missing_ok=True)
+    onnx.save_model(
+        graph,
+        str(target),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=target.name + ".data",
+    )

@@ -239,14 +239,24 @@ def _batch(rows: list[int], vocab: int = 30000) -> tuple[Any, Any]:
     return ids, mask
 
 
-def export(name: str, cache: Path) -> Path:
-    """The ONNX export of ``name`` in ``cache`` (written when missing)."""
-    import torch
-
+def export(name: str, cache: Path, int8: bool = False) -> Path:
+    """The ONNX export of ``name`` in ``cache`` (written when missing); with ``int8``, its
+    weights quantised to int8 (onnxruntime's dynamic quantisation, as ``export-onnx --int8``)."""
     folder = cache / name
     graph = folder / "model.onnx"
+    if int8:
+        small = folder / "model.int8.onnx"
+        if not small.is_file():
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            quantize_dynamic(str(export(name, cache)), str(folder / "partial.int8.onnx"),
+                             weight_type=QuantType.QInt8)  # fmt: skip
+            (folder / "partial.int8.onnx").rename(small)
+        return small
     if graph.is_file():
         return graph
+    import torch
+
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     model = _wrapped(DETECTORS[name])
@@ -282,14 +292,16 @@ def measure(name: str, runtime: str, repeat: int, cache: Path) -> dict[str, Any]
     else:
         rows = DETECTORS[name].rows()
         ids, mask = _batch(rows)
-        if runtime == "onnx":
+        if runtime in ("onnx", "onnx-int8"):
             import onnxruntime as ort
+
+            graph = "model.int8.onnx" if runtime == "onnx-int8" else "model.onnx"
 
             options = ort.SessionOptions()
             options.intra_op_num_threads = 1
             options.inter_op_num_threads = 1
             session = ort.InferenceSession(
-                str(cache / name / "model.onnx"), options, providers=["CPUExecutionProvider"]
+                str(cache / name / graph), options, providers=["CPUExecutionProvider"]
             )
 
             def run() -> None:
@@ -335,7 +347,7 @@ def _child(args: list[str]) -> dict[str, Any] | None:
     return result
 
 
-def compare(repeat: int, cache: Path, only: list[str] | None) -> int:
+def compare(repeat: int, cache: Path, only: list[str] | None, int8: bool = False) -> int:
     """Measure every detector on both runtimes beside the local judge; print the table."""
     names = [n for n in DETECTORS if not only or n in only]
     local = _child(["--one", "local", "python", "--repeat", str(max(repeat, 20))])
@@ -346,20 +358,23 @@ def compare(repeat: int, cache: Path, only: list[str] | None) -> int:
         flush=True,
     )
     header = (
-        f"{'judge':<15}{'model':<22}{'runtime':<9}{'tokens/row':>18}{'answers/s':>11}"
+        f"{'judge':<15}{'model':<22}{'runtime':<10}{'tokens/row':>18}{'answers/s':>11}"
         f"{'ms/answer':>11}{'peak MB':>9}{'x local':>9}{'onnx/pt':>9}"
     )
     print(header)
     print(
-        f"{'local':<15}{'LocalJudge':<22}{'python':<9}{'':>18}{1 / local['seconds']:>11.1f}"
+        f"{'local':<15}{'LocalJudge':<22}{'python':<10}{'':>18}{1 / local['seconds']:>11.1f}"
         f"{local['seconds'] * 1000:>11.2f}{local['peak_mb']:>9.0f}{1:>9.0f}{'':>9}",
         flush=True,
     )
     for name in names:
         d = DETECTORS[name]
         got: dict[str, dict[str, Any]] = {}
-        for runtime in ("torch", "onnx"):
-            if runtime == "onnx" and _child(["--export", name, "--cache", str(cache)]) is None:
+        for runtime in ("torch", "onnx", "onnx-int8") if int8 else ("torch", "onnx"):
+            export_args = ["--export", name, "--cache", str(cache)]
+            if runtime == "onnx-int8":
+                export_args.append("--int8")
+            if runtime != "torch" and _child(export_args) is None:
                 continue
             result = _child(
                 ["--one", name, runtime, "--repeat", str(repeat), "--cache", str(cache)]
@@ -368,18 +383,19 @@ def compare(repeat: int, cache: Path, only: list[str] | None) -> int:
                 continue
             got[runtime] = result
             ratio = ""
-            if runtime == "onnx" and "torch" in got:
+            if runtime != "torch" and "torch" in got:
                 ratio = f"{got['torch']['seconds'] / result['seconds']:.2f}"
             rows = "+".join(str(n) for n in result["rows"])
             print(
-                f"{d.judge:<15}{d.base:<22}{runtime:<9}{rows:>18}{1 / result['seconds']:>11.2f}"
+                f"{d.judge:<15}{d.base:<22}{runtime:<10}{rows:>18}{1 / result['seconds']:>11.2f}"
                 f"{result['seconds'] * 1000:>11.0f}{result['peak_mb']:>9.0f}"
                 f"{result['seconds'] / local['seconds']:>9.0f}{ratio:>9}",
                 flush=True,
             )
     print(
         "x local: how many times longer than the local judge's whole evaluate; onnx/pt: "
-        "PyTorch's time over onnxruntime's (above 1: ONNX faster)"
+        "PyTorch's time over onnxruntime's (above 1: ONNX faster); onnx-int8: the export's "
+        "weights quantised to int8"
     )
     return 0
 
@@ -388,7 +404,7 @@ if __name__ == "__main__":
     argv = sys.argv[1:]
     where = Path(argv[argv.index("--cache") + 1]) if "--cache" in argv else Path("/tmp")
     if argv[0] == "--export":
-        export(argv[1], where)
+        export(argv[1], where, int8="--int8" in argv)
     else:
         repeats = int(argv[argv.index("--repeat") + 1])
         print(json.dumps(measure(argv[1], argv[2], repeats, where)))

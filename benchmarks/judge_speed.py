@@ -23,6 +23,7 @@ Usage::
 
     python benchmarks/judge_speed.py [--data ../shared/data] [--repeat 3]
     python benchmarks/judge_speed.py --detectors [--repeat 3] [--cache /tmp/gw-detectors]
+        [--only hhem lettucedetect-base ...] [--int8]
 """
 
 from __future__ import annotations
@@ -86,11 +87,14 @@ def main(argv: list[str] | None = None) -> int:
         "--cache", type=Path, default=Path("/tmp/gw-detectors"), help="ONNX exports (reused)"
     )
     parser.add_argument("--only", nargs="*", help="--detectors: these models only")
+    parser.add_argument(
+        "--int8", action="store_true", help="--detectors: also the int8-quantised exports"
+    )
     args = parser.parse_args(argv)
     if args.detectors:
         from _detector_speed import compare
 
-        return compare(args.repeat, args.cache, args.only)
+        return compare(args.repeat, args.cache, args.only, args.int8)
     path = args.data / "attributionbench_dev.jsonl"
     with path.open(encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]

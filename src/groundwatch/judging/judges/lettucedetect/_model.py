@@ -74,7 +74,7 @@ class TorchClassifier:
             for ids in windows:
                 x = torch.tensor([list(ids)], dtype=torch.long)
                 logits = self._model(input_ids=x, attention_mask=torch.ones_like(x)).logits
-                out.append(logits[0].float().numpy())
+                out.append(logits[0].float().numpy().copy())  # no tensor outlives the call
         return out
 
 

@@ -131,12 +131,16 @@ def write_tokenizer(folder: Path) -> int:
     return len(vocab)
 
 
-def weights(vocab_size: int, seed: int = SEED) -> dict[str, object]:
-    """The published weight names at ``T5_TINY``'s sizes, drawn from numpy's seeded generator."""
+def weights(
+    vocab_size: int, seed: int = SEED, sizes: dict[str, object] | None = None
+) -> dict[str, object]:
+    """The published weight names at ``T5_TINY``'s sizes (or ``sizes``), drawn from numpy's
+    seeded generator."""
     import numpy as np
 
+    t5 = {**T5_TINY, **(sizes or {})}
     rng = np.random.default_rng(seed)
-    d, kv, ff, heads = T5_TINY["d_model"], T5_TINY["d_kv"], T5_TINY["d_ff"], T5_TINY["num_heads"]
+    d, kv, ff, heads = t5["d_model"], t5["d_kv"], t5["d_ff"], t5["num_heads"]
     inner = int(kv) * int(heads)
 
     def draw(shape: tuple[int, ...], scale: float) -> object:
@@ -146,13 +150,13 @@ def weights(vocab_size: int, seed: int = SEED) -> dict[str, object]:
         return (1.0 + rng.standard_normal(int(d)) * 0.1).astype(np.float32)
 
     out: dict[str, object] = {"t5.transformer.shared.weight": draw((vocab_size, int(d)), 1.0)}
-    for n in range(int(T5_TINY["num_layers"])):
+    for n in range(int(t5["num_layers"])):  # type: ignore[call-overload]
         block = f"t5.transformer.encoder.block.{n}.layer"
         for name, shape in (("q", (inner, d)), ("k", (inner, d)), ("v", (inner, d))):
             out[f"{block}.0.SelfAttention.{name}.weight"] = draw(shape, 0.4)  # type: ignore[arg-type]
         out[f"{block}.0.SelfAttention.o.weight"] = draw((int(d), inner), 0.4)
         if n == 0:
-            buckets = int(T5_TINY["relative_attention_num_buckets"])
+            buckets = int(t5["relative_attention_num_buckets"])  # type: ignore[call-overload]
             out[f"{block}.0.SelfAttention.relative_attention_bias.weight"] = draw(
                 (buckets, int(heads)), 0.5
             )
@@ -172,10 +176,12 @@ def build(
     *,
     foundation_in_config: bool = False,
     prompt: str | None = None,
+    sizes: dict[str, object] | None = None,
 ) -> tuple[Path, Path]:
     """Write the tiny HHEM folder and its foundation folder under ``root``; returns
     ``(hhem folder, foundation folder)``. ``foundation_in_config`` names the foundation
-    folder in the HHEM config; ``prompt`` puts a prompt there."""
+    folder in the HHEM config; ``prompt`` puts a prompt there; ``sizes`` overrides T5 sizes
+    (``d_model``, ``d_ff``, ``num_heads``, ``num_layers``...)."""
     from safetensors.numpy import save_file
 
     hhem, foundation = root / "hhem", root / "flan-t5-tiny"
@@ -183,7 +189,7 @@ def build(
     foundation.mkdir(parents=True, exist_ok=True)
     vocab_size = write_tokenizer(foundation)
     (foundation / "config.json").write_text(
-        json.dumps({**T5_TINY, "vocab_size": vocab_size}, indent=2), "utf-8"
+        json.dumps({**T5_TINY, **(sizes or {}), "vocab_size": vocab_size}, indent=2), "utf-8"
     )
     config = dict(HHEM_CONFIG)
     if foundation_in_config:
@@ -191,5 +197,7 @@ def build(
     if prompt is not None:
         config["prompt"] = prompt
     (hhem / "config.json").write_text(json.dumps(config, indent=2), "utf-8")
-    save_file(weights(vocab_size), str(hhem / "model.safetensors"), metadata={"format": "pt"})  # type: ignore[arg-type]
+    save_file(
+        weights(vocab_size, sizes=sizes), str(hhem / "model.safetensors"), metadata={"format": "pt"}
+    )  # type: ignore[arg-type]
     return hhem, foundation

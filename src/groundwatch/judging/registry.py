@@ -20,7 +20,6 @@ a command starts: ``--judge local`` never loads the LLM judge's module.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -248,24 +247,35 @@ def _nli(name: str, options: JudgeOptions) -> Judge:
     return judge
 
 
-def _detector(module: str, cls: str) -> Builder:
-    """The builder of a published detector judge (``XJudge`` in ``judges.<module>``): its
-    package is imported when the judge is built."""
+def _detector(name: str, options: JudgeOptions, judge_class: Callable[[str], Judge]) -> Judge:
+    """A published detector judge (HHEM, MiniCheck, LettuceDetect) on ``--model``."""
+    if not options.model:
+        raise UsageError(
+            f"--judge {name} needs --model (the model's folder, as published or exported by "
+            "`groundwatch export-onnx`, or its Hugging Face Hub id)"
+        )
+    try:
+        return judge_class(options.model)
+    except (ImportError, ValueError, OSError) as exc:
+        raise UsageError(f"--judge {name}: {exc}") from exc
 
-    def build_detector(name: str, options: JudgeOptions) -> Judge:
-        if not options.model:
-            raise UsageError(
-                f"--judge {name} needs --model (the model's folder, as published or exported "
-                "by `groundwatch export-onnx`, or its Hugging Face Hub id)"
-            )
-        try:
-            judge_class = getattr(importlib.import_module(f"{__package__}.judges.{module}"), cls)
-            judge: Judge = judge_class(options.model)
-        except (ImportError, ValueError, OSError) as exc:
-            raise UsageError(f"--judge {name}: {exc}") from exc
-        return judge
 
-    return build_detector
+def _hhem(name: str, options: JudgeOptions) -> Judge:
+    from .judges.hhem import HHEMJudge
+
+    return _detector(name, options, HHEMJudge)
+
+
+def _minicheck(name: str, options: JudgeOptions) -> Judge:
+    from .judges.minicheck import MiniCheckJudge
+
+    return _detector(name, options, MiniCheckJudge)
+
+
+def _lettucedetect(name: str, options: JudgeOptions) -> Judge:
+    from .judges.lettucedetect import LettuceDetectJudge
+
+    return _detector(name, options, LettuceDetectJudge)
 
 
 def _llm_arguments(name: str, options: JudgeOptions) -> dict[str, Any]:
@@ -313,17 +323,17 @@ _register(
 )
 _register(
     "hhem",
-    _detector("hhem", "HHEMJudge"),
+    _hhem,
     "Vectara's HHEM-2.1-Open (--model); needs groundwatch[detectors] or [detectors-torch]",
 )
 _register(
     "minicheck",
-    _detector("minicheck", "MiniCheckJudge"),
+    _minicheck,
     "a MiniCheck fact checker (--model); needs groundwatch[detectors] or [detectors-torch]",
 )
 _register(
     "lettucedetect",
-    _detector("lettucedetect", "LettuceDetectJudge"),
+    _lettucedetect,
     "a LettuceDetect span detector (--model); needs groundwatch[detectors] or [detectors-torch]",
 )
 _register("openai", _openai, "an OpenAI-compatible LLM")

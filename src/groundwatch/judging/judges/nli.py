@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._shared.guard import internal_error
+from ..._shared.model_calls import MODEL_CALLS
 from ...types import Claim, Evidence, Judgement, Passage
 from ._nli_model import (
     MAX_HYPOTHESIS_PIECES,
@@ -242,7 +243,10 @@ class NLIJudge:
                 for i, options in zip(chosen, premises, strict=True)
                 for p in options
             ]
-            probs = iter(self.encoder.probabilities(pairs))
+            # Inside the exit gate: a model call in flight on a daemon thread when the
+            # interpreter exits would abort it (groundwatch._shared.model_calls).
+            with MODEL_CALLS.call():
+                probs = iter(self.encoder.probabilities(pairs))
             for i, options in zip(chosen, premises, strict=True):
                 # The window that entails the claim most decides; the first (aligned) on ties.
                 rows = [next(probs) for _ in options]

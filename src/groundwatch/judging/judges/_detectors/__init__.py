@@ -33,9 +33,12 @@ A detector judge ``XJudge`` lives in the package ``groundwatch.judging.judges.x`
     local=..., **options)``, where ``options`` are its own loading arguments (``revision``,
     ``tokenizer``...) and must be picklable: the judge pickles as ``model`` and these arguments
     (:meth:`DetectorJudge.__getstate__`), and loads the model again where it is unpickled (the
-    Monitor's worker process), as ``NLIJudge`` does. Class attributes: ``name`` (``"hhem"``),
-    ``threshold`` (the authors' default decision threshold, on the probability that the answer
-    is supported) and ``rule`` (the authors' decision rule in words, for the docs and reasons).
+    Monitor's worker process), as ``NLIJudge`` does. Class attributes: ``name``
+    (``name = "hhem"``, without ``ClassVar``: the :class:`~groundwatch.Judge` protocol's
+    ``name`` is an instance attribute, and a ``ClassVar`` makes the class no ``Judge`` for
+    mypy), ``threshold`` (the authors' default decision threshold, on the probability that the
+    answer is supported) and ``rule`` (the authors' decision rule in words, for the docs and
+    reasons).
     It implements the two methods of :class:`Detector`:
 
     ``_load(self) -> None``
@@ -47,7 +50,10 @@ A detector judge ``XJudge`` lives in the package ``groundwatch.judging.judges.x`
         ``contexts`` are the passages' texts and ``claims`` the claims' texts in answer order;
         returns the model's :class:`Reading`: the answer's ``support`` and decision, and one
         :class:`ClaimReading` per claim (its ``support`` and, for a token-level detector, the
-        flagged answer spans that fall inside it). Batches the claims.
+        flagged answer spans that fall inside it). Batches the claims. ``judge`` calls it (and
+        ``_load``) inside ``groundwatch._shared.model_calls.MODEL_CALLS.call()``, which keeps
+        model calls out of the interpreter's exit; a public scoring method of the judge's own
+        (``consistency``, ``support``, ``spans``) wraps its model call the same way.
 
 ``def export_onnx(model: str | Path, out: str | Path, *, int8: bool = False,
 revision: str | None = None, tokenizer: str | Path | None = None) -> Path``

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from ...._shared.guard import internal_error
+from ...._shared.model_calls import MODEL_CALLS
 from ....types import Claim, Evidence, Judgement, Passage
 from ...scoring import DEFAULT_MIN_GROUNDEDNESS
 from ...text.claims import sentence_spans
@@ -118,7 +119,7 @@ class DetectorJudge:
         ValueError, OSError: the model cannot be loaded (the message says what to fix).
     """
 
-    name: ClassVar[str] = "detector"
+    name: str = "detector"
     threshold: ClassVar[float] = 0.5
     rule: ClassVar[str] = ""
 
@@ -190,7 +191,8 @@ class DetectorJudge:
     def _ensure_loaded(self) -> None:
         with self._lock:
             if not self._loaded:
-                self._prepare()
+                with MODEL_CALLS.call():
+                    self._prepare()
 
     def _failed(self, where: str, exc: BaseException) -> None:
         with self._lock:
@@ -206,9 +208,12 @@ class DetectorJudge:
             return Judgement(claims=[], model=self.model)
         try:
             self._ensure_loaded()
-            reading = self._read(
-                answer, [p.text for p in contexts], question, [c.text for c, _ in judged]
-            )
+            # Inside the exit gate: a model call in flight on a daemon thread when the
+            # interpreter exits would abort the process (groundwatch._shared.model_calls).
+            with MODEL_CALLS.call():
+                reading = self._read(
+                    answer, [p.text for p in contexts], question, [c.text for c, _ in judged]
+                )
         except Exception as exc:
             self._failed(f"{self.name}_judge.model", exc)
             return Judgement(error=f"{type(exc).__name__}: {exc}"[:500], model=self.model)

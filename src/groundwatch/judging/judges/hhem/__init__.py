@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ...._shared.model_calls import MODEL_CALLS
 from .._detectors import ClaimReading, DetectorJudge, Reading
 from ..local import LocalJudge
 from ._model import CONSISTENT, FOUNDATION, PROMPT, OnnxHHEM, TorchHHEM, export_onnx
@@ -134,7 +135,8 @@ class HHEMJudge(DetectorJudge):
         weights."""
         self._ensure_loaded()
         assert self._scorer is not None
-        return self._scorer.consistency(list(pairs))
+        with MODEL_CALLS.call():  # the scorer's tensors are freed before the gate opens
+            return self._scorer.consistency(list(pairs))
 
     def _read(
         self, answer: str, contexts: Sequence[str], question: str | None, claims: Sequence[str]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ...._shared.model_calls import MODEL_CALLS
 from .._detectors import ClaimReading, DetectorJudge, Reading
 from ..local import LocalJudge
 from ._layout import DEFAULT_MAX_LENGTH, AnswerReading, Layout
@@ -93,7 +94,9 @@ class LettuceDetectJudge(DetectorJudge):
     ) -> AnswerReading:
         """The model's spans and token probabilities for one answer."""
         self._ensure_loaded()
-        return self._layout.read(contexts, question, answer, self._classifier.logits)
+        # Inside the exit gate, as the judge's own calls are (groundwatch._shared.model_calls).
+        with MODEL_CALLS.call():
+            return self._layout.read(contexts, question, answer, self._classifier.logits)
 
     def spans(
         self, contexts: Sequence[str], answer: str, question: str | None = None

@@ -58,3 +58,19 @@ def test_the_detector_judges_need_a_model() -> None:
         assert name in registry.names()
         with pytest.raises(registry.UsageError, match=f"--judge {name} needs --model"):
             registry.build(name)
+
+
+def test_no_error_rates_ship_for_the_detectors_so_an_audit_makes_the_rate() -> None:
+    from groundwatch.rates import RateTotals, estimate_rate, judge_error_rates
+
+    totals = RateTotals()
+    for i in range(100):
+        totals = totals.add(i % 4 == 0, 0.8 if i % 4 == 0 else 0.1)
+    for name in ("hhem", "minicheck", "lettucedetect"):
+        assert judge_error_rates(name) is None
+        # Without labels, no correction: the flag share, said to be one.
+        assert estimate_rate(totals, judge=name).method == "flag_share"
+    audited = totals
+    for i in range(60):  # an audit whose labels follow the judge's probability
+        audited = audited.add(i % 4 == 0, 0.8 if i % 4 == 0 else 0.1, label=i % 4 == 0)
+    assert estimate_rate(audited, judge="hhem").method in ("ppi", "labels")

@@ -207,3 +207,53 @@ def test_bad_arguments_and_folders_say_what_to_fix(tiny: dict[str, Path], tmp_pa
     (tmp_path / "config.json").write_text('{"model_type": "bert"}')
     with pytest.raises(ValueError, match=r"not HHEM-2\.1-Open"):
         gw.HHEMJudge(tmp_path)
+
+
+HUB_SCRIPT = """
+import json, sys
+import groundwatch as gw
+
+out = {}
+for name, kwargs in json.loads(sys.argv[1]).items():
+    try:
+        out[name] = gw.HHEMJudge(**kwargs).consistency(json.loads(sys.argv[2]))
+    except Exception as exc:
+        out[name] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+def test_a_hub_id_is_read_from_the_cache_pinned_with_no_network(
+    tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--groundwatch-tests--tiny-hhem"
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for f in tiny["named"].iterdir():  # its config names the foundation folder
+        (snapshot / f.name).write_bytes(f.read_bytes())
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    asks = {
+        "hub": {"model": "groundwatch-tests/tiny-hhem"},
+        "pinned": {"model": "groundwatch-tests/tiny-hhem", "revision": commit},
+        "absent": {"model": "groundwatch-tests/absent"},
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", HUB_SCRIPT, json.dumps(asks), json.dumps(PAIRS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["hub"] == pytest.approx(FIXTURE["named"], abs=EXACT)
+    assert got["pinned"] == pytest.approx(FIXTURE["named"], abs=EXACT)
+    # Not cached, no network: the error says so (no download was tried).
+    assert got["absent"].startswith("OSError: groundwatch-tests/absent: config.json is not in")

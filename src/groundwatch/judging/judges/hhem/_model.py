@@ -57,15 +57,27 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 def _file(model: str, name: str, revision: str | None) -> Path | None:
     """``name`` in the folder ``model``, or from the hub id ``model`` at ``revision`` (the
-    cache first; a download only where the environment allows); ``None`` when absent."""
+    cache first; a download only where the environment allows); ``None`` when the repository
+    has no such file.
+
+    Raises:
+        OSError: a hub file that is neither cached nor downloadable here (the message says how
+            to fix it).
+    """
     folder = Path(model)
     if folder.is_dir():
         return folder / name if (folder / name).is_file() else None
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
+    from huggingface_hub.utils import EntryNotFoundError, LocalEntryNotFoundError
 
     try:
         return Path(hf_hub_download(model, name, revision=revision))
+    except LocalEntryNotFoundError as exc:
+        raise OSError(
+            f"{model}: {name} is not in the Hugging Face cache and cannot be downloaded here "
+            "(HF_HUB_OFFLINE, or no network): download it once where there is network, or pass "
+            "the model's folder"
+        ) from exc
     except EntryNotFoundError:
         return None
 
@@ -90,8 +102,13 @@ def hhem_config(model: str, revision: str | None = None) -> dict[str, Any]:
 
 def _state_dict(torch: Any, model: str, revision: str | None) -> dict[str, Any]:
     """The classifier's weights, the ``t5.`` prefix taken off, ``embed_tokens`` filled."""
+    missing: OSError | None = None
     for name in WEIGHT_FILES:
-        found = _file(model, name, revision)
+        try:
+            found = _file(model, name, revision)
+        except OSError as exc:  # not cached: the other file may be
+            missing = missing or exc
+            continue
         if found is None:
             continue
         if name.endswith(".safetensors"):
@@ -102,6 +119,8 @@ def _state_dict(torch: Any, model: str, revision: str | None) -> dict[str, Any]:
             raw = torch.load(str(found), map_location="cpu", weights_only=True)
         break
     else:
+        if missing is not None:
+            raise missing
         raise ValueError(f"{model} has no weights ({' or '.join(WEIGHT_FILES)})")
     outside = sorted(k for k in raw if not k.startswith("t5."))
     if outside:

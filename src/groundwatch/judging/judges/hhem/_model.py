@@ -68,7 +68,10 @@ def _file(model: str, name: str, revision: str | None) -> Path | None:
     if folder.is_dir():
         return folder / name if (folder / name).is_file() else None
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.utils import EntryNotFoundError, LocalEntryNotFoundError
+    from huggingface_hub.utils import (  # type: ignore[attr-defined]  # both versions have them here
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+    )
 
     try:
         return Path(hf_hub_download(model, name, revision=revision))

@@ -47,7 +47,7 @@ class LettuceDetectJudge(DetectorJudge):
             (:class:`~groundwatch.judging.judges._detectors.DetectorJudge`).
     """
 
-    name: ClassVar[str] = "lettucedetect"
+    name = "lettucedetect"
     threshold: ClassVar[float] = 0.5
     rule: ClassVar[str] = (
         "hallucinated when the model labels any answer token hallucinated (probability over 0.5)"

@@ -80,3 +80,29 @@ def test_the_judge_reads_every_claim_of_an_answer(judge: gw.MiniCheckJudge) -> N
     assert [c.verdict for c in evaluation.claims][1] == "unsupported"
     assert evaluation.label == "hallucinated"
     assert evaluation.hallucination_probability == pytest.approx(1 - min(row["support"]), abs=CLOSE)
+
+
+def test_weights_written_one_file_each_are_gathered_beside_the_graph(tmp_path: Path) -> None:
+    """Over 2 GB (Flan-T5-large) PyTorch writes a file per weight; the export keeps one."""
+    onnx = pytest.importorskip("onnx")
+    from groundwatch.judging.judges.minicheck._export import _save_graph
+
+    scratch, out = tmp_path / "scratch", tmp_path / "out"
+    scratch.mkdir()
+    out.mkdir()
+    graph = onnx.load(str(EXPORT / "model.onnx"))
+    onnx.save_model(
+        graph,
+        str(scratch / "model.onnx"),
+        save_as_external_data=True,
+        all_tensors_to_one_file=False,
+        size_threshold=0,
+    )
+    assert len(list(scratch.iterdir())) > 10
+    _save_graph(scratch / "model.onnx", out / "model.onnx")
+    assert sorted(p.name for p in out.iterdir()) == ["model.onnx", "model.onnx.data"]
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (out / name).write_bytes((EXPORT / name).read_bytes())
+    row = ROWS[0]
+    got = gw.MiniCheckJudge(out).support(row["document"], row["claims"])
+    assert got == pytest.approx(row["support"], abs=CLOSE)

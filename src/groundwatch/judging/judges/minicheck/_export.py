@@ -35,8 +35,9 @@ def export_onnx(
     tokenizer: str | Path | None = None,
 ) -> Path:
     """Write an ONNX export of the MiniCheck checkpoint ``model`` (a folder or a hub id) into the
-    folder ``out``: ``model.onnx`` (``model.int8.onnx`` with ``int8``: the weights quantised to
-    int8, dynamically), ``config.json`` and the tokenizer files. Returns ``out``.
+    folder ``out``: ``model.onnx`` (its weights in ``model.onnx.data`` beside it over 2 GB;
+    ``model.int8.onnx`` with ``int8``: the weights quantised to int8, dynamically),
+    ``config.json`` and the tokenizer files. Returns ``out``.
 
     Needs PyTorch and transformers (the ``detectors-torch`` extra); the judge that reads the
     export needs neither. ``tokenizer`` is a folder to take the tokenizer from (default: the

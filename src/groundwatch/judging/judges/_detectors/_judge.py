@@ -68,6 +68,9 @@ class ClaimReading:
     flagged: tuple[tuple[int, int], ...] = ()
     """Answer offsets ``(start, end)`` the model marks unsupported inside this claim (token-level
     detectors; empty for the others)."""
+    own: bool = True
+    """Whether the model read this claim on its own; ``False`` when ``support`` is the answer's
+    (a detector that scores the whole answer and did not need the claims scored)."""
     evidence: tuple[tuple[int, int, int], ...] = ()
     """Where in the passages ``(passage, start, end)`` the model read what backs the claim
     (MiniCheck: the chunk that gave its probability); quoted, when the claim is backed, where
@@ -280,14 +283,14 @@ class DetectorJudge:
             update={
                 "verdict": "supported" if claim.verdict == "supported" else "inferred",
                 "evidence": [e for e in evidence if e is not None],
-                "reason": f"{reading.why}; this claim: supported {cr.support:.0%}",
+                "reason": reading.why + _own(cr),
                 "confidence": round(max(cr.support, reading.support), 3),
             }
         )
 
     def _unbacked(self, claim: Claim, answer: str, cr: ClaimReading, reading: Reading) -> Claim:
         quoted = "; ".join(repr(answer[s:e]) for s, e in cr.flagged)
-        reason = f"{reading.why}; this claim: supported {cr.support:.0%}"
+        reason = reading.why + _own(cr)
         if quoted:
             reason += f"; unsupported: {quoted}"
         return claim.model_copy(
@@ -323,6 +326,11 @@ class DetectorJudge:
                         "confidence": round(1.0 - reading.support, 3),
                     }
                 )
+
+
+def _own(cr: ClaimReading) -> str:
+    """The claim's own support for its reason, when the model read the claim on its own."""
+    return f"; this claim: supported {cr.support:.0%}" if cr.own else ""
 
 
 def _window(f: ClaimFeatures, contexts: Sequence[Passage]) -> Evidence | None:

@@ -149,10 +149,14 @@ class HHEMJudge(DetectorJudge):
         else:
             support = self.consistency([(premise, answer)])[0]
             why = f"HHEM: the answer is consistent with the passages at {support:.0%}"
-            if support >= THRESHOLD:
-                scores = [support] * len(claims)
-            else:  # which claims the model backs least
-                scores = self.consistency([(premise, c) for c in claims])
+            if support >= THRESHOLD:  # every claim backed: no need to read them one by one
+                return Reading(
+                    support=support,
+                    hallucinated=False,
+                    why=why,
+                    claims=tuple(ClaimReading(support=support, own=False) for _ in claims),
+                )
+            scores = self.consistency([(premise, c) for c in claims])  # which it backs least
         return Reading(
             support=support,
             hallucinated=support < THRESHOLD,

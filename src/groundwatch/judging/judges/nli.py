@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._shared.guard import internal_error
-from ..._shared.model_calls import MODEL_CALLS
+from ..._shared.model_calls import MODEL_CALLS, InterpreterExiting
 from ...types import Claim, Evidence, Judgement, Passage
 from ._nli_model import (
     MAX_HYPOTHESIS_PIECES,
@@ -253,6 +253,8 @@ class NLIJudge:
                 best = max(range(len(options)), key=lambda k: (float(rows[k][0]), -k))
                 row = rows[best]
                 out[i] = (float(row[0]), float(row[1]), float(row[2]), options[best])
+        except InterpreterExiting:  # the process is ending: nothing failed
+            return [None] * len(judged)
         except Exception as exc:
             self._failed("nli_judge.model", exc)
             return [None] * len(judged)

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from ...._shared.guard import internal_error
-from ...._shared.model_calls import MODEL_CALLS
+from ...._shared.model_calls import MODEL_CALLS, InterpreterExiting
 from ....types import Claim, Evidence, Judgement, Passage
 from ...scoring import DEFAULT_MIN_GROUNDEDNESS
 from ...text.claims import sentence_spans
@@ -217,6 +217,8 @@ class DetectorJudge:
                 reading = self._read(
                     answer, [p.text for p in contexts], question, [c.text for c, _ in judged]
                 )
+        except InterpreterExiting as exc:  # no failure: the process is ending
+            return Judgement(error=str(exc), model=self.model)
         except Exception as exc:
             self._failed(f"{self.name}_judge.model", exc)
             return Judgement(error=f"{type(exc).__name__}: {exc}"[:500], model=self.model)

@@ -1,5 +1,5 @@
-"""A command with a PyTorch judge exits cleanly: no ``terminate called without an active
-exception`` (exit 134) after it has printed its result.
+"""A process with a PyTorch judge (HHEMJudge, NLIJudge on transformers) exits cleanly: no
+``terminate called without an active exception`` (exit 134) after it has printed its result.
 
 The judge runs on daemon threads; a model call still in flight on one when the interpreter
 exits aborted the process (``groundwatch._shared.model_calls`` says
@@ -52,6 +52,27 @@ print("done")
 """
 
 
+NLI_IN_FLIGHT = """
+import sys, threading
+import groundwatch as gw
+
+judge = gw.NLIJudge(sys.argv[1], min_probability=0.0)
+passages = [gw.Passage(text=sys.argv[2])]
+answer = " ".join(["The tower is tall."] * 8)
+judged = threading.Event()
+
+def score() -> None:
+    while True:
+        judge.judge(answer, passages, None)
+        judged.set()
+
+for _ in range(4):
+    threading.Thread(target=score, daemon=True).start()
+judged.wait()
+print("done")
+"""
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     hhem, _ = build(tmp_path_factory.mktemp("hhem-exit"), foundation_in_config=True, sizes=SIZES)
@@ -76,6 +97,51 @@ def test_the_exit_waits_for_a_model_call_in_flight(checkpoint: Path) -> None:
         assert "terminate called" not in done.stderr, done.stderr[-2000:]
         codes.append(done.returncode)
     assert codes == [0] * RUNS
+
+
+def _bert(folder: Path) -> Path:
+    """An NLI cross-encoder folder big enough that a forward pass runs a while."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    folder.mkdir(parents=True)
+    words = "the eiffel tower was built in 1889 and is 330 metres tall it".split()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    (folder / "vocab.txt").write_text("\n".join([*specials, *words]) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), model_max_length=512)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    labels = {0: "entailment", 1: "neutral", 2: "contradiction"}
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        intermediate_size=512,
+        num_labels=3,
+        id2label=labels,
+        label2id={v: k for k, v in labels.items()},
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
+    return folder
+
+
+def test_the_nli_judge_on_transformers_exits_cleanly_too(tmp_path: Path) -> None:
+    # The same abort, through NLIJudge's transformers path (every run of 5 aborted without
+    # the exit gate).
+    model = _bert(tmp_path / "bert")
+    context = "The Eiffel Tower was built in 1889 and is 330 metres tall. " * 6
+    for _ in range(RUNS):
+        done = subprocess.run(
+            [sys.executable, "-c", NLI_IN_FLIGHT, str(model), context],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+        )
+        assert "terminate called" not in done.stderr, done.stderr[-2000:]
+        assert "internal error" not in done.stderr, done.stderr[-2000:]
+        assert (done.returncode, done.stdout.strip()) == (0, "done"), done.stderr[-2000:]
 
 
 def test_check_with_the_pytorch_judge_exits_with_its_gate_code(

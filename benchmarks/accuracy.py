@@ -255,7 +255,7 @@ def ceiling(rows: list[Row], k: int, repeats: int) -> dict[str, float]:
 
 
 def chinese_set() -> tuple[float, int]:
-    from tests.core.zh_cases import CASES, PASSAGES
+    from testkit.zh_cases import CASES, PASSAGES
 
     preds, golds = [], []
     for key, answer, faithful in CASES:

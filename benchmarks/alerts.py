@@ -55,7 +55,7 @@ from groundwatch.alerts import SCORE_NAMES, DropDetector, RateDesign, ScoreName
 from groundwatch.rates import judge_error_rates
 
 ROOT = Path(__file__).resolve().parents[1]
-SERIES: tuple[ScoreName, ...] = ("hallucination_rate", "groundedness", "faithfulness")
+SERIES: tuple[ScoreName, ...] = ("flag_share", "groundedness", "faithfulness")
 DEFAULT_MEASUREMENTS = Path("/tmp/gw-rates-cache.jsonl")
 DEFAULT_JUDGE_CACHE = Path("/tmp/gw-alerts-cache.jsonl")
 DOMAINS: Mapping[str, tuple[str, ...]] = {
@@ -195,13 +195,13 @@ def delays(
     early = missed = 0
     for r in range(runs):
         rng = random.Random(seed * 7_000_001 + r)
-        det = make(scores=("hallucination_rate",))
+        det = make(scores=("flag_share",))
         fired = feed(det, draw, rng, 0.05, det.warmup + settle)
-        if any(score == "hallucination_rate" for _, score in fired):
+        if any(score == "flag_share" for _, score in fired):
             early += 1
             continue
         for i in range(horizon):
-            hit = [s for _, s in feed(det, draw, rng, after, 1) if s == "hallucination_rate"]
+            hit = [s for _, s in feed(det, draw, rng, after, 1) if s == "flag_share"]
             if hit:
                 out.append(i + 1)
                 break
@@ -280,7 +280,7 @@ def sweep(args: argparse.Namespace) -> None:
 
 # The floors the detector had when it was designed for perfect labels.
 BEFORE_FLOORS: Mapping[ScoreName, float] = {
-    "hallucination_rate": 0.30,
+    "flag_share": 0.30,
     "groundedness": 0.50,
     "faithfulness": 0.70,
 }
@@ -297,7 +297,7 @@ def configurations(judge: bool, warmup: int) -> dict[str, Callable[..., DropDete
         ),
         "before, no rate ceiling": lambda **kw: DropDetector(
             warmup=warmup,
-            floors={k: v for k, v in BEFORE_FLOORS.items() if k != "hallucination_rate"},
+            floors={k: v for k, v in BEFORE_FLOORS.items() if k != "flag_share"},
             error_rates=None,
             **kw,
         ),

@@ -136,7 +136,7 @@ class PeakRss:
 def run_check(path: Path, concurrency: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     args = [sys.executable, "-m", "groundwatch", "check", str(path), "--progress", "none"]
-    args += ["--max-hallucination-rate", "1", "--concurrency", str(concurrency)]
+    args += ["--max-flag-share", "1", "--concurrency", str(concurrency)]
     start = time.perf_counter()
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     peak = PeakRss(proc.pid)

@@ -92,7 +92,7 @@ def main() -> None:
                     "--progress",
                     "none",
                     # The rows hold hallucinated answers on purpose: measure, do not gate.
-                    "--max-hallucination-rate",
+                    "--max-flag-share",
                     "1",
                     "--json",
                     str(outs[0]),

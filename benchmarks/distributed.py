@@ -6,7 +6,7 @@ Everything is real: a ``redis-server`` on a free loopback port (persistence off)
 processes running the ``groundwatch worker`` command (``tests/distributed/worker_main.py``
 writes their spans to files), the OpenTelemetry SDK in the app with discarding exporters, and
 for the I/O-bound judge ``OpenAIJudge`` against a local fake OpenAI endpoint that replies
-after 200 ms (``tests/llm_judge/fake_openai.py``).
+after 200 ms (``testkit/fake_openai.py``).
 
 Run: python benchmarks/distributed.py [--quick]
 """
@@ -44,7 +44,7 @@ from benchmarks._discard import DiscardLogs, DiscardSpans  # noqa: E402
 from benchmarks._redis import REDIS_SERVER, RedisServer, free_port  # noqa: E402
 from benchmarks.overhead_langchain import build_chain  # noqa: E402
 from groundwatch.telemetry import semconv as sc  # noqa: E402
-from tests.llm_judge.fake_openai import FakeOpenAIServer  # noqa: E402
+from testkit.fake_openai import FakeOpenAIServer  # noqa: E402
 
 HARNESS = ROOT / "tests" / "distributed" / "worker_main.py"
 """Runs ``groundwatch worker`` with the OpenTelemetry SDK's exporters writing spans to files."""

@@ -6,8 +6,11 @@ take turns, round after round, so that load on a shared machine falls on all of 
 Prints the median of each, as a ratio of its baseline:
 
 - ``import groundwatch`` and ``from groundwatch import Monitor`` against importing groundwatch's
-  two dependencies, pydantic (with ``BaseModel``, what defining a model needs) and the
-  OpenTelemetry API (trace, metrics, logs, context). Target: at most 1.5x.
+  two dependencies as an application does, exactly
+  ``import pydantic, opentelemetry.trace, opentelemetry.metrics, opentelemetry._logs``: the
+  ratio is ``median(from groundwatch import Monitor) / median(that statement)``, each in fresh
+  interpreters. Target: at most 1.5x. (``import pydantic`` loads its model machinery only when
+  a model is first used, so neither side pays for it unless groundwatch does.)
 - ``import groundwatch_langchain`` and ``import groundwatch_llamaindex`` after their framework,
   against the framework alone: what adding the integration adds to an application that uses
   the framework. The framework's import is what a RAG application needs of it at the least:
@@ -32,9 +35,7 @@ import statistics
 import subprocess
 import sys
 
-DEPENDENCIES = (
-    "from pydantic import BaseModel\nfrom opentelemetry import _logs, context, metrics, trace"
-)
+DEPENDENCIES = "import pydantic, opentelemetry.trace, opentelemetry.metrics, opentelemetry._logs"
 LANGCHAIN = (
     "from langchain_core.callbacks import BaseCallbackHandler\n"
     "from langchain_core.documents import Document\n"
@@ -149,6 +150,13 @@ def main() -> int:
         print(f"  {name:<42} {medians[name] * 1e3:7.1f} ms  {ratio:5.2f}x {baseline}{goal}")
         if target is not None:
             verdicts.append(f"{name}: {'within' if ratio <= target else 'OVER'}")
+    monitor = "from groundwatch import Monitor"
+    if monitor in rows:
+        ratio = medians[monitor] / medians["baseline: pydantic + opentelemetry-api"]
+        print(
+            f"the target's ratio: median({monitor}) / median({DEPENDENCIES}) = {ratio:.2f} "
+            f"(at most 1.5)"
+        )
     print("; ".join(verdicts))
     return 0
 

@@ -9,7 +9,7 @@ Measures, in one run:
      and the share at other ``min_confidence`` settings;
   4. cost per 1,000 answers from the measured tokens at assumed list prices.
 
-The "model" is deterministic (lexical alignment, tests/llm_judge/fake_openai.py), so verdict
+The "model" is deterministic (lexical alignment, testkit/fake_openai.py), so verdict
 quality is not measured here; token counts use the judge's estimator (chars/4, CJK 1/char) on
 the server side, as a real tokenizer would count them within about +-30%.
 
@@ -52,7 +52,7 @@ from accuracy import default_data_dir  # noqa: E402
 import groundwatch as gw  # noqa: E402
 from groundwatch.judging.judges.cascade import DEFAULT_MIN_CONFIDENCE  # noqa: E402
 from groundwatch.judging.text.lexical import estimate_tokens  # noqa: E402
-from tests.llm_judge.fake_openai import (  # noqa: E402
+from testkit.fake_openai import (  # noqa: E402
     FakeOpenAIServer,
     Recorded,
     Reply,

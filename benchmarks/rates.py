@@ -186,10 +186,7 @@ def run(
                             # Clipped to [0, 1], as estimate_rate reports it.
                             est, lower, upper = (min(max(x, 0.0), 1.0) for x in rg)
                             cells[(source, truth, 0, "Rogan–Gladen")].add(truth, est, lower, upper)
-                        e = estimate_rate(t, error_rates=rates, confidence=CONFIDENCE)
-                        cells[(source, truth, 0, "estimate_rate")].add(
-                            truth, e.estimate, e.lower, e.upper
-                        )
+                        # estimate_rate gives no rate without labels (no_audit): no cell.
                         continue
                     lo, hi = wilson_interval(t.label_sum, n, Z)
                     cells[(source, truth, n, "labels")].add(truth, t.label_sum / n, lo, hi)
@@ -200,7 +197,8 @@ def run(
                     cells[(source, truth, n, "PPI++")].add(
                         truth, *(tuned if tuned is not None else (t.label_sum / n, lo, hi))
                     )
-                    e = estimate_rate(t, error_rates=rates, confidence=CONFIDENCE)
+                    e = estimate_rate(t, confidence=CONFIDENCE)
+                    assert e.estimate is not None and e.lower is not None and e.upper is not None
                     cells[(source, truth, n, "estimate_rate")].add(
                         truth, e.estimate, e.lower, e.upper
                     )

@@ -3,7 +3,7 @@ through the real receiver over OTLP/HTTP and OTLP/gRPC side by side; memory unde
 load past the pending-traces cap; and the delay from a trace's root span ending to its
 evaluation span.
 
-The spans are real: one run of the LCEL chain of ``tests/langchain/chains.py`` under
+The spans are real: one run of the LCEL chain of ``testkit/chains.py`` under
 OpenInference's LangChain instrumentor (9 spans: chain, retriever, prompt, LLM, parser, ...),
 encoded by the SDK's OTLP encoder and copied under fresh trace ids into requests of 512 spans,
 the batch size of a Collector's batch processor.
@@ -57,7 +57,7 @@ def chain_trace() -> ExportTraceServiceRequest:
     """One trace of the LCEL chain under OpenInference, as an OTLP request."""
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
-    from tests.langchain.chains import build
+    from testkit.chains import build
 
     warnings.filterwarnings("ignore")
     exported = InMemorySpanExporter()

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._shared.guard import LossWarning
     from ._version import __version__
     from .alerts import Alert, AlertingHook, DropDetector
+    from .dashboards import MLflowSink, PhoenixSink
     from .judging.evaluate import aevaluate, evaluate
     from .judging.judges import *  # noqa: F403 (the judges' own list: judges.__all__)
     from .judging.scoring import LabelPolicy
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     )
     from .runtime.dataset import DatasetSink
     from .runtime.monitor import Monitor
+    from .runtime.options import AuditOptions, CaptureOptions, QueueOptions, ScoringOptions
     from .runtime.sampling import (
         Decision,
         RateLimitSampler,
@@ -55,6 +57,8 @@ _WHERE = {
     "Alert": ".alerts",
     "AlertingHook": ".alerts",
     "DropDetector": ".alerts",
+    "PhoenixSink": ".dashboards",
+    "MLflowSink": ".dashboards",
     "aevaluate": ".judging.evaluate",
     "evaluate": ".judging.evaluate",
     # The judges, from the judges' own table (that package's face loads no judge).
@@ -69,6 +73,10 @@ _WHERE = {
     "judge_error_rates": ".rates",
     "DatasetSink": ".runtime.dataset",
     "Monitor": ".runtime.monitor",
+    "AuditOptions": ".runtime.options",
+    "CaptureOptions": ".runtime.options",
+    "QueueOptions": ".runtime.options",
+    "ScoringOptions": ".runtime.options",
     "Decision": ".runtime.sampling",
     "RateLimitSampler": ".runtime.sampling",
     "RatioSampler": ".runtime.sampling",
@@ -88,6 +96,8 @@ _WHERE = {
 __all__ = [
     "Alert",
     "AlertingHook",
+    "AuditOptions",
+    "CaptureOptions",
     "Claim",
     "ConfigWarning",
     "DatasetSink",
@@ -99,8 +109,11 @@ __all__ = [
     "Judgement",
     "LabelPolicy",
     "LossWarning",
+    "MLflowSink",
     "Monitor",
     "Passage",
+    "PhoenixSink",
+    "QueueOptions",
     "RagRecord",
     "RateEstimate",
     "RateLimitSampler",
@@ -109,6 +122,7 @@ __all__ = [
     "RedisQueue",
     "RouteSampler",
     "Sampler",
+    "ScoringOptions",
     "TokenBudgetSampler",
     "Usage",
     "__version__",

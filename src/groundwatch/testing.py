@@ -18,14 +18,15 @@ first, so a test can record and assert at once::
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import SpanContext, Tracer
 
+from ._shared.errors import install_hint
 from ._shared.inputs import to_passage
-from .cli._errors import install_hint
 from .runtime.monitor import Monitor
 from .runtime.sampling import Decision
 from .telemetry import semconv
@@ -97,12 +98,16 @@ class GroundwatchTelemetry:
         ``on_result`` callbacks given here run after the fixture's own, which collects
         :meth:`results`. Defaults differ from production in two ways: no ``atexit`` hook, and
         ``executor="thread"`` (no worker process to start per test; pass
-        ``executor="process"`` to test that path).
+        ``executor="process"`` to test that path), in ``scoring=`` or flat alike.
         """
         callbacks = kwargs.pop("on_result", None)
         extra = [] if callbacks is None else [callbacks] if callable(callbacks) else callbacks
         kwargs.setdefault("shutdown_on_exit", False)
-        kwargs.setdefault("executor", "thread")
+        scoring = kwargs.get("scoring")
+        if scoring is None:
+            kwargs.setdefault("executor", "thread")
+        elif scoring.executor is None and "executor" not in kwargs:
+            kwargs["scoring"] = dataclasses.replace(scoring, executor="thread")
         monitor = Monitor(
             judge,
             sampler,

@@ -18,6 +18,8 @@ import pytest
 
 from groundwatch.demo import cli as demo_cli
 
+from . import readme_demo
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -75,25 +77,27 @@ def test_demo_runs_and_alerts() -> None:
     assert strip(again.stdout) == strip(text)
 
 
-def _readme_sample() -> list[str]:
-    text = (ROOT / "README.md").read_text("utf-8")
-    block = text.split("<!-- demo-output: groundwatch demo -->\n```\n", 1)[1]
-    return block.split("\n```", 1)[0].splitlines()
-
-
 def test_readme_sample_output_is_the_default_run() -> None:
-    """The README shows `groundwatch demo` as it prints, bar the progress lines and run time."""
-    out = subprocess.run(
-        [sys.executable, "-m", "groundwatch", "demo"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_env(),
-        cwd=ROOT,
-    )
+    """The README shows `groundwatch demo` as it prints, bar the progress lines and run time
+    (``.ci/run`` runs the same comparison, ``readme_demo.py``, in a fresh ``[demo]`` install)."""
+    out = readme_demo.run_demo([sys.executable, "-m", "groundwatch", "demo"], env=_env(), cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    shown = [x for x in out.stdout.splitlines() if not x.startswith(("Done in", "["))]
-    assert _readme_sample() == shown
+    assert readme_demo.readme_sample() == readme_demo.shown(out.stdout)
+
+
+def test_the_demo_prints_the_same_with_or_without_the_optional_packages(tmp_path: Path) -> None:
+    """What the demo prints depends on no package outside its extra: the Chinese tagger
+    (rjieba, in the extra) is required, and without it the demo stops with the install line
+    instead of printing other figures."""
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text("import sys\nsys.modules['rjieba'] = None\n")
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    out = readme_demo.run_demo(
+        [sys.executable, "-m", "groundwatch", "demo", "--requests", "20"], env=env, cwd=ROOT
+    )
+    assert out.returncode == 2, out.stdout
+    assert "rjieba" in out.stderr and 'pip install -e ".[demo]"' in out.stderr
 
 
 class _OTLPSink(BaseHTTPRequestHandler):

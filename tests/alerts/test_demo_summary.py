@@ -47,15 +47,15 @@ def _alert(kind: str, score: str) -> Alert:
 def test_the_alerts_still_firing_at_the_end_are_named_with_the_request_that_fired_them() -> None:
     alerts = [
         (146, _alert("fired", "groundedness")),
-        (151, _alert("fired", "hallucination_rate")),
+        (151, _alert("fired", "flag_share")),
         (158, _alert("fired", "faithfulness")),
         (209, _alert("resolved", "groundedness")),
     ]
     assert demo_cli.still_firing(alerts) == (
-        "Still firing at the end: hallucination_rate (since request 152), "
+        "Still firing at the end: flag_share (since request 152), "
         "faithfulness (since request 159), on route 'help-centre'."
     )
-    alerts.append((250, _alert("resolved", "hallucination_rate")))
+    alerts.append((250, _alert("resolved", "flag_share")))
     alerts.append((260, _alert("resolved", "faithfulness")))
     assert demo_cli.still_firing(alerts) == "No alert is firing at the end: every one resolved."
     assert demo_cli.still_firing([]) == "No alert is firing at the end."

@@ -76,12 +76,12 @@ def test_no_alert_before_warmup_and_stable_traffic_is_quiet() -> None:
         h = rng.random() < 0.05
         alerts += det.update(ev("hallucinated" if h else "grounded", 0.3 if h else 1.0))
     assert alerts == []
-    assert det.design("hallucination_rate") is not None
+    assert det.design("flag_share") is not None
 
 
 def test_step_fires_once_then_resolves() -> None:
     clock = Clock()
-    det = DropDetector(warmup=300, floors=None, scores=("hallucination_rate",), clock=clock)
+    det = DropDetector(warmup=300, floors=None, scores=("flag_share",), clock=clock)
     rng = random.Random(5)
 
     def run(p: float, n: int) -> list[tuple[int, Alert]]:
@@ -97,7 +97,7 @@ def test_step_fires_once_then_resolves() -> None:
     assert [a.kind for _, a in fired] == ["fired"]
     i, alert = fired[0]
     assert i < 100
-    assert alert.score == "hallucination_rate" and alert.route == "faq"
+    assert alert.score == "flag_share" and alert.route == "faq"
     assert alert.method == "cusum"
     assert alert.baseline == pytest.approx(0.05, abs=0.03)
     assert alert.current > 0.15 and alert.evaluations > 0
@@ -126,7 +126,7 @@ def test_mean_drop_fires_for_groundedness_and_faithfulness() -> None:
 
 
 def test_routes_are_independent() -> None:
-    det = DropDetector(warmup=100, floors=None, scores=("hallucination_rate",))
+    det = DropDetector(warmup=100, floors=None, scores=("flag_share",))
     rng = random.Random(9)
     for _ in range(200):
         for route in ("a", "b"):
@@ -141,10 +141,10 @@ def test_routes_are_independent() -> None:
 def test_floor_fires_during_warmup_with_hysteresis() -> None:
     det = DropDetector(
         warmup=10_000,
-        floors={"hallucination_rate": 0.3},
+        floors={"flag_share": 0.3},
         floor_window=20,
         floor_margin=0.1,
-        scores=("hallucination_rate",),
+        scores=("flag_share",),
     )
     seq = [0] * 20 + [1] * 8  # window of 20: 8/20 = 0.4 > 0.3
     out = [a for x in seq for a in det.update(ev("hallucinated" if x else "grounded"))]
@@ -157,23 +157,32 @@ def test_floor_fires_during_warmup_with_hysteresis() -> None:
     assert [a.kind for a in out] == ["resolved"]
 
 
-def test_labels_without_verdict_are_ignored() -> None:
+def test_errors_are_ignored_and_the_flag_share_counts_every_judged_answer() -> None:
     det = DropDetector(warmup=5)
     for _ in range(50):
         assert det.update(ev("error", None, None)) == []
-        assert det.update(ev("no_claims", None, None)) == []
     assert det.state() == []
+    # The flag share's population is every judged answer, as the rate estimate's: no_claims
+    # and insufficient_context count as not flagged; they have no score for the means.
+    det.update(ev("no_claims", None, None))
     det.update(ev("insufficient_context", 0.0, 1.0))
     state = {s["score"]: s for s in det.state()}
-    assert state["hallucination_rate"]["window_mean"] == 0.0  # not counted as a hallucination
+    assert state["flag_share"]["window_mean"] == 0.0
+    assert state["flag_share"]["evaluations"] == 2
     assert state["groundedness"]["window_mean"] == 0.0
 
 
+def test_the_former_series_name_warns_and_keeps_working() -> None:
+    with pytest.warns(FutureWarning, match="flag_share"):
+        det = DropDetector(scores=("hallucination_rate",), floors={"hallucination_rate": 0.3})  # type: ignore[arg-type]
+    assert det.scores == ("flag_share",) and det.floors == {"flag_share": 0.3}
+    with pytest.warns(FutureWarning):
+        assert det.design("hallucination_rate") is None  # type: ignore[arg-type]
+
+
 def test_adaptive_baseline_follows_slow_drift() -> None:
-    frozen = DropDetector(warmup=300, floors=None, scores=("hallucination_rate",))
-    adapting = DropDetector(
-        warmup=300, floors=None, scores=("hallucination_rate",), adapt_halflife=1000
-    )
+    frozen = DropDetector(warmup=300, floors=None, scores=("flag_share",))
+    adapting = DropDetector(warmup=300, floors=None, scores=("flag_share",), adapt_halflife=1000)
     rng = random.Random(5)
     fired = {"frozen": 0, "adapting": 0}
     p = 0.02
@@ -184,15 +193,15 @@ def test_adaptive_baseline_follows_slow_drift() -> None:
         fired["frozen"] += sum(a.kind == "fired" for a in frozen.update(ev(label)))
         fired["adapting"] += sum(a.kind == "fired" for a in adapting.update(ev(label)))
     assert fired["frozen"] == 1  # one episode, no flapping
-    frozen_design = frozen.design("hallucination_rate")
-    adapted = adapting.design("hallucination_rate")
+    frozen_design = frozen.design("flag_share")
+    adapted = adapting.design("flag_share")
     assert isinstance(frozen_design, RateDesign) and isinstance(adapted, RateDesign)
     assert frozen_design.p0 < 0.06 < 0.1 < adapted.p0
     assert fired["adapting"] <= fired["frozen"]
 
 
 def test_update_is_thread_safe() -> None:
-    det = DropDetector(warmup=50, floors=None, scores=("hallucination_rate",))
+    det = DropDetector(warmup=50, floors=None, scores=("flag_share",))
     for i in range(100):
         det.update(ev("hallucinated" if i % 20 == 0 else "grounded"))
     barrier = threading.Barrier(4)
@@ -221,7 +230,7 @@ def test_bad_arguments() -> None:
 
 
 def test_routes_are_bounded() -> None:
-    det = DropDetector(warmup=5, max_routes=3, scores=("hallucination_rate",))
+    det = DropDetector(warmup=5, max_routes=3, scores=("flag_share",))
     for i in range(10):
         det.update(ev("grounded"), route=f"user-{i}")
     assert {s["route"] for s in det.state()} == {"user-0", "user-1", "user-2"}

@@ -40,13 +40,13 @@ def test_a_sparse_sustained_drop_fires_once_and_resolves_only_after_it_ends(seed
 @pytest.mark.parametrize("seed", range(8))
 def test_a_sustained_rate_rise_near_the_alarm_level_does_not_flap(seed: int) -> None:
     rng = random.Random(100 + seed)
-    det = DropDetector(warmup=300, floors=None, scores=("hallucination_rate",))
-    assert _feed(det, "hallucination_rate", [float(rng.random() < 0.03) for _ in range(300)]) == []
-    design = det.design("hallucination_rate")
+    det = DropDetector(warmup=300, floors=None, scores=("flag_share",))
+    assert _feed(det, "flag_share", [float(rng.random() < 0.03) for _ in range(300)]) == []
+    design = det.design("flag_share")
     assert design is not None
     # A rise to the level the CUSUM is tuned for, held for a long time.
     p1 = design.p1  # type: ignore[union-attr]
-    drift = _feed(det, "hallucination_rate", [float(rng.random() < p1) for _ in range(4000)])
+    drift = _feed(det, "flag_share", [float(rng.random() < p1) for _ in range(4000)])
     assert [kind for _, kind in drift] == ["fired"], drift
-    back = _feed(det, "hallucination_rate", [float(rng.random() < 0.03) for _ in range(1200)])
+    back = _feed(det, "flag_share", [float(rng.random() < 0.03) for _ in range(1200)])
     assert [kind for _, kind in back] == ["resolved"], back

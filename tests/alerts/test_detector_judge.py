@@ -59,14 +59,14 @@ def test_flag_rate_after_rise_follows_the_judge() -> None:
 
 
 def test_no_ceiling_on_the_judges_flag_share_by_default() -> None:
-    assert "hallucination_rate" not in DEFAULT_FLOORS
-    det = DropDetector(scores=("hallucination_rate",))
+    assert "flag_share" not in DEFAULT_FLOORS
+    det = DropDetector(scores=("flag_share",))
     rng = random.Random(3)
     # A healthy service (5 %) through the weak judge: a flag share near 32 %, steady.
     alerts = [a for _ in range(3_000) for a in det.update(judged(rng, 0.05), "faq")]
     assert alerts == []
     # The ceiling the detector used to have fires within its first window.
-    old = DropDetector(scores=("hallucination_rate",), floors={"hallucination_rate": 0.30})
+    old = DropDetector(scores=("flag_share",), floors={"flag_share": 0.30})
     rng = random.Random(3)
     fired = [i for i in range(300) for a in old.update(judged(rng, 0.05), "faq") if a]
     assert fired and fired[0] < 100
@@ -75,14 +75,14 @@ def test_no_ceiling_on_the_judges_flag_share_by_default() -> None:
 def test_update_designs_the_cusum_from_the_judges_shipped_error_rates() -> None:
     shipped = judge_error_rates("local")
     assert shipped is not None
-    det = DropDetector(warmup=300, floors=None, scores=("hallucination_rate",))
-    truth = DropDetector(warmup=300, floors=None, scores=("hallucination_rate",), error_rates=None)
+    det = DropDetector(warmup=300, floors=None, scores=("flag_share",))
+    truth = DropDetector(warmup=300, floors=None, scores=("flag_share",), error_rates=None)
     rng = random.Random(4)
     for _ in range(300):
         evaluation = judged(rng, 0.05)
         det.update(evaluation)
         truth.update(evaluation)
-    design, flags_as_truth = det.design("hallucination_rate"), truth.design("hallucination_rate")
+    design, flags_as_truth = det.design("flag_share"), truth.design("flag_share")
     assert isinstance(design, RateDesign) and isinstance(flags_as_truth, RateDesign)
     assert design.p0 == flags_as_truth.p0
     assert design.p1 == pytest.approx(flag_rate_after_rise(design.p0, shipped))
@@ -91,11 +91,11 @@ def test_update_designs_the_cusum_from_the_judges_shipped_error_rates() -> None:
     # Tuned for the small rise of the flags the judge shows, not for a tripled flag share.
     assert design.p1 - design.p0 < 0.05 < flags_as_truth.p1 - flags_as_truth.p0
     # A judge without shipped error rates keeps the design for flags that are the truth.
-    unknown = DropDetector(warmup=300, floors=None, scores=("hallucination_rate",))
+    unknown = DropDetector(warmup=300, floors=None, scores=("flag_share",))
     rng = random.Random(4)
     for _ in range(300):
         unknown.update(judged(rng, 0.05, judge="my-own-judge"))
-    assert unknown.design("hallucination_rate") == flags_as_truth
+    assert unknown.design("flag_share") == flags_as_truth
 
 
 def test_the_judge_design_detects_a_rise_the_truth_design_is_slow_to() -> None:
@@ -103,7 +103,7 @@ def test_the_judge_design_detects_a_rise_the_truth_design_is_slow_to() -> None:
     the judge fires in every run and sooner than the one that takes its flags as the truth."""
 
     def delay(error_rates: JudgeErrorRates | None, seed: int) -> int:
-        det = DropDetector(floors=None, scores=("hallucination_rate",), error_rates=error_rates)
+        det = DropDetector(floors=None, scores=("flag_share",), error_rates=error_rates)
         rng = random.Random(seed)
         for _ in range(800):
             assert det.update(judged(rng, 0.05)) == []

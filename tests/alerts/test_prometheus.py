@@ -275,7 +275,8 @@ def test_rules_use_real_names(exposition: dict[str, set[str]]) -> None:
             _, _, grouping = promql_names(expr)
             recorded[str(rule["record"])] = grouping | rule_labels
         # Labels the expression itself adds (label_replace) exist in what it returns.
-        added = set(re.findall(r'label_replace\([^"]*"(\w+)"', expr))
+        # label_replace(v, "dst", "replacement", "src", "regex"): the destination label.
+        added = set(re.findall(r'"(\w+)",\s*"[^"]*",\s*"[^"]*",\s*"[^"]*"\s*\)', expr))
         for text in dict(rule.get("annotations") or {}).values():  # type: ignore[call-overload]
             for label in re.findall(r"\$labels\.(\w+)", str(text)):
                 assert label in set().union(*exposition.values()) | added, f"{name}: {label}"
@@ -467,5 +468,5 @@ def test_direct_exporter_example_runs() -> None:
         env=env,
     )
     assert out.returncode == 0, out.stderr
-    assert "hallucination_rate on route 'support' rose from" in out.stdout
+    assert "flag_share on route 'support' rose from" in out.stdout
     assert f"http://127.0.0.1:{port}/metrics" in out.stdout

@@ -7,11 +7,12 @@ restarting) whose sums are those of simulated audited streams, and each recorded
 the one ``estimate_rate`` gives for the same sums: PPI++ where it applies and is tighter, the
 labels' Wilson interval elsewhere, nothing without a label.
 
-The judge-drift rules embed the judges' shipped sensitivity and specificity ranges; a test fails
-when they and ``src/groundwatch/rates/_judge_error_rates.json`` disagree. Running this module
-prints the block that goes between the BEGIN / END markers, or writes it there with ``--write``::
-
-    python -m tests.alerts.test_prometheus_rates [--write]
+The file is ``groundwatch rules``' output (:mod:`groundwatch.alerts.prometheus_rules`); a test
+fails when the shipped file is stale (regenerate it with ``groundwatch rules --output
+examples/prometheus/groundwatch-alerts.yml``), and the rules generated for another confidence and
+window are checked against ``estimate_rate`` at that confidence too. The judge-drift rules embed
+the judges' shipped sensitivity and specificity ranges from
+``src/groundwatch/rates/_judge_error_rates.json``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from typing import Any
 
 import yaml
 
-from groundwatch.rates import RateTotals, estimate_rate
+from groundwatch.alerts.prometheus_rules import render_rules, shipped_error_rates_block
+from groundwatch.cli import main as cli_main
+from groundwatch.rates import SUMS, RateTotals, estimate_rate
 
 from .conftest import require_tool
 
@@ -34,20 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "examples" / "prometheus" / "groundwatch-alerts.yml"
 ERROR_RATES = ROOT / "src" / "groundwatch" / "rates" / "_judge_error_rates.json"
 
-# Counter (as the Prometheus exporter names it) -> the RateTotals field it carries.
-COUNTERS = {
-    "groundwatch_rate_scored_total": "scored",
-    "groundwatch_rate_flagged_total": "flagged",
-    "groundwatch_rate_probability_total": "probability_sum",
-    "groundwatch_rate_probability_squares_total": "probability_square_sum",
-    "groundwatch_audit_labelled_total": "labelled",
-    "groundwatch_audit_label_sum_total": "label_sum",
-    "groundwatch_audit_flagged_total": "labelled_flagged",
-    "groundwatch_audit_label_flag_total": "label_flag_sum",
-    "groundwatch_audit_probability_total": "labelled_probability_sum",
-    "groundwatch_audit_probability_squares_total": "labelled_probability_square_sum",
-    "groundwatch_audit_label_probability_total": "label_probability_sum",
-}
+# Counter (as the Prometheus exporter names it) -> the RateTotals field it carries: the table.
+COUNTERS = {s.exposed: s.field for s in SUMS}
 ESTIMATE = "groundwatch_route:hallucination_rate_estimate:audit7d"
 LOWER = "groundwatch_route:hallucination_rate_lower:audit7d"
 UPPER = "groundwatch_route:hallucination_rate_upper:audit7d"
@@ -107,8 +98,14 @@ def _series_values(total: float, reset: bool) -> str:
     return f"0+{step!r}x83 0+{step!r}x84"
 
 
-def rule_test(rules: Path, cases: list[Route]) -> dict[str, Any]:
-    """A promtool test whose expected values are ``estimate_rate``'s for each route's sums."""
+def rule_test(
+    rules: Path, cases: list[Route], confidence: float = 0.9, window: str = "7d"
+) -> dict[str, Any]:
+    """A promtool test whose expected values are ``estimate_rate``'s at ``confidence`` for
+    each route's sums, read from the records of rules generated for ``window`` (the series
+    span 168 hours, so a window of at least that sees all of them)."""
+    names = [n.replace("7d", window) for n in (ESTIMATE, LOWER, UPPER, FLAG_SHARE, LABELS)]
+    estimate_name, lower_name, upper_name, share_name, labels_name = names
     series: list[dict[str, str]] = []
     checks: list[dict[str, Any]] = []
     for route in cases:
@@ -128,19 +125,19 @@ def rule_test(rules: Path, cases: list[Route]) -> dict[str, Any]:
                 )
         selector = f'{{groundwatch_route="{route.name}",job="app"}}'
         if route.method is None:
-            for name in (ESTIMATE, LOWER, UPPER):
+            for name in (estimate_name, lower_name, upper_name):
                 checks.append(
                     {"expr": name + selector, "eval_time": f"{HOURS}h", "exp_samples": []}
                 )
             continue
-        expected = estimate_rate(route.totals)
+        expected = estimate_rate(route.totals, confidence=confidence)
         assert expected.method == route.method, (route.name, expected)
         for name, value in (
-            (ESTIMATE, expected.estimate),
-            (LOWER, expected.lower),
-            (UPPER, expected.upper),
-            (FLAG_SHARE, expected.flag_share),
-            (LABELS, float(expected.labelled)),
+            (estimate_name, expected.estimate),
+            (lower_name, expected.lower),
+            (upper_name, expected.upper),
+            (share_name, expected.flag_share),
+            (labels_name, float(expected.labelled)),
         ):
             checks.append(
                 {
@@ -180,6 +177,36 @@ def test_rules_compute_what_estimate_rate_computes(tmp_path: Path) -> None:
     assert "SUCCESS" in out.stdout
 
 
+def test_the_shipped_file_is_the_generated_one(tmp_path: Path, capsys: Any) -> None:
+    """examples/prometheus/groundwatch-alerts.yml is `groundwatch rules`' output for the
+    defaults: a change to the definitions without regenerating the file fails here."""
+    assert cli_main(["rules"]) == 0
+    printed = capsys.readouterr().out
+    assert printed == RULES.read_text(), (
+        "examples/prometheus/groundwatch-alerts.yml is stale; regenerate it with "
+        "`groundwatch rules --output examples/prometheus/groundwatch-alerts.yml`"
+    )
+    written = tmp_path / "rules.yml"
+    assert (
+        cli_main(["rules", "--confidence", "0.9", "--window", "7d", "--output", str(written)]) == 0
+    )
+    assert written.read_text() == printed
+    assert cli_main(["rules", "--window", "seven days"]) == 2
+    assert cli_main(["rules", "--confidence", "1.5"]) == 2
+
+
+def test_the_rules_follow_the_confidence_and_the_window(tmp_path: Path) -> None:
+    """Generated for a 95 % interval over 8 days (192 h, which holds the 168 hourly samples),
+    the rules record what estimate_rate gives at 95 %, under names that carry the window."""
+    text = render_rules(0.95, "8d")
+    assert "groundwatch_route:hallucination_rate_estimate:audit8d" in text
+    assert "7d" not in text.replace("1.6448536269514715", "")
+    rules = tmp_path / "rules95.yml"
+    rules.write_text(text)
+    out = promtool_test(rule_test(rules, routes(), 0.95, "8d"), tmp_path / "rates95.test.yml")
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+
+
 def test_rule_test_fails_on_a_wrong_expected_value(tmp_path: Path) -> None:
     """The comparison above can fail: one expected estimate off by 0.001 is caught."""
     test = rule_test(RULES, routes()[:1])
@@ -208,24 +235,7 @@ def test_the_estimate_is_not_the_flag_share() -> None:
 _BEGIN = "      # BEGIN shipped judge error rates\n"
 _END = "      # END shipped judge error rates\n"
 _BOUNDS = ("sensitivity_low", "sensitivity_high", "specificity_low", "specificity_high")
-
-
-def shipped_block(error_rates: dict[str, Any], language: str = "en") -> str:
-    """The recording rules holding each judge's shipped ranges in ``language`` (the rules'
-    counters carry no language; the shipped default is English)."""
-    lines = []
-    for judge, by_language in sorted(error_rates["judges"].items()):
-        rates = by_language.get(language)
-        if rates is None:
-            continue
-        for bound in _BOUNDS:
-            lines += [
-                f"      - record: groundwatch_judge:judge_{bound}:shipped",
-                f"        expr: vector({float(rates[bound])!r})",
-                "        labels:",
-                f"          groundwatch_judge: {json.dumps(judge)}",
-            ]
-    return "".join(line + "\n" for line in lines)
+shipped_block = shipped_error_rates_block
 
 
 def embedded_block(text: str) -> str:
@@ -240,7 +250,7 @@ def test_drift_rules_hold_the_shipped_error_rates() -> None:
     assert expected, "no judge has English error rates"
     assert embedded_block(RULES.read_text()) == expected, (
         "the judge-drift rules and _judge_error_rates.json disagree; regenerate with "
-        "`python -m tests.alerts.test_prometheus_rates --write`"
+        "`groundwatch rules --output examples/prometheus/groundwatch-alerts.yml`"
     )
     # And the rules parse into one constant per judge and bound.
     doc = yaml.safe_load(RULES.read_text())
@@ -266,15 +276,3 @@ def test_shipped_block_changes_with_the_json() -> None:
     doc["judges"]["LocalJudge"]["en"]["specificity_low"] = 0.41
     assert shipped_block(doc) != before
     assert "vector(0.41)" in shipped_block(doc)
-
-
-if __name__ == "__main__":
-    import sys
-
-    block = shipped_block(json.loads(ERROR_RATES.read_text()))
-    if sys.argv[1:] == ["--write"]:
-        text = RULES.read_text()
-        start = text.index(_BEGIN) + len(_BEGIN)
-        RULES.write_text(text[:start] + block + text[text.index(_END) :])
-    else:
-        print(_BEGIN + block + _END, end="")

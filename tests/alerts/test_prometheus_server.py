@@ -15,10 +15,15 @@ The rule groups run here every second (a copy of the shipped file with each grou
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
+import re
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -100,8 +105,10 @@ def exporter_port() -> Iterator[tuple[int, MeterProvider]]:
     provider.shutdown()
 
 
-@pytest.fixture
-def prometheus(tmp_path: Path, exporter_port: tuple[int, MeterProvider]) -> Iterator[Server]:
+@contextlib.contextmanager
+def _prometheus_scraping(tmp_path: Path, target_port: int) -> Iterator[Server]:
+    """A real Prometheus scraping ``127.0.0.1:target_port`` every second, with the shipped
+    rules evaluated every second."""
     binary = _prometheus()
     port = _port()
     rules = yaml.safe_load(RULES.read_text())
@@ -115,7 +122,7 @@ def prometheus(tmp_path: Path, exporter_port: tuple[int, MeterProvider]) -> Iter
         f"rule_files: [{json.dumps(str(fast_rules))}]\n"
         "scrape_configs:\n"
         "  - job_name: app\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{exporter_port[0]}']}}]\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n"
     )
     proc = subprocess.Popen(
         [
@@ -127,13 +134,18 @@ def prometheus(tmp_path: Path, exporter_port: tuple[int, MeterProvider]) -> Iter
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    server = Server(f"http://127.0.0.1:{port}")
     try:
-        server.wait("the scrape target up", lambda: server.query('up{job="app"} == 1'))
-        yield server
+        yield Server(f"http://127.0.0.1:{port}")
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, exporter_port: tuple[int, MeterProvider]) -> Iterator[Server]:
+    with _prometheus_scraping(tmp_path, exporter_port[0]) as server:
+        server.wait("the scrape target up", lambda: server.query('up{job="app"} == 1'))
+        yield server
 
 
 def test_drop_detected_fires_on_the_first_alert_of_a_series(
@@ -181,9 +193,7 @@ def test_drop_detected_fires_on_the_first_alert_of_a_series(
     alerts = prometheus.wait("GroundwatchDropDetected firing", firing)
     assert {a["labels"]["groundwatch_route"] for a in alerts} == {"faq"}
     # The series Prometheus saw began at 1, so increase() alone reports nothing.
-    (series,) = prometheus.query(
-        'groundwatch_alerts_total{gen_ai_evaluation_name="hallucination_rate"}'
-    )
+    (series,) = prometheus.query('groundwatch_alerts_total{gen_ai_evaluation_name="flag_share"}')
     assert float(series["value"][1]) >= 1
     assert prometheus.query(INCREASE_ONLY) == []
 
@@ -392,3 +402,90 @@ def test_audited_estimate_lands_near_the_true_rate(
             'ALERTS{alertname="GroundwatchHallucinationRateHigh",groundwatch_route="rated"}'
         ),
     )
+
+
+def test_the_demo_shows_the_estimate_and_the_rate_alert_pending(tmp_path: Path) -> None:
+    """`groundwatch demo --prometheus-port`, scraped by a real Prometheus with the shipped rules:
+    the demo audits (its reviewer's labels go through monitor.feedback(source="audit")), so the
+    recording rules hold the audited estimate and its bounds, and after the drift the rate alert
+    goes pending; the estimate is the one the demo prints."""
+    pytest.importorskip("langchain_core")
+    pytest.importorskip("opentelemetry.exporter.prometheus")
+    root = Path(__file__).resolve().parents[2]
+    demo_port = _port()
+    with _prometheus_scraping(tmp_path, demo_port) as server:
+        server.wait("Prometheus ready", lambda: server.get("/api/v1/targets"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        paths = [str(root / "src"), str(root / "integrations" / "langchain" / "src")]
+        env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
+        demo = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "groundwatch",
+                "demo",
+                "--prometheus-port",
+                str(demo_port),
+                "--linger",
+                "60",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=root,
+        )
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(demo.stdout or ()), daemon=True)
+        reader.start()
+        try:
+            # The run is over (and its summary printed) when it starts lingering.
+            server.wait(
+                "the demo's summary",
+                lambda: any(x.startswith("Serving Prometheus metrics") for x in list(lines)),
+                timeout_s=120,
+            )
+            line = next(x for x in list(lines) if x.startswith("  audit of "))
+            labels = int(line.split("audit of ")[1].split()[0])
+            route = '{groundwatch_route="help-centre"}'
+
+            def recorded() -> dict[str, float] | None:
+                out = {}
+                for name in (
+                    "hallucination_rate_estimate:audit7d",
+                    "hallucination_rate_lower:audit7d",
+                    "hallucination_rate_upper:audit7d",
+                    "hallucination_flag_share:ratio7d",
+                    "audit_labelled:increase7d",
+                ):
+                    found = server.query(f"groundwatch_route:{name}{route}")
+                    if not found:
+                        return None
+                    out[name.split(":")[0]] = float(found[0]["value"][1])
+                return out if out["audit_labelled"] >= labels else None
+
+            server.wait("every audit label of the demo", recorded, timeout_s=60)
+            time.sleep(3)  # a few more evaluations of the rules on the final counts
+            got = recorded()
+            assert got is not None
+            pending = server.wait(
+                "GroundwatchHallucinationRateHigh pending",
+                lambda: server.query(
+                    'ALERTS{alertname="GroundwatchHallucinationRateHigh",'
+                    'groundwatch_route="help-centre"}'
+                ),
+                timeout_s=30,
+            )
+            assert pending[0]["metric"]["alertstate"] == "pending"
+        finally:
+            demo.terminate()
+            demo.wait(30)
+            reader.join(5)
+    # The demo's own line: "audit of N   E%  (90% interval L%–U%; method)".
+    estimate, lower, upper = (float(v) / 100 for v in re.findall(r"(\d+\.\d)%", line)[:3])
+    assert got["hallucination_rate_lower"] <= estimate <= got["hallucination_rate_upper"], got
+    assert abs(got["hallucination_rate_estimate"] - estimate) < 0.02, (got, line)
+    assert abs(got["hallucination_rate_lower"] - lower) < 0.03, (got, line)
+    assert abs(got["hallucination_rate_upper"] - upper) < 0.03, (got, line)
+    assert got["hallucination_rate_lower"] > 0.10  # the drift: the alert's condition
+    assert labels <= got["audit_labelled"] <= 1.2 * labels, (got, line)

@@ -28,7 +28,7 @@ from groundwatch.types import Evaluation, RagRecord
 def make_alert(kind: str = "fired", route: str | None = "faq") -> Alert:
     return Alert(
         kind=kind,  # type: ignore[arg-type]
-        score="hallucination_rate",
+        score="flag_share",
         route=route,
         baseline=0.05,
         current=0.22,
@@ -53,7 +53,7 @@ def test_otel_emitter_event_and_counter(otel: Any) -> None:
     assert first.timestamp == 1_700_000_000_500_000_000
     assert "rose from 0.050 to 0.220 over 41 evaluations" in str(first.body)
     attrs = dict(first.attributes or {})
-    assert attrs.pop("gen_ai.evaluation.name") == "hallucination_rate"
+    assert attrs.pop("gen_ai.evaluation.name") == "flag_share"
     assert attrs.pop("groundwatch.route") == "faq"
     assert attrs.pop("groundwatch.alert.kind") == "fired"
     assert attrs.pop("groundwatch.alert.method") == "cusum"
@@ -76,8 +76,8 @@ def test_otel_emitter_event_and_counter(otel: Any) -> None:
     }
     # Only fired alerts count: the counter's rate is new episodes.
     assert points == {
-        (("gen_ai.evaluation.name", "hallucination_rate"), ("groundwatch.route", "faq")): 1,
-        (("gen_ai.evaluation.name", "hallucination_rate"),): 1,
+        (("gen_ai.evaluation.name", "flag_share"), ("groundwatch.route", "faq")): 1,
+        (("gen_ai.evaluation.name", "flag_share"),): 1,
     }
 
 
@@ -86,7 +86,7 @@ def test_log_alert(caplog: pytest.LogCaptureFixture) -> None:
         log_alert(make_alert("fired"))
         log_alert(make_alert("resolved"))
     assert [r.levelno for r in caplog.records] == [logging.WARNING, logging.INFO]
-    assert "hallucination_rate on route 'faq' rose from 0.050" in caplog.records[0].getMessage()
+    assert "flag_share on route 'faq' rose from 0.050" in caplog.records[0].getMessage()
     assert "resolved" in caplog.records[1].getMessage()
 
 
@@ -127,9 +127,9 @@ def test_webhook_posts_json(server: tuple[str, type[_Recorder]]) -> None:
     headers, body = handler.received[0]
     assert headers["Content-Type"] == "application/json"
     assert headers["Authorization"] == "Bearer s3cret"
-    assert body["kind"] == "fired" and body["score"] == "hallucination_rate"
+    assert body["kind"] == "fired" and body["score"] == "flag_share"
     assert body["route"] == "faq" and body["current"] == 0.22 and body["evaluations"] == 41
-    assert body["text"].startswith("groundwatch alert: hallucination_rate")
+    assert body["text"].startswith("groundwatch alert: flag_share")
 
 
 def test_webhook_never_raises(
@@ -160,7 +160,7 @@ def test_alerting_hook_as_on_result(otel: Any) -> None:
         raise RuntimeError("user hook bug")
 
     hook = AlertingHook(
-        DropDetector(warmup=50, floors=None, scores=("hallucination_rate",)),
+        DropDetector(warmup=50, floors=None, scores=("flag_share",)),
         on_alert=[
             broken,
             OTelAlertEmitter(logger_provider=logger_provider, meter_provider=meter_provider),

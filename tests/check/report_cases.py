@@ -77,7 +77,7 @@ def build_report(tmp_path: Path, baseline: Path | None = None) -> tuple[Path, Ch
     code, summary, _ = run_check(
         data,
         ScriptedJudge(VERDICTS),
-        GateOptions(max_hallucination_rate=0.5),
+        GateOptions(max_flag_share=0.5),
         html_out=out,
         concurrency=2,
         baseline=baseline,

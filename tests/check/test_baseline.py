@@ -30,7 +30,7 @@ def _baseline(tmp_path: Path) -> Path:
         ],
     )
     out = tmp_path / "previous.json"
-    proc = run_cli(before, "--json", out, "--max-hallucination-rate", "1")
+    proc = run_cli(before, "--json", out, "--max-flag-share", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
@@ -59,7 +59,7 @@ def test_changes_are_listed_and_a_regression_fails_the_gate(tmp_path: Path) -> N
         _now(tmp_path),
         "--baseline",
         previous,
-        "--max-hallucination-rate",
+        "--max-flag-share",
         "1",
         "--junit",
         junit,
@@ -81,7 +81,7 @@ def test_changes_are_listed_and_a_regression_fails_the_gate(tmp_path: Path) -> N
     ):
         assert line in text, text
     assert f"FAIL  regressions 1 > 0 allowed (rows that passed in {previous} and fail now)" in text
-    assert "PASS  hallucination rate" in text  # only the regression gate failed
+    assert "PASS  flag share" in text  # only the regression gate failed
 
     # JUnit agrees with the exit code: the regressed row and the gate case fail, nothing else.
     cases = _junit(junit)
@@ -112,7 +112,7 @@ def test_max_regressions_tolerates_them_and_junit_then_has_no_failure(tmp_path: 
         previous,
         "--max-regressions",
         "1",
-        "--max-hallucination-rate",
+        "--max-flag-share",
         "1",
         "--junit",
         junit,
@@ -126,9 +126,7 @@ def test_max_regressions_tolerates_them_and_junit_then_has_no_failure(tmp_path: 
 
 def test_a_run_against_itself_has_no_change(tmp_path: Path) -> None:
     previous = _baseline(tmp_path)
-    proc = run_cli(
-        tmp_path / "before.jsonl", "--baseline", previous, "--max-hallucination-rate", "1"
-    )
+    proc = run_cli(tmp_path / "before.jsonl", "--baseline", previous, "--max-flag-share", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "newly failing 0 · newly passing 0 · label changed 0 · added 0 · removed 0" in (
         proc.stdout
@@ -160,9 +158,9 @@ def test_rows_without_an_id_are_matched_by_row_number(tmp_path: Path) -> None:
     rows = [{k: v for k, v in r.items() if k != "id"} for r in (GROUNDED, INVENTED)]
     first = write_jsonl(tmp_path / "first.jsonl", rows)
     previous = tmp_path / "previous.json"
-    assert run_cli(first, "--json", previous, "--max-hallucination-rate", "1").returncode == 0
+    assert run_cli(first, "--json", previous, "--max-flag-share", "1").returncode == 0
     second = write_jsonl(tmp_path / "second.jsonl", [rows[1], rows[0]])  # swapped
-    proc = run_cli(second, "--baseline", previous, "--max-hallucination-rate", "1")
+    proc = run_cli(second, "--baseline", previous, "--max-flag-share", "1")
     assert proc.returncode == 1
     assert "row 1: grounded -> hallucinated" in proc.stdout
     assert "row 2: hallucinated -> grounded" in proc.stdout

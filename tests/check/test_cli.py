@@ -13,7 +13,7 @@ from .conftest import CONTEXT, GROUNDED, INVENTED, run_cli, write_jsonl
 
 def test_exit_0_when_every_threshold_is_met(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "ok.jsonl", [GROUNDED, {**GROUNDED, "id": "ok2"}])
-    proc = run_cli(data, "--min-groundedness", "0.9", "--max-hallucination-rate", "0")
+    proc = run_cli(data, "--min-groundedness", "0.9", "--max-flag-share", "0")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASS  mean groundedness 1.000 >= 0.9" in proc.stdout
     assert "result: PASS, exit 0" in proc.stdout
@@ -23,9 +23,9 @@ def test_exit_0_when_every_threshold_is_met(tmp_path: Path) -> None:
 
 def test_exit_1_when_a_threshold_fails(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "mixed.jsonl", [GROUNDED, INVENTED])
-    proc = run_cli(data, "--max-hallucination-rate", "0.2", "--min-faithfulness", "1")
+    proc = run_cli(data, "--max-flag-share", "0.2", "--min-faithfulness", "1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "FAIL  hallucination rate 50.0% > 20.0% (1 of 2 scored answers)" in proc.stdout
+    assert "FAIL  flag share 50.0% > 20.0% (1 of 2 judged answers)" in proc.stdout
     assert "PASS  mean faithfulness 1.000 >= 1.0" in proc.stdout
     # The worst answer is named with its failing claim.
     assert "invented (row 2) hallucinated" in proc.stdout
@@ -38,7 +38,7 @@ def test_a_console_that_cannot_show_chinese_does_not_crash_the_run(tmp_path: Pat
         "answer": "铁塔由金条制成。",
     }
     data = write_jsonl(tmp_path / "zh.jsonl", [row])
-    proc = run_cli(data, "--max-hallucination-rate", "0", env={"PYTHONIOENCODING": "ascii"})
+    proc = run_cli(data, "--max-flag-share", "0", env={"PYTHONIOENCODING": "ascii"})
     assert proc.returncode == 1, proc.stderr
     assert '? unsupported: "????????"' in proc.stdout
 
@@ -62,7 +62,7 @@ def test_exit_2_for_bad_rows_names_row_and_field_and_checks_the_rest(tmp_path: P
         ],
     )
     out = tmp_path / "out.jsonl"
-    proc = run_cli(data, "--json", out, "--max-hallucination-rate", "1")
+    proc = run_cli(data, "--json", out, "--max-flag-share", "1")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "row 2: field 'answer': missing" in proc.stderr
     assert "row 3: not valid JSON: the line ends before the JSON object is closed" in proc.stderr
@@ -108,7 +108,7 @@ def test_json_lines_carry_every_evaluation(tmp_path: Path) -> None:
     assert GROUNDED["contexts"][0][evidence["start"] : evidence["end"]] == evidence["quote"]
     assert second["evaluation"]["label"] == "hallucinated" and second["expected"] == "hallucinated"
     assert summary["labels"]["grounded"] == 1 and summary["labels"]["hallucinated"] == 1
-    assert summary["hallucination_rate"] == 0.5
+    assert summary["flag_share"] == 0.5
     assert summary["confusion"]["hallucinated"]["hallucinated"] == 1
     assert summary["balanced_accuracy"] == 1.0
 
@@ -119,7 +119,7 @@ def test_junit_has_one_case_per_answer_and_failures_list_claims(tmp_path: Path) 
         [GROUNDED, INVENTED, {"answer": "I don't know.", "contexts": ["x"]}, {"answer": 3}],
     )
     out = tmp_path / "junit.xml"
-    proc = run_cli(data, "--junit", out, "--max-hallucination-rate", "0.1")
+    proc = run_cli(data, "--junit", out, "--max-flag-share", "0.1")
     assert proc.returncode == 2  # the invalid row wins over the failed threshold
     root = ET.parse(out).getroot()
     assert root.tag == "testsuites"
@@ -131,7 +131,7 @@ def test_junit_has_one_case_per_answer_and_failures_list_claims(tmp_path: Path) 
         "invented",
         "row 3",
         "row 4",
-        "gate: hallucination rate",
+        "gate: flag share",
         "gate: judge errors",
         "gate: truncated inputs",
     ]
@@ -145,7 +145,7 @@ def test_junit_has_one_case_per_answer_and_failures_list_claims(tmp_path: Path) 
     assert cases["row 3"].find("skipped") is not None
     error = cases["row 4"].find("error")
     assert error is not None and "field 'answer'" in (error.get("message") or "")
-    assert cases["gate: hallucination rate"].find("failure") is not None
+    assert cases["gate: flag share"].find("failure") is not None
     # The counts on the root elements match the cases.
     for element in (root, suite):
         assert element.get("tests") == "7"
@@ -191,7 +191,7 @@ def test_golden_set_gate_from_the_readme(golden_set: Path, tmp_path: Path) -> No
     # The README's command: the set holds hallucinated answers on purpose, so the gate fails.
     proc = run_cli(
         golden_set,
-        "--max-hallucination-rate",
+        "--max-flag-share",
         "0.1",
         "--min-groundedness",
         "0.8",
@@ -204,7 +204,7 @@ def test_golden_set_gate_from_the_readme(golden_set: Path, tmp_path: Path) -> No
         cwd=tmp_path,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "FAIL  hallucination rate" in proc.stdout
+    assert "FAIL  flag share" in proc.stdout
     rows = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text("utf-8").splitlines()]
     evaluations = [r for r in rows if r["kind"] == "evaluation"]
     assert len(evaluations) == 12
@@ -214,7 +214,7 @@ def test_golden_set_gate_from_the_readme(golden_set: Path, tmp_path: Path) -> No
     assert ET.parse(tmp_path / "g.xml").getroot().get("tests") == "16"  # 12 answers + 4 gates
     assert (tmp_path / "g.html").read_text("utf-8").count('<article class="case"') == 12
     # With loose thresholds the same set passes.
-    assert run_cli(golden_set, "--max-hallucination-rate", "1").returncode == 0
+    assert run_cli(golden_set, "--max-flag-share", "1").returncode == 0
 
 
 def test_lone_surrogate_escapes_in_json_input_do_not_break_the_outputs(tmp_path: Path) -> None:
@@ -250,12 +250,12 @@ def test_judge_flag_selects_the_semantic_judge(tmp_path: Path) -> None:
     }
     data = write_jsonl(tmp_path / "reworded.jsonl", [row])
     local_out = tmp_path / "local.jsonl"
-    local = run_cli(data, "--max-hallucination-rate", "0", "--json", local_out)
+    local = run_cli(data, "--max-flag-share", "0", "--json", local_out)
     assert local.returncode == 0, local.stdout + local.stderr
     local_eval = json.loads(local_out.read_text(encoding="utf-8").splitlines()[0])["evaluation"]
     assert local_eval["judge"] == "local"
     out = tmp_path / "semantic.jsonl"
-    semantic = run_cli(data, "--judge", "semantic", "--max-hallucination-rate", "0", "--json", out)
+    semantic = run_cli(data, "--judge", "semantic", "--max-flag-share", "0", "--json", out)
     assert semantic.returncode == 0, semantic.stdout + semantic.stderr
     evaluation = json.loads(out.read_text(encoding="utf-8").splitlines()[0])["evaluation"]
     assert evaluation["judge"] == "semantic"
@@ -284,7 +284,7 @@ def test_check_scores_with_the_model_named_by_judge_nli_and_model(tmp_path: Path
     }
     data = write_jsonl(tmp_path / "reworded.jsonl", [row])
     out = tmp_path / "out.jsonl"
-    done = run_cli(data, "--judge", "nli", "--model", folder, "--max-hallucination-rate", "1")
+    done = run_cli(data, "--judge", "nli", "--model", folder, "--max-flag-share", "1")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "(judge: nli)" in done.stdout
     done = run_cli(data, "--judge", "nli", "--model", folder, "--json", out)

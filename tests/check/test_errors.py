@@ -174,6 +174,6 @@ class _ReachedOnce:
 
 def test_an_endpoint_lost_after_the_first_row_fails_the_rows_not_the_run(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "rows.jsonl", [{**GROUNDED, "id": f"r{i}"} for i in range(5)])
-    gate = check_cli.GateOptions(max_hallucination_rate=None)
+    gate = check_cli.GateOptions(max_flag_share=None)
     code, summary, _ = check_cli.run_check(data, _ReachedOnce(), gate, concurrency=1)
     assert code == 1 and len(summary.errors) == 4

@@ -23,10 +23,10 @@ def test_no_options_fails_on_any_hallucinated_answer(tmp_path: Path) -> None:
     junit = tmp_path / "junit.xml"
     proc = run_cli(GOLDEN_SET, "--junit", junit)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "FAIL  hallucination rate 45.5% > 0.0% (5 of 11 scored answers)" in proc.stdout
+    assert "FAIL  flag share 41.7% > 0.0% (5 of 12 judged answers)" in proc.stdout
     assert "result: FAIL (a threshold failed), exit 1" in proc.stdout
     answers, gates = _junit(junit)
-    assert gates == ["gate: hallucination rate"]
+    assert gates == ["gate: flag share"]
     assert len(answers) == 5  # exactly the hallucinated answers, not the insufficient_context one
 
 
@@ -34,11 +34,11 @@ def test_no_options_fails_on_any_hallucinated_answer(tmp_path: Path) -> None:
     "options",
     [
         [],
-        ["--max-hallucination-rate", "1"],
-        ["--max-hallucination-rate", "0.5"],
-        ["--max-hallucination-rate", "1", "--min-groundedness", "0.8"],
-        ["--max-hallucination-rate", "1", "--min-faithfulness", "0.5"],
-        ["--max-hallucination-rate", "0.2", "--min-groundedness", "0.3"],
+        ["--max-flag-share", "1"],
+        ["--max-flag-share", "0.5"],
+        ["--max-flag-share", "1", "--min-groundedness", "0.8"],
+        ["--max-flag-share", "1", "--min-faithfulness", "0.5"],
+        ["--max-flag-share", "0.2", "--min-groundedness", "0.3"],
     ],
 )
 def test_exit_code_summary_and_junit_agree(tmp_path: Path, options: list[str]) -> None:
@@ -54,7 +54,7 @@ def test_exit_code_summary_and_junit_agree(tmp_path: Path, options: list[str]) -
 
 def test_relaxed_gate_passes_and_keeps_the_claims_out_of_failures(tmp_path: Path) -> None:
     junit = tmp_path / "junit.xml"
-    proc = run_cli(GOLDEN_SET, "--junit", junit, "--max-hallucination-rate", "1")
+    proc = run_cli(GOLDEN_SET, "--junit", junit, "--max-flag-share", "1")
     assert proc.returncode == 0, proc.stdout
     assert _junit(junit) == ([], [])
     # The flagged answers still say what was wrong, in their output.
@@ -78,9 +78,9 @@ def test_reads_ragas_and_deepeval_field_names(
         for row in (GROUNDED, INVENTED)
     ]
     data = write_jsonl(tmp_path / f"{convention}.jsonl", rows)
-    proc = run_cli(data, "--max-hallucination-rate", "1")
+    proc = run_cli(data, "--max-flag-share", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "(1 of 2 scored answers)" in proc.stdout  # both rows read and scored
+    assert "(1 of 2 judged answers)" in proc.stdout  # both rows read and scored
 
 
 def test_an_alias_names_itself_in_errors(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ def test_junit_stays_valid_xml_with_control_characters_and_markup(tmp_path: Path
     bad = InvalidRow(2, "answer", NASTY, None)
     summary.add_invalid(bad)
     writer.add_invalid(bad)
-    writer.close(summary, summary.thresholds(max_hallucination_rate=0.0), 2)
+    writer.close(summary, summary.thresholds(max_flag_share=0.0), 2)
     root = ET.parse(out).getroot()
     cases = list(root.iter("testcase"))
     expected_name = 'ctl\ufffd\ufffd\ufffd "quotes" & <tags> ]]> 汉字 \U0001f600\n'

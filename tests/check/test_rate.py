@@ -16,10 +16,7 @@ import pytest
 from groundwatch.check.rows import Row, parse_row
 from groundwatch.check.summary import CheckSummary
 from groundwatch.rates import (
-    JudgeErrorRates,
     RateEstimate,
-    RateTotals,
-    _error_rates,
     estimate_rate,
     wilson_interval,
 )
@@ -75,23 +72,23 @@ def test_rows_marked_audit_are_an_audit_and_the_line_says_prediction_powered() -
     line = summary.rate_lines()[0]
     pct = r"\d+\.\d"
     assert re.fullmatch(
-        rf"hallucination rate {pct} % \(90 % interval {pct}–{pct} %; 200 labelled of 1,000; "
-        rf"prediction-powered\); the judge flags {pct} %",
+        rf"hallucination rate {pct} % \(90 % interval {pct} %–{pct} %; 200 audit labels of "
+        rf"1,000 judged answers; prediction-powered\); flag share {pct} %",
         line,
     ), line
     assert f"hallucination rate {100 * r.estimate:.1f} %" in line
-    assert f"the judge flags {100 * r.flag_share:.1f} %" in line
+    assert f"flag share {100 * r.flag_share:.1f} %" in line
 
 
 def test_unmarked_partial_labels_are_not_an_audit() -> None:
     summary = _stream(1000, 200)
     r = summary.rate
     assert summary.rate_basis == "not_random"
-    assert (r.method, r.labelled) == ("flag_share", 0)  # judge "j" has no measured rates
+    assert (r.method, r.labelled, r.estimate, r.lower, r.upper) == ("no_audit", 0, None, None, None)
     lines = summary.rate_lines()
-    assert lines[0].startswith("the judge flags ") and "no correction applies" in lines[0]
-    assert "the 200 labelled rows are not treated as an audit" in lines[1]
-    assert "--labels-are-random" in lines[1]
+    assert lines[0].startswith("hallucination rate unknown until an audit (flag share ")
+    assert lines[-1].startswith("  labels used: none: the labels were not chosen at random")
+    assert "--labels-are-random" in lines[-1]
 
 
 def test_labels_declared_random_enter_the_estimate() -> None:
@@ -104,7 +101,7 @@ def test_only_the_marked_rows_labels_enter_an_audit() -> None:
     summary = _stream(1000, 200, audit=True)
     summary.add(_row(5000, "hallucinated"), _ev(True, 0.9))  # a complaint, labelled by hand
     assert summary.rate.labelled == 200 and summary.rate_totals.labelled == 201
-    assert "1 labelled rows not marked" in summary.rate_lines()[1]
+    assert "1 labelled rows not marked" in summary.rate_lines()[-1]
 
 
 def test_judge_errors_are_out_of_the_rate() -> None:
@@ -138,34 +135,28 @@ def test_a_stray_probability_is_taken_as_unknown() -> None:
     assert summary.rate_totals.probability_sum == 1.0
 
 
-def test_without_labels_the_judges_measured_rates_correct_the_flags(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    entry = {
-        "sensitivity": 0.8,
-        "specificity": 0.6,
-        "sensitivity_low": 0.7,
-        "sensitivity_high": 0.9,
-        "specificity_low": 0.55,
-        "specificity_high": 0.7,
-        "labelled": 500,
-    }
-    path = tmp_path / "rates.json"
-    path.write_text(json.dumps({"measured": "t", "judges": {"j": {"zh": entry}}}))
-    monkeypatch.setattr(_error_rates, "_SHIPPED", path)
-    english = _stream(500, 0)
-    assert english.rate.method == "flag_share"  # rates measured for Chinese only
-    chinese = CheckSummary()
-    for n in range(500):
-        chinese.add(_row(n, answer="公司销售额为500万元。"), _ev(n % 2 == 0, 0.5))
-    r = chinese.rate
-    rates = JudgeErrorRates(0.8, 0.6, 0.7, 0.9, 0.55, 0.7, labelled=500, measured="t")
-    assert r == estimate_rate(
-        RateTotals(scored=500, flagged=250, probability_sum=250, probability_square_sum=125),
-        error_rates=rates,
-    )
-    assert r.method == "rogan_gladen"
-    assert "corrected with its measured error rates" in chinese.rate_lines()[0]
+@pytest.mark.parametrize("judge", ["local", "j"])
+def test_without_audit_labels_no_interval_is_the_rate(judge: str) -> None:
+    """A held-out-style stream without labels (the judge over-flags, its shipped error rates
+    exist for "local"): nothing is reported as the rate, the summary says it is unknown and
+    how many labels give which precision, and the rate gate refuses instead of passing."""
+    summary = CheckSummary()
+    rng = random.Random(3)
+    for n in range(1000):
+        truth = rng.random() < 0.18
+        flagged = rng.random() < (0.9 if truth else 0.08)
+        summary.add(_row(n), _ev(flagged, 0.7 if flagged else 0.2, judge=judge))
+    r = summary.rate
+    assert (r.method, r.estimate, r.lower, r.upper) == ("no_audit", None, None, None)
+    text = "\n".join(summary.rate_lines())
+    assert "hallucination rate unknown until an audit" in text
+    assert "200 labels ±2–5 points" in text
+    assert not re.search(r"hallucination rate \d", text)
+    (gate,) = [t for t in summary.thresholds(max_rate_upper_bound=0.15) if "upper" in t.name]
+    assert (gate.passed, gate.refused) == (False, True)
+    assert not gate.blames("hallucinated", 0.0, 0.0)  # the input is at fault, no answer
+    assert "no audit labels" in gate.text and "--labels-are-random" in gate.text
+    assert summary.to_dict()["rate"]["estimate"] is None
 
 
 def test_the_gate_on_the_upper_bound() -> None:
@@ -211,13 +202,15 @@ def test_check_on_a_fully_labelled_file(tmp_path: Path) -> None:
     the gate on the upper bound, end to end."""
     out, junit = tmp_path / "out.jsonl", tmp_path / "junit.xml"
     lower, upper = wilson_interval(6, 12, Z90)
-    common = ("--json", out, "--junit", junit, "--max-hallucination-rate", "1")
+    common = ("--json", out, "--junit", junit, "--max-flag-share", "1")
     proc = run_cli(GOLDEN_SET, *common, "--max-rate-upper-bound", f"{upper - 0.01:.4f}")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (
-        f"hallucination rate 50.0 % (90 % interval {100 * lower:.1f}–{100 * upper:.1f} %; "
-        "12 labelled of 12; labels alone); the judge flags 41.7 %" in proc.stdout
+        f"hallucination rate 50.0 % (90 % interval {100 * lower:.1f} %–{100 * upper:.1f} %; "
+        "12 audit labels of 12 judged answers; the audit labels alone); flag share 41.7 %"
+        in proc.stdout
     )
+    assert "labels used: every row's label (the file is fully labelled)" in proc.stdout
     assert "FAIL  hallucination rate upper bound" in proc.stdout
     rate = json.loads(out.read_text().splitlines()[-1])["rate"]
     assert rate == {
@@ -232,6 +225,9 @@ def test_check_on_a_fully_labelled_file(tmp_path: Path) -> None:
     }
     properties = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
     assert properties["rate_method"] == "labels"
+    assert properties["rate_labels"] == "census"
+    assert float(properties["flag_share"]) == pytest.approx(5 / 12, abs=1e-6)
+    assert "hallucination_rate" not in properties
     assert float(properties["rate_upper"]) == pytest.approx(upper, abs=1e-6)
     (gate,) = [
         c
@@ -245,9 +241,9 @@ def test_check_on_a_fully_labelled_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("marked", "options", "expected"),
     [
-        (True, (), "30 labelled of 36"),
-        (False, (), "the 30 labelled rows are not treated as an audit"),
-        (False, ("--labels-are-random",), "30 labelled of 36"),
+        (True, (), "30 audit labels of 36 judged answers"),
+        (False, (), "labels used: none: the labels were not chosen at random"),
+        (False, ("--labels-are-random",), "30 audit labels of 36 judged answers"),
     ],
 )
 def test_check_on_a_partly_labelled_file(
@@ -266,11 +262,61 @@ def test_check_on_a_partly_labelled_file(
                 row["audit"] = True
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
     summary_out = tmp_path / "out.jsonl"
-    proc = run_cli(data, "--max-hallucination-rate", "1", "--json", summary_out, *options)
+    proc = run_cli(data, "--max-flag-share", "1", "--json", summary_out, *options)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert expected in proc.stdout
     summary = json.loads(summary_out.read_text("utf-8").splitlines()[-1])
-    assert summary["rate"]["labelled"] == (0 if "not treated" in expected else 30)
+    assert summary["rate"]["labelled"] == (0 if "not chosen" in expected else 30)
     assert summary["rate_labels"] == {(True, ()): "audit", (False, ()): "not_random"}.get(
         (marked, options), "declared"
     )
+
+
+def _unlabelled_copy(tmp_path: Path) -> Path:
+    data = tmp_path / "unlabelled.jsonl"
+    rows = [json.loads(line) for line in GOLDEN_SET.read_text("utf-8").splitlines()]
+    data.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "label"}) + "\n" for r in rows)
+    )
+    return data
+
+
+def test_the_rate_gate_refuses_a_file_without_audit_labels(tmp_path: Path) -> None:
+    """Exit 2 before any scoring, naming the fix; a generous bound passes nothing."""
+    data = _unlabelled_copy(tmp_path)
+    for bound in ("0.15", "25%", "1"):
+        proc = run_cli(data, "--max-flag-share", "1", "--max-rate-upper-bound", bound)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "no audit labels" in proc.stderr and "--labels-are-random" in proc.stderr
+        assert 'DatasetSink(when="audit")' in proc.stderr
+        assert proc.stdout == ""  # refused before scoring
+
+
+def test_without_labels_check_reports_the_flag_share_and_no_rate(tmp_path: Path) -> None:
+    data, out, junit = _unlabelled_copy(tmp_path), tmp_path / "o.jsonl", tmp_path / "j.xml"
+    proc = run_cli(data, "--max-flag-share", "1", "--json", out, "--junit", junit)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "hallucination rate unknown until an audit (flag share 41.7 %" in proc.stdout
+    assert not re.search(r"hallucination rate \d", proc.stdout)
+    summary = json.loads(out.read_text("utf-8").splitlines()[-1])
+    assert summary["flag_share"] == pytest.approx(5 / 12)
+    assert "hallucination_rate" not in summary
+    assert (summary["rate"]["estimate"], summary["rate"]["lower"], summary["rate"]["upper"]) == (
+        None,
+        None,
+        None,
+    )
+    assert summary["rate"]["method"] == "no_audit" and summary["rate_labels"] == "none"
+    properties = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
+    assert (properties["rate_estimate"], properties["rate_method"]) == ("", "no_audit")
+
+
+def test_the_flag_share_gate_has_its_name_and_the_former_name_warns(tmp_path: Path) -> None:
+    new = run_cli(GOLDEN_SET, "--max-flag-share", "40%")
+    assert new.returncode == 1, new.stdout + new.stderr
+    assert "FAIL  flag share 41.7% > 40.0%" in new.stdout
+    old = run_cli(GOLDEN_SET, "--max-hallucination-rate", "0.4")
+    assert old.returncode == 1
+    assert "--max-hallucination-rate is now --max-flag-share" in old.stderr
+    assert "FAIL  flag share 41.7% > 40.0%" in old.stdout
+    assert run_cli(GOLDEN_SET, "--max-hallucination-rate", "0.5").returncode == 0

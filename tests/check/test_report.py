@@ -151,15 +151,18 @@ def test_gate_card_shows_why_and_the_rate_card_follows_the_gate(tmp_path: Path) 
         row = Row(n, None, None, ["ctx"], f"answer {n}", None)
         summary.add(row, ev)
         writer.add(row, ev, 0.0)
-    thresholds = summary.thresholds(max_hallucination_rate=0.0)
+    thresholds = summary.thresholds(max_flag_share=0.0)
     writer.close(summary, thresholds, 1)
     page = out.read_text(encoding="utf-8")
     gate = page.split('<div class="card gate-fail"><div class="n">FAIL</div>', 1)[1]
     assert gate.split("</div></div>", 1)[0].endswith(
-        '<div class="why">hallucination rate 33.3% &gt; 0.0% (1 of 3 scored answers)'
+        '<div class="why">flag share 33.3% &gt; 0.0% (1 of 3 judged answers)'
     )
     assert '<div class="card gate-fail"><div class="n">33.3%</div>' in page
-    assert "hallucination rate (1 of 3 scored)" in page
+    assert "flag share (1 of 3 judged flagged hallucinated)" in page
+    # No audit labels: the rate card says the rate is unknown and which labels it used.
+    assert '<div class="n">unknown</div><div class="k">hallucination rate (until an audit)' in page
+    assert "labels used: none: no row is labelled" in page
 
 
 def test_the_card_points_at_the_sentence_the_local_judge_reason_names(tmp_path: Path) -> None:
@@ -196,3 +199,40 @@ def test_the_card_points_at_the_sentence_the_local_judge_reason_names(tmp_path: 
     assert card, page
     assert card.group(2) == reason.group(1)
     assert card.group(1).startswith(reason.group(2).removesuffix("..."))
+
+
+def _rated_report(tmp_path: Path, marked: bool, random_declared: bool = False) -> str:
+    """40 judged rows, the first 20 labelled (every 4th hallucinated), marked audit or not."""
+    out = tmp_path / f"rate-{marked}-{random_declared}.html"
+    writer = HtmlReportWriter(out)
+    summary = CheckSummary(labels_are_random=random_declared)
+    for n in range(40):
+        flagged = n % 4 == 0
+        label = ("hallucinated" if flagged else "faithful") if n < 20 else None
+        ev = Evaluation(
+            label="hallucinated" if flagged else "grounded",  # type: ignore[arg-type]
+            faithfulness=1.0,
+            groundedness=0.0 if flagged else 1.0,
+            hallucination_probability=0.8 if flagged else 0.2,
+        )
+        row = Row(n + 1, f"r{n}", None, ["ctx"], f"answer {n}", label, audit=marked and n < 20)  # type: ignore[arg-type]
+        summary.add(row, ev)
+        writer.add(row, ev, 0.0)
+    writer.close(summary, summary.thresholds(max_flag_share=1.0), 0)
+    return out.read_text(encoding="utf-8")
+
+
+def test_the_rate_card_says_which_labels_it_used(tmp_path: Path) -> None:
+    """As the CLI does: a random audit, labels declared random, or labels left out."""
+    audit = _rated_report(tmp_path, marked=True)
+    assert "hallucination rate (90% interval" in audit
+    assert "20 audit labels of 40 judged answers" in audit
+    assert "labels used: the labels of rows marked &quot;audit&quot; (a random audit)" in audit
+    declared = _rated_report(tmp_path, marked=False, random_declared=True)
+    assert "labels used: every label, declared random (--labels-are-random)" in declared
+    left_out = _rated_report(tmp_path, marked=False)
+    assert '<div class="n">unknown</div>' in left_out
+    assert "labels used: none: the labels were not chosen at random" in left_out
+    # The flag share is its own card, under its name, in every case.
+    for page in (audit, declared, left_out):
+        assert "flag share (10 of 40 judged flagged hallucinated)" in page

@@ -138,10 +138,11 @@ def test_report_in_chromium(browser: Any, tmp_path: Path) -> None:
     assert card.is_displayed() and (rate.method, rate.estimate) == ("labels", 0.4)
     assert card.find_element(By.CLASS_NAME, "n").text == "40.0%"
     assert card.find_element(By.CLASS_NAME, "k").text == (
-        f"estimated hallucination rate (90% interval {rate.lower:.1%}–{rate.upper:.1%})"
+        f"hallucination rate (90% interval {rate.lower:.1%}–{rate.upper:.1%})"
     )
     assert card.find_element(By.CLASS_NAME, "why").text == (
-        f"5 labelled of 5; labels alone; the judge flags {rate.flag_share:.1%}"
+        "5 audit labels of 5 judged answers; the audit labels alone; "
+        "labels used: every row's label (the file is fully labelled)"
     )
 
     # The summary chart: one bar per bin, counts adding up to the scored answers.

@@ -116,7 +116,7 @@ def _peak_bytes(tmp_path: Path, n: int) -> int:
     tracemalloc.start()
     try:
         code, summary, _ = run_check(
-            data, judge, GateOptions(max_hallucination_rate=1.0), concurrency=4, **outs
+            data, judge, GateOptions(max_flag_share=1.0), concurrency=4, **outs
         )
         _, peak = tracemalloc.get_traced_memory()
     finally:

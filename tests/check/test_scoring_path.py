@@ -24,7 +24,7 @@ from groundwatch.types import Judgement, Passage
 
 from .conftest import CONTEXT, GOLDEN_SET, GROUNDED, INVENTED, write_jsonl
 
-OPEN_GATE = GateOptions(max_hallucination_rate=1.0, max_errors=100)
+OPEN_GATE = GateOptions(max_flag_share=1.0, max_errors=100)
 
 
 class SuppressionWatchingJudge(LocalJudge):

@@ -28,31 +28,32 @@ def test_means_and_rate_are_over_scored_answers_only() -> None:
     assert s.rows == 5 and s.scored == 3
     assert s.mean_groundedness == pytest.approx(0.4)
     assert s.mean_faithfulness == pytest.approx(1.0)
-    assert s.hallucination_rate == pytest.approx(1 / 3)
+    # The flag share: hallucinated over every judged answer (no_claims in, error out).
+    assert s.flag_share == pytest.approx(1 / 4)
     assert s.histogram_groundedness == [1, 0, 1, 0, 0, 0, 0, 0, 0, 1]
-    names = {t.name: t.passed for t in s.thresholds(max_hallucination_rate=0.34)}
-    # The judge error fails the gate even though the rate passes.
-    assert names == {"hallucination rate": True, "judge errors": False, "truncated inputs": True}
-    assert all(t.passed for t in s.thresholds(max_hallucination_rate=0.34, max_errors=1))
+    names = {t.name: t.passed for t in s.thresholds(max_flag_share=0.25)}
+    # The judge error fails the gate even though the flag share passes.
+    assert names == {"flag share": True, "judge errors": False, "truncated inputs": True}
+    assert all(t.passed for t in s.thresholds(max_flag_share=0.25, max_errors=1))
 
 
 def test_thresholds_fail_when_nothing_was_scored() -> None:
     s = CheckSummary()
     s.add(_row(1), _ev("no_claims"))
-    results = s.thresholds(min_groundedness=0.5, max_hallucination_rate=0.5)
-    assert [t.passed for t in results] == [False, False, True, True]
+    results = s.thresholds(min_groundedness=0.5, max_flag_share=0.5)
+    # No scored answer for the mean; the no_claims answer is judged, and not flagged.
+    assert [t.passed for t in results] == [False, True, True, True]
     assert "no scored answer" in results[0].text
+    assert results[1].text == "flag share 0.0% <= 50.0% (0 of 1 judged answer)"
 
 
 def test_threshold_boundaries_are_inclusive() -> None:
     s = CheckSummary()
     s.add(_row(1), _ev("grounded", 1.0, 0.7))
     s.add(_row(2), _ev("hallucinated", 0.5, 0.5, bad=1))
-    results = s.thresholds(min_faithfulness=0.75, min_groundedness=0.6, max_hallucination_rate=0.5)
+    results = s.thresholds(min_faithfulness=0.75, min_groundedness=0.6, max_flag_share=0.5)
     assert [t.passed for t in results] == [True, True, True, True, True]
-    results = s.thresholds(
-        min_faithfulness=0.76, min_groundedness=0.61, max_hallucination_rate=0.49
-    )
+    results = s.thresholds(min_faithfulness=0.76, min_groundedness=0.61, max_flag_share=0.49)
     assert [t.passed for t in results] == [False, False, False, True, True]
 
 
@@ -92,11 +93,11 @@ def test_render_shows_the_tables() -> None:
     s = CheckSummary(source="set.jsonl", judge="local")
     s.add(_row(1, "faithful"), _ev("grounded", 1.0, 1.0))
     s.add(_row(2, "hallucinated"), _ev("hallucinated", 1.0, 0.0, bad=2))
-    text = s.render(s.thresholds(max_hallucination_rate=0.1), 1)
+    text = s.render(s.thresholds(max_flag_share=0.1), 1)
     assert "hallucinated                1" in text
     assert "balanced accuracy 1.000" in text
     assert "r2 (row 2) hallucinated" in text and '? unsupported: "claim 0"' in text
-    assert "FAIL  hallucination rate 50.0% > 10.0%" in text
+    assert "FAIL  flag share 50.0% > 10.0%" in text
     assert text.endswith("result: FAIL (a threshold failed), exit 1")
 
 
@@ -106,13 +107,13 @@ def test_render_says_bad_input_one_class_and_one_answer_in_words() -> None:
     s = CheckSummary(source="set.jsonl", judge="local")
     s.add(_row(1, "faithful"), _ev("grounded", 1.0, 1.0))  # a file's "grounded" is faithful
     s.add_invalid(InvalidRow(2, "answer", "row 2: field 'answer' is missing", None))
-    text = s.render(s.thresholds(max_hallucination_rate=0.0), 2)
+    text = s.render(s.thresholds(max_flag_share=0.0), 2)
     gate = text.split("\ngate\n")[1].splitlines()
     # The bad input is a gate line of its own, not only the result's parenthesis.
     assert gate[-2] == "  FAIL  invalid rows 1 > 0 allowed (bad input: exit 2)"
     assert gate[-1] == "result: FAIL (bad input), exit 2"
-    assert "(0 of 1 scored answer)" in text and "scored answers)" not in text
-    assert "1 labelled of 1; labels alone" in text
+    assert "(0 of 1 judged answer)" in text and "judged answers)" not in text
+    assert "1 audit labels of 1 judged answers; the audit labels alone" in text
     assert "(1 labelled row)" in text
     # The human-label row says which labels it counts.
     assert any(line.startswith("faithful/grounded ") for line in text.splitlines())

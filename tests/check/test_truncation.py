@@ -79,7 +79,7 @@ def test_allowing_or_raising_the_cap_decides_what_is_read(tmp_path: Path) -> Non
     raised = run_cli(data, "--max-answer-chars", str(cap + 1_000))
     assert raised.returncode == 1, raised.stdout + raised.stderr
     assert "PASS  truncated inputs 0" in raised.stdout
-    assert "FAIL  hallucination rate 100.0%" in raised.stdout
+    assert "FAIL  flag share 100.0%" in raised.stdout
 
 
 def test_a_passage_past_the_context_cap_fails_and_the_cap_can_be_raised(tmp_path: Path) -> None:
@@ -89,14 +89,14 @@ def test_a_passage_past_the_context_cap_fails_and_the_cap_can_be_raised(tmp_path
     row = {"id": "deep", "contexts": ["x", filler + CONTEXT], "answer": GROUNDED["answer"]}
     data = write_jsonl(tmp_path / "deep.jsonl", [row])
     out = tmp_path / "out.jsonl"
-    proc = run_cli(data, "--json", out, "--max-hallucination-rate", "1")
+    proc = run_cli(data, "--json", out, "--max-flag-share", "1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "deep (row 1): contexts[1]: " in proc.stdout
     assert "(--max-context-chars)" in proc.stdout
     first = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
     assert first["evaluation"]["truncated"] is True
     assert first["truncation"] and first["truncation"][0].startswith("contexts[1]: ")
-    raised = run_cli(data, "--max-context-chars", "100000", "--max-hallucination-rate", "0")
+    raised = run_cli(data, "--max-context-chars", "100000", "--max-flag-share", "0")
     assert raised.returncode == 0, raised.stdout + raised.stderr
 
 
@@ -104,7 +104,7 @@ def test_passages_past_the_count_cap_fail_the_gate(tmp_path: Path) -> None:
     contexts = [f"Passage number {i} is about bridges." for i in range(70)] + [CONTEXT]
     row = {"id": "many", "contexts": contexts, "answer": GROUNDED["answer"]}
     data = write_jsonl(tmp_path / "many.jsonl", [row])
-    proc = run_cli(data, "--max-hallucination-rate", "1")
+    proc = run_cli(data, "--max-flag-share", "1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "many (row 1): contexts: 71 passages, the judge read the first 64" in proc.stdout
     assert run_cli(data, "--max-passages", "100").returncode == 0

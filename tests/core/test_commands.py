@@ -1,5 +1,6 @@
-"""The long-running commands' shared runner (``groundwatch.cli._long_running``): worker and serve
-set up telemetry and run their main through it, so they behave alike."""
+"""The long-running commands' shared runner (``groundwatch.runtime.long_running``): worker and
+serve set up telemetry and run their main through it, so they behave alike; what they raise
+reaches the command line on top, which says it in one line with its exit code."""
 
 from __future__ import annotations
 
@@ -8,34 +9,68 @@ import argparse
 import pytest
 from opentelemetry import trace
 
-from groundwatch.check.cli import UsageError
-from groundwatch.cli import _long_running
+from groundwatch._shared.errors import UsageError
+from groundwatch.cli import main
+from groundwatch.runtime import long_running
 
 
-def test_usage_error_is_exit_2_with_the_command_name_and_telemetry_is_flushed(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_usage_error_reaches_the_command_line_and_telemetry_is_flushed(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     flushed: list[bool] = []
-    monkeypatch.setattr(_long_running, "otlp_providers", lambda: lambda: flushed.append(True))
+    monkeypatch.setattr(long_running, "otlp_providers", lambda: lambda: flushed.append(True))
 
     async def bad() -> int:
         raise UsageError("--model is required")
 
-    assert _long_running.run_command("groundwatch serve", bad) == 2
-    assert "groundwatch serve: error: --model is required" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="--model is required"):
+        long_running.run_command(bad)
     assert flushed == [True]
 
     async def fine() -> int:
         return 0
 
-    assert _long_running.run_command("groundwatch worker", fine) == 0
+    assert long_running.run_command(fine) == 0
     assert flushed == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "code"),
+    [
+        ("groundwatch.serve.cli", ["serve"], 2),
+        ("groundwatch.queue.cli", ["worker", "--group", "g"], 2),
+        ("groundwatch.serve.cli", ["serve"], 1),
+    ],
+)
+def test_what_a_command_raises_is_one_line_and_its_exit_code(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    argv: list[str],
+    code: int,
+) -> None:
+    import importlib
+
+    module = importlib.import_module(command)
+
+    def fake_run(make: object) -> int:
+        if code == 2:
+            raise UsageError("--model is required")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(module, "run_command", fake_run)
+    monkeypatch.setattr(module, "_importable", lambda name: True, raising=False)
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    name = f"groundwatch {argv[0]}"
+    expected = "--model is required" if code == 2 else "OSError: disk full"
+    assert f"{name}: error: {expected}" in err
 
 
 def test_no_exporters_without_the_endpoint_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     before = trace.get_tracer_provider()
-    _long_running.otlp_providers()()
+    long_running.otlp_providers()()
     assert trace.get_tracer_provider() is before
 
 
@@ -48,10 +83,24 @@ def test_worker_and_serve_run_through_the_shared_runner(
     module = importlib.import_module(command)
     calls: list[str] = []
 
-    def fake_run(name: str, main: object) -> int:
-        calls.append(name)
+    def fake_run(main: object) -> int:
+        calls.append(command)
         return 0
 
     monkeypatch.setattr(module, "run_command", fake_run)
     assert module.run(argparse.Namespace(redis=None)) == 0
-    assert calls == [f"groundwatch {'serve' if 'serve' in command else 'worker'}"]
+    assert calls == [command]
+
+
+def test_every_subcommand_is_found_through_the_one_table() -> None:
+    import importlib
+
+    from groundwatch import cli
+
+    names = [name for name, _ in cli._SUBCOMMANDS]
+    assert names == ["check", "demo", "worker", "serve", "feedback", "rules", "export-onnx"]
+    for _, module_name in cli._SUBCOMMANDS:
+        module = importlib.import_module(module_name)
+        assert callable(module.add_parser) and callable(module.run), module_name
+    sub = cli.build_parser()._subparsers._group_actions[0]  # type: ignore[union-attr]
+    assert sorted(sub.choices) == sorted(names)

@@ -136,15 +136,20 @@ def _imports(path: Path, module: str, known: set[str]) -> set[str]:
     return found
 
 
-def test_no_two_modules_import_each_other() -> None:
-    # The core and each integration (an import for type checkers counts: it is a dependency a
-    # reader follows all the same).
+def _import_edges() -> dict[str, set[str]]:
+    """Every module of the core and of each integration -> the modules it imports (an import
+    for type checkers or inside a function counts: it is a dependency a reader follows all the
+    same)."""
     files = {}
     for package in (SRC, *INTEGRATIONS):
         for path in package.rglob("*.py"):
             parts = path.relative_to(package.parent).with_suffix("").parts
             files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    edges = {m: _imports(p, m, set(files)) for m, p in files.items()}
+    return {m: _imports(p, m, set(files)) for m, p in files.items()}
+
+
+def test_no_two_modules_import_each_other() -> None:
+    edges = _import_edges()
     # A module that reaches itself again through its imports is in a circle.
     circles = []
     for start in edges:
@@ -156,8 +161,34 @@ def test_no_two_modules_import_each_other() -> None:
                 todo.extend(edges[m])
         if start in seen:
             circles.append(start)
-    assert len(files) > 80
+    assert len(edges) > 80
     assert sorted(circles) == []
+
+
+def test_the_command_line_is_on_top() -> None:
+    # The judges, the runtime and the subcommands raise errors that live below them
+    # (_shared/errors.py); only the command line and `python -m groundwatch` import cli/.
+    edges = _import_edges()
+    assert "groundwatch.cli" in edges["groundwatch.__main__"]  # the scan sees such imports
+    importers = sorted(
+        m
+        for m, imported in edges.items()
+        if any(i == "groundwatch.cli" or i.startswith("groundwatch.cli.") for i in imported)
+        and not (m == "groundwatch.cli" or m.startswith("groundwatch.cli."))
+    )
+    assert importers == ["groundwatch.__main__"]
+
+
+def test_nothing_inside_the_package_imports_its_root(tmp_path: Path) -> None:
+    # The root is the public face: a module inside that imports it pulls in the whole face and
+    # stands on the floor above everything.
+    probe = tmp_path / "probe.py"
+    probe.write_text("import groundwatch as gw\nfrom .. import Monitor\n", encoding="utf-8")
+    known = {"groundwatch", "groundwatch.serve", "groundwatch.serve.probe"}
+    assert _imports(probe, "groundwatch.serve.probe", known) == {"groundwatch"}  # seen
+    edges = _import_edges()
+    importers = sorted(m for m, imported in edges.items() if "groundwatch" in imported)
+    assert importers == []
 
 
 # --- what the integrations import of the core ---------------------------------------------------
@@ -271,3 +302,22 @@ def test_what_adding_a_judge_touches_is_every_file_that_names_them_all() -> None
     }
     assert "src/groundwatch/judging/registry.py" in tables
     assert sorted(tables - listed) == []
+
+
+def test_no_benchmark_imports_a_test_file() -> None:
+    # What the benchmarks share with the tests lives in testkit/, which both import.
+    importing: list[str] = []
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(n == "tests" or n.startswith("tests.") for n in names):
+                importing.append(path.name)
+    assert importing == []
+    shared = {p.stem for p in (ROOT / "testkit").glob("*.py")}
+    assert {"fake_openai", "zh_cases", "chains"} <= shared

@@ -91,6 +91,10 @@ SETUP = {
     "feedback.md": REQUEST,
     "langchain.md": LANGCHAIN_APP,
     "llamaindex.md": LLAMAINDEX_APP,
+    # The reader's environment: MLflow's own variables (a closed port: nothing is sent; an
+    # experiment id needs no lookup). tests/dashboards/test_mlflow.py runs it against a server.
+    "mlflow.md": "import os\nos.environ['MLFLOW_TRACKING_URI'] = 'http://127.0.0.1:9'\n"
+    "os.environ['MLFLOW_EXPERIMENT_ID'] = '0'\n",
     "runtime.md": REQUEST,
 }
 """The reader's own objects, per page (a page missing here needs none)."""

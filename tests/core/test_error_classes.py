@@ -11,9 +11,9 @@ import pytest
 
 import groundwatch as gw
 from groundwatch.judging.text.numerals import extract_quantities
+from testkit.zh_cases import CASES, PASSAGES
 
 from ..extras import require_zh_extra
-from .zh_cases import CASES, PASSAGES
 
 
 def verdict(answer: str, context: str) -> str:

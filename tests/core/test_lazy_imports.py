@@ -119,6 +119,31 @@ def test_from_groundwatch_import_monitor_defines_no_model_and_loads_no_judge() -
     assert models == []
 
 
+def test_from_groundwatch_import_monitor_loads_no_pydantic_model_machinery() -> None:
+    # pydantic's package is lazy; its models (pydantic.main, the schema builder) cost more than
+    # the rest of groundwatch's start-up, and the request path needs none of them.
+    loaded = modules_after("from groundwatch import Monitor")
+    assert "groundwatch.runtime.monitor" in loaded
+    assert sorted(m for m in loaded if m == "pydantic.main" or m.startswith("pydantic._")) == []
+
+
+def test_a_tool_output_that_is_a_pydantic_model_is_read_as_its_fields() -> None:
+    # Without importing pydantic's models at start-up, a model among a tool's outputs is still
+    # one (readable, and written as its fields).
+    from pydantic import BaseModel
+
+    from groundwatch._shared.capture import readable_tool_output, tool_output_text
+
+    class Weather(BaseModel):
+        city: str
+        celsius: int
+
+    assert readable_tool_output(Weather(city="Oslo", celsius=3))
+    assert (
+        tool_output_text(Weather(city="Oslo", celsius=3), 100) == '{"celsius": 3, "city": "Oslo"}'
+    )
+
+
 def test_a_monitor_still_loads_what_it_needs_when_built() -> None:
     # The deferred imports resolve (a typo in one would surface only here, at construction).
     result = fresh(

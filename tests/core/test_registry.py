@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import groundwatch
+from groundwatch._shared.errors import UsageError
 from groundwatch.cli import build_parser
-from groundwatch.cli._errors import UsageError
 from groundwatch.judging import registry
 from groundwatch.types import Claim, Judgement, Passage
 

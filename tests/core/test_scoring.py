@@ -343,3 +343,46 @@ def test_a_failure_from_the_worker_process_names_its_exception_once() -> None:
     # A judge's own message still gets its specific cause in front.
     ev = score(Judgement(error="no reply", error_type="judge_unresponsive"), "a", ["c"])
     assert ev.error == "judge_unresponsive: no reply"
+
+
+@pytest.mark.parametrize(
+    ("answer", "passage"),
+    [
+        ("Shipping takes 9 days.", "Shipping takes 3 days."),  # a FAQ line
+        ("Returns are accepted for 60 days.", "Returns: 30 days."),
+        ("The order shipped on May 3.", "Order 123 shipped on May 5"),  # a tool's one line
+    ],
+)
+def test_a_short_passage_that_contradicts_makes_the_answer_hallucinated(
+    answer: str, passage: str
+) -> None:
+    """A contradiction is never a retrieval failure (issue #45 item 5): the local judge end to
+    end, on one short passage."""
+    assert context_is_substantive([Passage(text=passage)])
+    for heading in ("Table of contents:", "Shipping and returns", "FAQ", "Returns"):
+        assert not context_is_substantive([Passage(text=heading)]), heading
+    ev = gw.evaluate(answer, [passage])
+    assert ev.label == "hallucinated", (ev.label, [c.verdict for c in ev.claims])
+
+
+def test_a_contradicted_claim_is_hallucinated_whatever_the_context() -> None:
+    """Even where the context is only headings, a claim it contradicts is the generation's
+    fault, not the retrieval's: the rule on the verdicts, for every judge."""
+    toc = [Passage(text="Contents\n1. Delivery in 5 days ........ 3\n2. Pricing ........ 7")]
+    assert not context_is_substantive(toc)
+    answer = "Delivery takes 2 days."
+    quote = "Delivery in 5 days"
+    start = toc[0].text.index(quote)
+    claim = Claim(
+        text=answer,
+        start=0,
+        end=len(answer),
+        verdict="contradicted",
+        evidence=[Evidence(passage=0, start=start, end=start + len(quote), quote=quote)],
+    )
+    ev = score(Judgement(claims=[claim]), answer, toc)
+    assert ev.claims[0].verdict == "contradicted"
+    assert ev.label == "hallucinated"
+    # Unsupported alone on such a context is still a retrieval failure.
+    unsupported = claim.model_copy(update={"verdict": "unsupported", "evidence": []})
+    assert score(Judgement(claims=[unsupported]), answer, toc).label == "insufficient_context"

@@ -147,7 +147,8 @@ def test_the_reading_is_for_tool_passages_only() -> None:
     of the local judge cannot move."""
     text = tool_output_text(ORDER, MAX_PASSAGE_CHARS)
     retrieved = gw.evaluate("Your order total was 45.50 EUR.", [text])
-    assert retrieved.label == "insufficient_context"
+    # A one-line output stating values is prose (issue #45): the answer, not the retrieval.
+    assert retrieved.label == "hallucinated"
     assert _verdicts(retrieved) == ["unsupported"]
     assert tool_records(Passage(text=text)) == ()
     assert tool_records(Passage(text=text, kind="tool"))

@@ -24,6 +24,7 @@ from .conftest import HARNESS, ROOT, RedisServer, metric_sum, wait_for
 
 PASSAGES = ["The refund window is 30 days from delivery."]
 N = 40
+IMPORT = ("feedback", "import", "--audit-rate", "0.5")  # the app's and the worker's audit rate
 
 
 def _answer(i: int) -> str:
@@ -108,8 +109,9 @@ def test_a_worker_marks_the_traces_the_app_audits_and_carries_the_probability(
     labelled = tmp_path / "labelled.jsonl"
     labelled.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = tmp_path / "import"
+    # At the audit rate the app and the worker audited at: the hash decides the audit labels.
     done = subprocess.run(
-        [sys.executable, str(HARNESS), str(out), "feedback", "import", str(labelled)],
+        [sys.executable, str(HARNESS), str(out), *IMPORT, str(labelled)],
         env={
             **os.environ,
             "PYTHONPATH": os.pathsep.join(

@@ -18,8 +18,8 @@ import groundwatch as gw
 from groundwatch.queue import stream_json
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
+from testkit.chains import build
 
-from ..langchain.chains import build
 from .conftest import RedisServer, _free_port, metric_sum, wait_for
 
 STREAM = "groundwatch:records"

@@ -7,8 +7,11 @@ extras), and by ``test_core_only.py`` with the optional packages blocked.
 from __future__ import annotations
 
 import io
+import json
+import os
 import sys
-from contextlib import redirect_stdout
+import tempfile
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 GOLDEN_SET = Path(__file__).resolve().parents[2] / "examples" / "golden_set.jsonl"
@@ -39,8 +42,23 @@ def main() -> None:
 
     out = io.StringIO()
     with redirect_stdout(out):
-        code = cli(["check", str(GOLDEN_SET), "--max-hallucination-rate", "1"])
+        code = cli(["check", str(GOLDEN_SET), "--max-flag-share", "1"])
     assert code == 0 and "result: PASS, exit 0" in out.getvalue(), out.getvalue()
+
+    # feedback import needs the SDK and the OTLP exporter ([otlp]): without them, the install
+    # line, exit 2, no traceback (issue #45).
+    with tempfile.TemporaryDirectory() as tmp:
+        labels = Path(tmp) / "labels.jsonl"
+        labels.write_text(json.dumps({"trace_id": "1" * 32, "label": "grounded"}) + "\n")
+        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
+        err = io.StringIO()
+        try:
+            with redirect_stderr(err):
+                code = cli(["feedback", "import", str(labels)])
+        finally:
+            del os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert code == 2 and "pip install 'groundwatch[otlp]'" in err.getvalue(), err.getvalue()
+    assert "Traceback" not in err.getvalue()
 
     from groundwatch.testing import GroundwatchTelemetry, assert_grounded
 

@@ -22,6 +22,7 @@ from groundwatch.runtime.sampling import Decision
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry, RecordingMonitor
 from groundwatch.types import passage_names
+from testkit.chains import TopicRetriever
 
 from .agents import (
     BUILDERS,
@@ -42,7 +43,6 @@ from .agents import (
     run,
     tools_then,
 )
-from .chains import TopicRetriever
 
 builders = pytest.mark.parametrize("build", list(BUILDERS))
 

@@ -15,8 +15,7 @@ from opentelemetry.trace import Tracer
 
 from groundwatch import Decision
 from groundwatch.testing import RecordingMonitor
-
-from .chains import (
+from testkit.chains import (
     ANSWER,
     CASES,
     MODES,
@@ -27,7 +26,7 @@ from .chains import (
     run,
     vector_store,
 )
-from .chains import PROMPT as PROMPT_
+from testkit.chains import PROMPT as PROMPT_
 
 QUESTIONS = ["What is the refund policy?", "How long does shipping take?"]
 
@@ -378,7 +377,7 @@ def test_chain_without_retrieval_is_ignored(monitor: RecordingMonitor) -> None:
 
 
 def test_cancelled_run_is_counted_and_cleaned_up(monitor: RecordingMonitor) -> None:
-    from .chains import TopicRetriever, documents
+    from testkit.chains import TopicRetriever, documents
 
     retriever = TopicRetriever(docs=documents(), pause=5.0)
     chain = (

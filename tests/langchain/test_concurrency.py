@@ -15,8 +15,7 @@ from langchain_core.runnables import Runnable, RunnablePassthrough
 from opentelemetry.trace import Tracer
 
 from groundwatch.testing import RecordingMonitor
-
-from .chains import FACTS, PROMPT, TopicRetriever, documents, format_docs
+from testkit.chains import FACTS, PROMPT, TopicRetriever, documents, format_docs
 
 N = 24
 

@@ -13,8 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 import groundwatch as gw
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
-
-from .chains import ANSWER, PROMPT, FailingRetriever, build, chat_model, format_docs, run
+from testkit.chains import ANSWER, PROMPT, FailingRetriever, build, chat_model, format_docs, run
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:openinference")
 
@@ -51,7 +50,7 @@ def test_evaluation_lands_in_the_request_trace(capgw: GroundwatchTelemetry, mode
 
 def test_grounded_answer_scores_grounded(capgw: GroundwatchTelemetry) -> None:
     """The retrieved passage states the answer word for word: the judge must find it."""
-    from .chains import TopicRetriever, documents
+    from testkit.chains import TopicRetriever, documents
 
     monitor = capgw.monitor(sampler=gw.RatioSampler(1.0))
     chain = (

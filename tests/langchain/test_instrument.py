@@ -10,8 +10,7 @@ from groundwatch_langchain import GroundwatchCallbackHandler
 from langchain_core.callbacks import BaseCallbackManager
 
 from groundwatch.testing import RecordingMonitor
-
-from .chains import CASES, build, run
+from testkit.chains import CASES, build, run
 
 
 @pytest.mark.parametrize("case_name", CASES)

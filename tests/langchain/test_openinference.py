@@ -14,8 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from groundwatch.testing import RecordingMonitor
-
-from .chains import build, run
+from testkit.chains import build, run
 
 # OpenInference's own use of a deprecated LangChain API, not ours.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:openinference")

@@ -11,8 +11,7 @@ from opentelemetry.instrumentation.langchain import LangchainInstrumentor
 import groundwatch as gw
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
-
-from .chains import build, run
+from testkit.chains import build, run
 
 
 @pytest.mark.parametrize("attach", ["instrument_first", "instrument_last", "handler"])

@@ -229,5 +229,15 @@ def test_a_response_whose_text_raises_ends_in_one_counted_failure(
     assert monitor.force_flush(10_000)
     # Exactly one decision for the one interaction: a failure saying why, nothing scored.
     points = capgw.metric_points("groundwatch.records")
-    assert points == [({"groundwatch.decision": "error", "error.type": "no_answer"}, 1)]
+    # The route the integration passes to record_failure is on the count.
+    assert points == [
+        (
+            {
+                "groundwatch.decision": "error",
+                "error.type": "no_answer",
+                "groundwatch.route": "docs-qa",
+            },
+            1,
+        )
+    ]
     assert capgw.spans() == []

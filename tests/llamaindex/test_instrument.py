@@ -171,3 +171,54 @@ def test_a_forked_child_starts_with_no_queries_and_a_free_lock(
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert capture.open_roots == 1
+
+
+class _RaisingCapture(Capture):
+    """A capture whose every step raises: the handlers' one guard must catch each."""
+
+    def enter(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("enter bug")
+
+    def exit(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("exit bug")
+
+    def drop(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("drop bug")
+
+    def retrieval(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("retrieval bug")
+
+    def chat_start(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("chat bug")
+
+
+def test_every_handler_entry_point_is_guarded_and_counted() -> None:
+    from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
+    from llama_index.core.instrumentation.events.retrieval import (
+        RetrievalEndEvent,
+        RetrievalStartEvent,
+    )
+
+    from groundwatch._shared import guard
+
+    capture = _RaisingCapture()
+    spans, events = GroundwatchSpanHandler(capture), GroundwatchEventHandler(capture)
+    args = inspect.signature(lambda str_or_query_bundle: None).bind("q")
+    before = dict(guard.errors)
+    assert spans.span_enter("s-1", args) is None
+    assert spans.span_exit("s-1", args, result="r") is None
+    assert spans.span_drop("s-1", args, err=RuntimeError("host")) is None
+    assert spans.new_span("s-2", args) is None  # the base class's hooks reach the same guard
+    assert events.handle(RetrievalStartEvent(str_or_query_bundle="q")) is None
+    assert events.handle(RetrievalEndEvent(str_or_query_bundle="q", nodes=[])) is None
+    assert (
+        events.handle(LLMChatStartEvent(messages=[], additional_kwargs={}, model_dict={})) is None
+    )
+    assert capture.errors == 7
+    new = {k: n - before.get(k, 0) for k, n in guard.errors.items() if n != before.get(k, 0)}
+    assert new == {
+        ("llama_index span start", "RuntimeError"): 2,
+        ("llama_index span exit", "RuntimeError"): 1,
+        ("llama_index span drop", "RuntimeError"): 1,
+        ("llama_index event", "RuntimeError"): 3,
+    }

@@ -118,3 +118,30 @@ def test_a_response_whose_source_nodes_raise_is_scored_on_what_was_retrieved(
     [(record, evaluation)] = capgw.results()
     assert [p.text for p in record.contexts] == [FACTS["eiffel"]]
     assert evaluation.label == "grounded"
+
+
+class _OwnSearchEngine(CustomQueryEngine):
+    """A custom engine that finds its passages itself (no LlamaIndex retriever runs)."""
+
+    readable: bool
+
+    def custom_query(self, query_str: str) -> Any:
+        if self.readable:
+            return "The Eiffel Tower is 330 metres tall."
+        return _UnreadableText([], "RuntimeError")
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_an_unreadable_response_without_a_seen_retrieval_is_still_counted(
+    monitor: gw.Monitor, capgw: GroundwatchTelemetry, use_async: bool
+) -> None:
+    """Issue #45 item 7: its answer was lost, and the warning says it is counted, so it is:
+    one ``no_answer`` decision. A readable answer with no retrieval (a plain chat turn) stays
+    ignored."""
+    question = QUESTIONS["eiffel"]
+    for readable in (False, True):
+        engine = _OwnSearchEngine(readable=readable)
+        asyncio.run(engine.aquery(question)) if use_async else engine.query(question)
+    assert monitor.force_flush(10_000)
+    assert _decisions(capgw) == [({"groundwatch.decision": "error", "error.type": "no_answer"}, 1)]
+    assert capgw.spans() == []

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from groundwatch import OpenAIJudge
-
-from .fake_openai import FakeOpenAIServer
+from testkit.fake_openai import FakeOpenAIServer
 
 TEST_KEY = "sk-test-SECRETKEY-0123456789abcdef"
 

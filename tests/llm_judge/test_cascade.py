@@ -10,8 +10,7 @@ import pytest
 import groundwatch as gw
 from groundwatch import CascadeJudge, OpenAIJudge
 from groundwatch.types import Claim, Evidence, Judgement, Passage
-
-from .fake_openai import FakeOpenAIServer, Reply
+from testkit.fake_openai import FakeOpenAIServer, Reply
 
 MakeJudge = Callable[..., OpenAIJudge]
 

@@ -15,9 +15,9 @@ import groundwatch as gw
 from groundwatch import OpenAIJudge
 from groundwatch.telemetry import semconv as sc
 from groundwatch.types import Passage
+from testkit.fake_openai import FakeOpenAIServer, Reply
 
 from .conftest import TEST_KEY
-from .fake_openai import FakeOpenAIServer, Reply
 
 MakeJudge = Callable[..., OpenAIJudge]
 PASSAGES = ["The Eiffel Tower was completed in 1889. It is 330 metres tall."]

@@ -14,9 +14,9 @@ import pytest
 import groundwatch as gw
 from groundwatch import ConfigWarning, OpenAIJudge
 from groundwatch.judging.judges._prompt import PROMPT_VERSION, SYSTEM_PROMPT
+from testkit.fake_openai import FakeOpenAIServer, Reply, parse_prompt
 
 from .conftest import TEST_KEY
-from .fake_openai import FakeOpenAIServer, Reply, parse_prompt
 
 MakeJudge = Callable[..., OpenAIJudge]
 

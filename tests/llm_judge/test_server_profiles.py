@@ -15,8 +15,7 @@ import pytest
 
 import groundwatch as gw
 from groundwatch import OpenAIJudge
-
-from .fake_openai import PROFILES, FakeOpenAIServer, Reply, format_kind
+from testkit.fake_openai import PROFILES, FakeOpenAIServer, Reply, format_kind
 
 MakeJudge = Callable[..., OpenAIJudge]
 

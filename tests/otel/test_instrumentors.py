@@ -23,8 +23,8 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 )
 
 from groundwatch.testing import GroundwatchTelemetry, RecordingMonitor
+from testkit.chains import build
 
-from ..langchain.chains import build
 from ..llamaindex._fakes import BagOfWordsEmbedding, ContextAnswerLLM
 
 QUESTION = "What is the refund policy?"

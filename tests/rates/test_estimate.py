@@ -12,9 +12,11 @@ import pytest
 from groundwatch.rates import (
     JudgeErrorRates,
     RateEstimate,
+    RateExtrapolation,
     RateTotals,
     _error_rates,
     estimate_rate,
+    extrapolate_rate,
     judge_error_rates,
     wilson_interval,
 )
@@ -140,13 +142,18 @@ def test_unknown_probabilities_use_the_flag_as_the_prediction() -> None:
     assert estimate.lower <= estimate.estimate <= estimate.upper
 
 
+def _extrapolate(totals: RateTotals, error_rates: JudgeErrorRates) -> RateExtrapolation:
+    found = extrapolate_rate(totals, error_rates=error_rates)
+    assert found is not None
+    return found
+
+
 def test_rogan_gladen_corrects_the_flag_share() -> None:
     totals = RateTotals(scored=1000, flagged=480)
-    estimate = estimate_rate(totals, error_rates=RATES)
-    assert estimate.method == "rogan_gladen"
+    estimate = _extrapolate(totals, error_rates=RATES)
     assert estimate.flag_share == 0.48
-    assert estimate.estimate == pytest.approx((0.48 + 0.6 - 1) / (0.8 + 0.6 - 1))
-    assert estimate.lower < estimate.estimate < estimate.upper
+    assert estimate.extrapolated == pytest.approx((0.48 + 0.6 - 1) / (0.8 + 0.6 - 1))
+    assert estimate.lower < estimate.extrapolated < estimate.upper
     # The box's corners: the lowest from the high sensitivity and low specificity.
     q_low, q_high = wilson_interval(480, 1000, Z90)
     assert estimate.lower == pytest.approx(max(0.0, (q_low + 0.5 - 1) / (0.9 + 0.5 - 1)))
@@ -158,9 +165,9 @@ def test_rogan_gladen_widens_with_the_spread_across_sources() -> None:
     tight = dataclasses.replace(
         RATES, sensitivity_low=0.8, sensitivity_high=0.8, specificity_low=0.6, specificity_high=0.6
     )
-    narrow = estimate_rate(totals, error_rates=tight)
-    wide = estimate_rate(totals, error_rates=RATES)
-    assert narrow.estimate == wide.estimate
+    narrow = _extrapolate(totals, error_rates=tight)
+    wide = _extrapolate(totals, error_rates=RATES)
+    assert narrow.extrapolated == wide.extrapolated
     assert wide.upper - wide.lower > narrow.upper - narrow.lower > 0
 
 
@@ -173,14 +180,13 @@ def test_rogan_gladen_spans_the_sources_pairs_not_the_box_of_their_extremes() ->
         "b": {"sensitivity": 0.6, "specificity": 0.8, "labelled": 100},
     }
     rates = JudgeErrorRates(0.75, 0.6, 0.6, 0.9, 0.4, 0.8, sources=sources)
-    estimate = estimate_rate(RateTotals(scored=1000, flagged=480), error_rates=rates)
+    estimate = _extrapolate(RateTotals(scored=1000, flagged=480), error_rates=rates)
     q_low, q_high = wilson_interval(480, 1000, Z90)
     corrected = [
         (q + sp - 1) / (se + sp - 1)
         for se, sp in ((0.75, 0.6), (0.9, 0.4), (0.6, 0.8))
         for q in (q_low, q_high)
     ]
-    assert estimate.method == "rogan_gladen"
     assert (estimate.lower, estimate.upper) == pytest.approx(
         (max(0.0, min(corrected)), max(corrected))
     )
@@ -191,49 +197,62 @@ def test_a_flag_share_below_every_false_alarm_rate_keeps_an_upper_bound() -> Non
     """Flagging 5 % where every measured specificity predicts at least 30 % false alarms: the
     specificities do not fit, so the upper bound is q/se (true whatever the specificity), not
     a collapsed [0, 0] that would miss any true rate above zero."""
-    estimate = estimate_rate(RateTotals(scored=1000, flagged=50), error_rates=RATES)
+    estimate = _extrapolate(RateTotals(scored=1000, flagged=50), error_rates=RATES)
     q_high = wilson_interval(50, 1000, Z90)[1]
-    assert (estimate.method, estimate.estimate, estimate.lower) == ("rogan_gladen", 0.0, 0.0)
+    assert (estimate.extrapolated, estimate.lower) == (0.0, 0.0)
     assert estimate.upper == pytest.approx(q_high / 0.7)  # the lowest sensitivity in the box
 
 
 def test_a_flag_share_above_every_pairs_reach_keeps_a_lower_bound() -> None:
-    estimate = estimate_rate(RateTotals(scored=1000, flagged=990), error_rates=RATES)
+    estimate = _extrapolate(RateTotals(scored=1000, flagged=990), error_rates=RATES)
     q_low = wilson_interval(990, 1000, Z90)[0]
-    assert (estimate.estimate, estimate.upper) == (1.0, 1.0)
+    assert (estimate.extrapolated, estimate.upper) == (1.0, 1.0)
     assert estimate.lower == pytest.approx(1 - (1 - q_low) / 0.5)
 
 
 def test_rogan_gladen_clips_to_the_unit_interval() -> None:
-    estimate = estimate_rate(RateTotals(scored=1000, flagged=300), error_rates=RATES)
-    assert estimate.estimate == 0.0 and estimate.lower == 0.0  # (0.3 + 0.6 - 1) < 0
+    estimate = _extrapolate(RateTotals(scored=1000, flagged=300), error_rates=RATES)
+    assert estimate.extrapolated == 0.0 and estimate.lower == 0.0  # (0.3 + 0.6 - 1) < 0
 
 
 def test_a_judge_no_better_than_chance_gets_no_correction() -> None:
     chance = JudgeErrorRates(0.5, 0.5, 0.4, 0.6, 0.4, 0.6)
-    estimate = estimate_rate(RateTotals(scored=100, flagged=40), error_rates=chance)
-    assert (estimate.method, estimate.estimate) == ("flag_share", 0.4)
+    assert extrapolate_rate(RateTotals(scored=100, flagged=40), error_rates=chance) is None
 
 
 def test_a_box_reaching_chance_leaves_that_side_open() -> None:
     loose = dataclasses.replace(RATES, sensitivity_low=0.45, specificity_low=0.5)
-    estimate = estimate_rate(RateTotals(scored=1000, flagged=480), error_rates=loose)
-    assert (estimate.method, estimate.lower, estimate.upper) == ("rogan_gladen", 0.0, 1.0)
+    estimate = _extrapolate(RateTotals(scored=1000, flagged=480), error_rates=loose)
+    assert (estimate.lower, estimate.upper) == (0.0, 1.0)
 
 
-def test_no_labels_and_no_error_rates_give_the_flag_share() -> None:
-    estimate = estimate_rate(RateTotals(scored=200, flagged=50), judge="no-such-judge")
-    assert (estimate.method, estimate.estimate) == ("flag_share", 0.25)
-    assert (estimate.lower, estimate.upper) == pytest.approx(wilson_interval(50, 200, Z90))
+def test_no_labels_give_no_rate_and_no_interval() -> None:
+    """Without audit labels nothing is the rate: no estimate and no interval, whatever the
+    judge's shipped error rates say; the flag share is said for what it is."""
+    for judge in ("local", "no-such-judge", None):
+        estimate = estimate_rate(RateTotals(scored=200, flagged=50), judge=judge)
+        assert (estimate.method, estimate.estimate, estimate.lower, estimate.upper) == (
+            "no_audit",
+            None,
+            None,
+            None,
+        )
+        assert (estimate.flag_share, estimate.known) == (0.25, False)
+
+
+def test_no_error_rates_give_no_extrapolation() -> None:
+    with pytest.raises(ValueError, match="no-such-judge"):  # named, never a silent None
+        extrapolate_rate(RateTotals(scored=200, flagged=50), judge="no-such-judge")
+    assert extrapolate_rate(RateTotals(), error_rates=RATES) is None
 
 
 def test_nothing_scored_says_nothing_is_known() -> None:
     estimate = estimate_rate(RateTotals())
     assert (estimate.method, estimate.estimate, estimate.lower, estimate.upper) == (
-        "flag_share",
-        0.0,
-        0.0,
-        1.0,
+        "no_audit",
+        None,
+        None,
+        None,
     )
 
 
@@ -296,12 +315,21 @@ def test_malformed_entries_are_none(tmp_path: Path) -> None:
     assert judge_error_rates("local", path=_write(tmp_path, [1, 2])) is None
 
 
-def test_estimate_rate_looks_up_the_judges_shipped_rates(
+def test_extrapolate_rate_looks_up_the_judges_shipped_rates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _write(tmp_path, {"measured": "how", "judges": {"local": {"en": ENTRY}}})
     monkeypatch.setattr(_error_rates, "_SHIPPED", path)
     totals = RateTotals(scored=1000, flagged=480)
-    assert estimate_rate(totals, judge="local").method == "rogan_gladen"
-    assert estimate_rate(totals, judge="local", language="zh").method == "flag_share"
-    assert estimate_rate(totals, judge="local") == estimate_rate(totals, error_rates=RATES)
+    with pytest.raises(ValueError, match="measured in en"):
+        extrapolate_rate(totals, judge="local", language="zh")
+    found, given = (
+        extrapolate_rate(totals, judge="local"),
+        extrapolate_rate(totals, error_rates=RATES),
+    )
+    assert found is not None and given is not None
+    assert (found.extrapolated, found.lower, found.upper) == (
+        given.extrapolated,
+        given.lower,
+        given.upper,
+    )

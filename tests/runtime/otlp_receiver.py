@@ -14,6 +14,9 @@ import pytest
 
 trace_service = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 logs_service = pytest.importorskip("opentelemetry.proto.collector.logs.v1.logs_service_pb2")
+metrics_service = pytest.importorskip(
+    "opentelemetry.proto.collector.metrics.v1.metrics_service_pb2"
+)
 
 
 def _value(any_value: Any) -> Any:
@@ -49,16 +52,45 @@ class ReceivedLog:
 
 
 @dataclass
+class ReceivedPoint:
+    """One data point of a sum (a counter's value as exported)."""
+
+    name: str
+    attributes: dict[str, Any]
+    value: float
+
+
+@dataclass
 class OtlpReceiver:
-    """What arrived, decoded; ``endpoint`` is the base URL for ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
+    """What arrived, decoded; ``endpoint`` is the base URL for ``OTEL_EXPORTER_OTLP_ENDPOINT``.
+    A path in ``refuse`` (``/v1/logs``) is answered 400 and nothing of it is kept."""
 
     endpoint: str = ""
     spans: list[ReceivedSpan] = field(default_factory=list)
     logs: list[ReceivedLog] = field(default_factory=list)
+    metric_exports: list[list[ReceivedPoint]] = field(default_factory=list)
+    """The sums' points of each metrics export, in arrival order."""
+    refuse: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take(self, body: bytes, path: str) -> None:
-        if path == "/v1/traces":
+        if path == "/v1/metrics":
+            metrics_request = metrics_service.ExportMetricsServiceRequest.FromString(body)
+            points = [
+                ReceivedPoint(
+                    m.name,
+                    _attributes(p.attributes),
+                    p.as_double if p.WhichOneof("value") == "as_double" else p.as_int,
+                )
+                for rm in metrics_request.resource_metrics
+                for sm in rm.scope_metrics
+                for m in sm.metrics
+                if m.WhichOneof("data") == "sum"
+                for p in m.sum.data_points
+            ]
+            with self.lock:
+                self.metric_exports.append(points)
+        elif path == "/v1/traces":
             request = trace_service.ExportTraceServiceRequest.FromString(body)
             with self.lock:
                 for rs in request.resource_spans:
@@ -107,6 +139,11 @@ def _handler(receiver: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)
+            if self.path in receiver.refuse:
+                self.send_response(400)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             receiver.take(body, self.path)
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")

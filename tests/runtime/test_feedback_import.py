@@ -15,7 +15,7 @@ import pytest
 
 import groundwatch as gw
 from groundwatch.cli import main
-from groundwatch.rates import RateTotals
+from groundwatch.rates import RateTotals, is_audited
 from groundwatch.runtime.feedback_import import import_labels, read_labels
 from groundwatch.telemetry import Stats, Telemetry
 from groundwatch.telemetry import semconv as sc
@@ -56,10 +56,12 @@ def _sums(telemetry: GroundwatchTelemetry) -> dict[str, float]:
     return {name: telemetry.metric_total(name) for name in AUDIT_SUMS}
 
 
-def _import(rows: list[dict[str, Any]], into: GroundwatchTelemetry) -> Stats:
+def _import(
+    rows: list[dict[str, Any]], into: GroundwatchTelemetry, audit_rate: float = 0.4
+) -> Stats:
     """Import ``rows`` into ``into``'s providers; the returned counts must be kept alive while
     the metrics are read (the instruments hold their sources weakly, as a monitor's)."""
-    summary = read_labels(json.dumps(row) for row in rows)
+    summary = read_labels((json.dumps(row) for row in rows), audit_rate=audit_rate)
     assert summary.errors == []
     stats = Stats(lambda: 0)
     telemetry = Telemetry(
@@ -110,38 +112,77 @@ def test_an_import_counts_what_monitor_feedback_counts(
         assert attrs[sc.GROUNDWATCH_ROUTE] == "faq"
 
 
-def test_rows_outside_the_audit_are_feedback_only(
+def _trace(audited: bool, rate: float, start: int = 1) -> str:
+    """A trace id that the audit's hash puts in (or out of) the audit at ``rate``."""
+    n = start
+    while is_audited(n, rate) != audited:
+        n += 1
+    return f"{n:032x}"
+
+
+def test_the_audit_hash_decides_which_rows_are_audit_labels(
     groundwatch_telemetry: GroundwatchTelemetry,
 ) -> None:
-    trace = "0af7651916cd43dd8448eb211c80319c"
-    audit = {
-        "trace_id": trace,
-        "label": "hallucinated",
-        "audit": True,
-        "judge": "local",
-        "judge_label": "grounded",
-        "hallucination_probability": 0.3,
-        "route": "faq",
-    }
-    thumbs_down = {**audit, "trace_id": "1" * 32, "audit": False}
-    no_verdict = {"id": "2" * 32, "label": "unfaithful"}  # a golden-set row: a label only
-    errored = {**audit, "trace_id": "3" * 32, "judge_label": "error"}
+    rate = 0.5
+    verdict = {"judge": "local", "judge_label": "grounded", "hallucination_probability": 0.3}
+    audit = {"trace_id": _trace(True, rate), "label": "hallucinated", "audit": True, **verdict}
+    unclaimed = {**audit, "trace_id": _trace(True, rate, 1000)}  # in the audit, says nothing
+    del unclaimed["audit"]
+    thumbs_down = {"trace_id": _trace(False, rate), "label": "hallucinated", **verdict}
+    no_verdict = {"id": _trace(False, rate, 2000), "label": "unfaithful"}  # a golden-set row
+    errored = {**thumbs_down, "trace_id": _trace(True, rate, 3000), "judge_label": "error"}
     unlabelled = {**audit, "trace_id": "4" * 32, "label": ""}
-    again = {**audit, "label": "grounded"}  # the same trace labelled twice
-    lines = [json.dumps(r) for r in (audit, thumbs_down, no_verdict, errored, unlabelled, again)]
-    summary = read_labels(lines)
-    assert (len(summary.rows), summary.audit_labels, summary.repeated) == (5, 1, 1)
-    assert summary.skipped == {"unlabelled": 1}
-    stats = _import(
-        [audit, thumbs_down, no_verdict, errored, unlabelled, again], groundwatch_telemetry
-    )
+    again = dict(audit)  # the same answer, the same label: once
+    rows = [audit, unclaimed, thumbs_down, no_verdict, errored, unlabelled, again]
+    summary = read_labels((json.dumps(r) for r in rows), audit_rate=rate)
+    assert summary.errors == []
+    assert (len(summary.rows), summary.audit_labels) == (5, 2)
+    assert summary.skipped == {"unlabelled": 1, "repeated": 1}
+    stats = _import(rows, groundwatch_telemetry, audit_rate=rate)
     sums = _sums(groundwatch_telemetry)
-    assert sums[sc.METRIC_AUDIT_LABELLED] == 1  # only the first audit label
-    assert sums[sc.METRIC_AUDIT_LABEL_SUM] == 1
+    assert sums[sc.METRIC_AUDIT_LABELLED] == 2
+    assert sums[sc.METRIC_AUDIT_LABEL_SUM] == 2
     assert sums[sc.METRIC_AUDIT_FLAGGED] == 0
-    assert sums[sc.METRIC_AUDIT_PROBABILITY] == pytest.approx(0.3)
+    assert sums[sc.METRIC_AUDIT_PROBABILITY] == pytest.approx(0.6)
     assert groundwatch_telemetry.metric_total(sc.METRIC_FEEDBACK) == 5
     assert stats.audit.snapshot()
+
+
+def test_rows_the_audit_contradicts_are_named_and_import_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever a row claims, the hash decides; a row it contradicts, an unreadable audit
+    value, disagreeing duplicates and malformed ids each fail the whole file (exit 1)."""
+    rate = 0.5
+    inside, outside = _trace(True, rate), _trace(False, rate)
+    verdict = {"judge": "local", "judge_label": "hallucinated", "hallucination_probability": 0.8}
+    good = {"trace_id": inside, "label": "grounded", "audit": True, **verdict}
+    bad = {
+        "not in the audit": {**good, "trace_id": outside},
+        "audit must be true or false, got 'true'": {**good, "audit": "true"},
+        "labelled hallucinated here and grounded on line 1": {**good, "label": "hallucinated"},
+        "trace_id must be 32 hex digits": {**good, "trace_id": "xyz", "id": inside},
+        "name different answers": {**good, "id": outside},
+        "carries no judge_label": {"trace_id": _trace(True, rate, 500), "label": "grounded"},
+        'says "audit": false': {**good, "trace_id": _trace(True, rate, 900), "audit": False},
+    }
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [good, *bad.values()]))
+    monkeypatch.setenv("GROUNDWATCH_AUDIT_RATE", "50%")  # the option's default
+    assert main(["feedback", "import", "--dry-run", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"nothing imported: {len(bad)} rows cannot be read" in err
+    for line, reason in enumerate(bad, 2):
+        assert f"line {line}: " in err and reason in err, reason
+    # The docs' in-process row shape outside the audit: feedback, named as such.
+    path.write_text(json.dumps({"trace_id": outside, "label": "grounded"}) + "\n")
+    assert main(["feedback", "import", "--dry-run", "--audit-rate", "0.5", str(path)]) == 0
+    assert "would count 1 labels: 0 audit, 1 other feedback" in capsys.readouterr().out
+    # No audit rate: a row claiming one says how to give it.
+    monkeypatch.delenv("GROUNDWATCH_AUDIT_RATE")
+    path.write_text(json.dumps(good) + "\n")
+    assert main(["feedback", "import", "--dry-run", str(path)]) == 1
+    assert "pass --audit-rate" in capsys.readouterr().err
 
 
 def test_a_file_with_a_bad_row_imports_nothing(
@@ -149,6 +190,7 @@ def test_a_file_with_a_bad_row_imports_nothing(
 ) -> None:
     path = tmp_path / "labels.jsonl"
     good = {"trace_id": "a" * 32, "label": "grounded", "audit": True, "judge_label": "grounded"}
+    rate = ["--audit-rate", "1"]
     bad = [
         "{not json",
         json.dumps({**good, "label": "maybe"}),
@@ -157,13 +199,13 @@ def test_a_file_with_a_bad_row_imports_nothing(
         json.dumps({**good, "judge_label": "meh"}),
     ]
     path.write_text("\n".join([json.dumps(good), *bad]) + "\n")
-    assert main(["feedback", "import", str(path)]) == 1
+    assert main(["feedback", "import", *rate, str(path)]) == 1
     err = capsys.readouterr().err
     assert "nothing imported: 5 rows cannot be read" in err
     for line in range(2, 7):
         assert f"line {line}:" in err
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "label": ""}) + "\n")
-    assert main(["feedback", "import", "--dry-run", str(path)]) == 0
+    assert main(["feedback", "import", "--dry-run", *rate, str(path)]) == 0
     out = capsys.readouterr().out
     assert "would count 1 labels: 1 audit, 0 other feedback; skipped 1 unlabelled" in out
     assert main(["feedback", "import", str(tmp_path / "missing.jsonl")]) == 2
@@ -195,14 +237,15 @@ def test_the_command_exports_the_audit_counters(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "import"
     done = subprocess.run(
-        [sys.executable, str(HARNESS), str(out), "feedback", "import", str(path)],
+        [sys.executable, str(HARNESS), str(out), "feedback", "import", "--audit-rate=1", str(path)],
         env=_clean_env(),
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert "counted 6 labels: 6 audit, 0 other feedback" in done.stdout
+    assert "6 labels: 6 audit, 0 other feedback" in done.stdout
+    assert "the counts of 6 labels, the events of 6" in done.stdout
     metrics = json.loads(out.with_suffix(".metrics.json").read_text())
     attrs = {sc.GROUNDWATCH_ROUTE: "faq", sc.GROUNDWATCH_JUDGE: "local"}
     assert metrics[sc.METRIC_AUDIT_LABELLED] == [[attrs, 6]]
@@ -210,7 +253,7 @@ def test_the_command_exports_the_audit_counters(tmp_path: Path) -> None:
     assert metrics[sc.METRIC_AUDIT_FLAGGED] == [[attrs, 4]]
     assert metrics[sc.METRIC_AUDIT_PROBABILITY][0][1] == pytest.approx(1.5)
     nowhere = subprocess.run(
-        [sys.executable, "-m", "groundwatch", "feedback", "import", str(path)],
+        [sys.executable, "-m", "groundwatch", "feedback", "import", "--audit-rate=1", str(path)],
         env=_clean_env(),
         capture_output=True,
         text=True,

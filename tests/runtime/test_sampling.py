@@ -112,8 +112,11 @@ def test_monitor_counts_every_decision_and_always_score_bypasses(
     monitor.record(
         question="q", contexts=["x"], answer="It is 3 m.", route="bulk", always_score=True
     )
-    points = {a[sc.GROUNDWATCH_DECISION]: v for a, v in capgw.metric_points(sc.METRIC_RECORDS)}
-    assert points == {"sampled": 4, "throttled": 2}
+    points = {
+        (a[sc.GROUNDWATCH_DECISION], a[sc.GROUNDWATCH_ROUTE]): v
+        for a, v in capgw.metric_points(sc.METRIC_RECORDS)
+    }
+    assert points == {("sampled", "vip"): 2, ("sampled", "bulk"): 2, ("throttled", "bulk"): 2}
     rates = sorted(
         (s.attributes[sc.GROUNDWATCH_ROUTE], s.attributes[sc.GROUNDWATCH_SAMPLING_RATE])  # type: ignore[index]
         for s in capgw.spans()

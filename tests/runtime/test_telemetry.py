@@ -110,7 +110,9 @@ def test_metrics_of_an_evaluation(capgw: GroundwatchTelemetry) -> None:
     tokens = {a[sc.GEN_AI_TOKEN_TYPE]: v for a, v in capgw.metric_points(sc.METRIC_JUDGE_TOKENS)}
     assert tokens == {"input": len(MIXED) + len(GOOD), "output": 3}
     assert capgw.metric_points(sc.METRIC_QUEUE_SIZE) == [({}, 0)]
-    assert capgw.metric_points(sc.METRIC_RECORDS) == [({sc.GROUNDWATCH_DECISION: "sampled"}, 2)]
+    assert capgw.metric_points(sc.METRIC_RECORDS) == [
+        ({sc.GROUNDWATCH_DECISION: "sampled", sc.GROUNDWATCH_ROUTE: "faq"}, 2)
+    ]
 
 
 def test_new_trace_when_there_is_no_caller_span(capgw: GroundwatchTelemetry) -> None:

@@ -21,8 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import groundwatch as gw
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
-
-from ..langchain.chains import ANSWER, build
+from testkit.chains import ANSWER, build
 
 
 @dataclass

@@ -258,3 +258,24 @@ def test_a_bad_option_value_is_exit_2_in_one_line() -> None:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("groundwatch serve: error: --judge openai needs --model"), lines
+
+
+def test_help_says_each_default_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each option's default is said once, beside the variable it comes from; none is said for
+    # options without one (no "default: None", "default: False" or "default: []").
+    monkeypatch.setenv("GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS", "2500")
+    parser = build_parser()
+    serve = parser._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    text = " ".join(serve.format_help().split())
+    for noise in ("default: None", "default: False", "default: []", "(default: True)"):
+        assert noise not in text
+    for action in serve._actions:
+        if not action.option_strings or action.help is None:
+            continue
+        said = action.help.count("default")
+        assert said <= 1, f"{action.option_strings}: {action.help}"
+    # The variable's value is what --help shows as the default, once.
+    assert "(GROUNDWATCH_SERVE_QUIET_PERIOD_MILLIS, default: 2500)" in text
+    assert text.count("2500") == 1
+    assert "(GROUNDWATCH_SERVE_PORT, default: 4328)" in text
+    assert "default 10000) (default" not in text

@@ -11,8 +11,8 @@ import pytest
 
 import groundwatch as gw
 from groundwatch.testing import GroundwatchTelemetry
+from testkit.chains import ANSWER
 
-from ..langchain.chains import ANSWER
 from .conftest import RunningReceiver, wait_for_evaluations
 from .pipelines import (
     LCEL_QUESTION,
@@ -76,7 +76,7 @@ def test_pair_mode_parents_each_step_to_its_own_chain_span(
     from langchain_core.output_parsers import StrOutputParser
     from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
-    from ..langchain.chains import PROMPT, TopicRetriever, documents, format_docs
+    from testkit.chains import PROMPT, TopicRetriever, documents, format_docs
 
     answers = {
         "refund": "Refunds are accepted within 30 days of purchase with a receipt.",

@@ -11,8 +11,8 @@ import pytest
 import groundwatch as gw
 from groundwatch.telemetry import semconv as sc
 from groundwatch.testing import GroundwatchTelemetry
+from testkit.chains import ANSWER, build
 
-from ..langchain.chains import ANSWER, build
 from .conftest import RunningReceiver, wait_for_evaluations
 from .pipelines import app_provider, langchain_instrumented
 

@@ -72,8 +72,10 @@ def test_the_try_it_recipe_of_the_docs_runs_as_written() -> None:
         )
         assert app.returncode == 0, app.stderr
         assert f"sent 2 traces to {url}" in app.stdout, app.stdout
-        wait_for(r"scored \S+ grounded\b.*How long do I have to ask for a refund\?")
-        wait_for(r"scored \S+ (hallucinated|unsupported)\b.*How long does standard shipping take")
+        # The trace id, which a trace backend finds the answer by (not the random record id).
+        scored = r"scored trace=[0-9a-f]{32}"
+        wait_for(scored + r" grounded\b.*How long do I have to ask for a refund\?")
+        wait_for(scored + r" (hallucinated|unsupported)\b.*How long does standard shipping take")
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(60) == 0, "".join(lines)
     finally:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from groundwatch._shared.errors import UsageError
 from groundwatch.cli import build_parser
-from groundwatch.cli._errors import UsageError
 from groundwatch.serve import _tls
 from groundwatch.serve._auth import INVALID_TOKEN, MISSING_TOKEN, TokenFile, TokenFileError
 from groundwatch.serve.cli import exposure_warning, is_loopback, load_security

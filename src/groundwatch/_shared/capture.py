@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel
 
 from . import config
 
@@ -49,7 +48,7 @@ def readable_tool_output(output: Any) -> bool:
     for them, which says nothing the answer could rest on)."""
     if output is None or isinstance(output, (bytes, bytearray, memoryview)):
         return False
-    if isinstance(output, (str, int, float, Mapping, list, tuple, BaseModel)):
+    if isinstance(output, (str, int, float, Mapping, list, tuple)) or _is_pydantic_model(output):
         return True
     if dataclasses.is_dataclass(output) and not isinstance(output, type):
         return True
@@ -141,8 +140,17 @@ def _structured(value: Any, limit: int) -> str:
     return _dump(value, limit)
 
 
+def _is_pydantic_model(value: Any) -> bool:
+    """Whether ``value`` is a pydantic model, without importing pydantic's model machinery at
+    start-up (``from pydantic import BaseModel`` costs more than the rest of this module's
+    imports: ``benchmarks/import_cost.py``): an instance of ``BaseModel`` exists only once
+    ``pydantic.main`` is imported, so when it is not, nothing is one."""
+    main = sys.modules.get("pydantic.main")
+    return main is not None and isinstance(value, main.BaseModel)
+
+
 def _plain(value: Any) -> Any:
-    if isinstance(value, BaseModel):
+    if _is_pydantic_model(value):
         return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)

@@ -63,7 +63,6 @@ The input caps are read once, when ``groundwatch`` is imported (they size every 
 
 from __future__ import annotations
 
-import difflib
 import logging
 import math
 import os
@@ -266,6 +265,29 @@ def _parse_fraction(raw: str) -> float:
     return float(raw)
 
 
+def parse_share(value: object, name: str) -> float:
+    """A share in [0, 1] as the environment variables take it: a number, or a string such as
+    ``"0.02"`` or ``"2%"`` (``Monitor(audit_rate="2%")``, ``--max-rate-upper-bound 25%``).
+
+    Raises:
+        ValueError: not a share within [0, 1] (the message names ``name``).
+    """
+    try:
+        if isinstance(value, str):
+            share = _parse_fraction(value.strip())
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            share = float(value)
+        else:
+            share = math.nan
+    except ValueError:
+        share = math.nan
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(
+            f"{name} must be a share within [0, 1] or 0%-100% (0.02 or '2%'), got {value!r}"
+        )
+    return share
+
+
 def _parse_int(raw: str) -> int:
     """``1000``, ``1_000``, ``1e3`` or ``1000.0``: a whole number however it is written."""
     try:
@@ -410,6 +432,8 @@ def warn_unknown_variables() -> None:
     for name in sorted(n for n in os.environ if n.startswith(_PREFIX) and n not in known):
         # Compared without the prefix, which every name shares.
         tails = sorted(k[len(_PREFIX) :] for k in known)
+        import difflib  # only to name the variable a misspelt one was meant to be
+
         nearest = difflib.get_close_matches(name[len(_PREFIX) :], tails, n=1, cutoff=0.6)
         hint = (
             f"did you mean {_PREFIX}{nearest[0]}?"

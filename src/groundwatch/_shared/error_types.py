@@ -48,6 +48,29 @@ ERROR_TYPES: Final = (
 )
 """The named error types; with ``http_<status>`` they are the whole documented list."""
 
+# --- error.type of a write a dashboard sink lost (docs/dashboards.md "When a write is lost") ----
+# Counted in groundwatch.errors under the sink's component (``phoenix``, ``mlflow``). A write that
+# failed for good carries its last failure's type from the list above (``connection``,
+# ``timeout``, ``rate_limited``, ``http_<status>``, ``bad_reply``, ``internal``); these name the
+# causes that list has no word for.
+ERROR_QUEUE_FULL: Final = "queue_full"
+"""The sink's bounded queue was full: the write was refused on the worker thread."""
+ERROR_SPAN_NOT_FOUND: Final = "span_not_found"
+"""The server never showed the span the write annotates within the sink's wait for it."""
+DELIVERY_ERROR_TYPES: Final = (
+    ERROR_QUEUE_FULL,
+    ERROR_SPAN_NOT_FOUND,
+    ERROR_SHUTDOWN,
+    ERROR_TIMEOUT,
+    ERROR_CONNECTION,
+    ERROR_RATE_LIMITED,
+    ERROR_BAD_REPLY,
+    ERROR_INVALID_INPUT,
+    ERROR_INTERNAL,
+)
+"""The ``error.type`` values of a dashboard sink's lost writes; with ``http_<status>`` (a
+refusal), the whole list."""
+
 # Causes named by the runtime or by exception classes that have a documented type of their own.
 _ERROR_ALIASES = {
     "judge_unresponsive": ERROR_TIMEOUT,

@@ -13,6 +13,7 @@ sees it (docs/runtime.md, "When something is lost").
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -91,6 +92,19 @@ def user_fault(where: str, error_type: str, message: str, *args: object) -> None
         say_once(f"{where}:{error_type}", _once(message % args if args else message))
 
 
+def lost(where: str, error_type: str, count: int, message: str, *args: object) -> None:
+    """Record ``count`` things lost at ``where`` to an outside cause (a dashboard server down,
+    refusing, or never showing the span a write annotates): count ``(where, error_type)``
+    ``count`` times and log ``message % args`` as a warning, rate-limited, said once per
+    kind on stderr. Never raises."""
+    if count <= 0:
+        return
+    if _count(where, error_type, count):
+        _logger.warning(message, *args)
+    if f"{where}:{error_type}" not in _said:
+        say_once(f"{where}:{error_type}", _once(message % args if args else message))
+
+
 def bad_input(where: str, exc: BaseException) -> None:
     """Record the caller's bad input (the caller counts it as ``invalid_input``): a warning,
     rate-limited, that says what was wrong; not counted in :data:`errors`, which are faults of
@@ -122,6 +136,19 @@ def warning(where: str, message: str, *args: object) -> None:
         say_once(where, _once(message % args if args else message))
 
 
+def say_every_interval(kind: str, message: str, category: type[Warning] = LossWarning) -> None:
+    """Log ``message`` and say it as a ``category`` warning, at most once per
+    :data:`LOG_INTERVAL_S` for each ``kind``; never raises. For a caller's mistakes that each
+    deserve a word (a bad ``Monitor.feedback`` call): said once per process, the first would
+    leave every later one silent, a different mistake among them."""
+    if not _due(f"say:{kind}"):
+        return
+    _logger.warning("%s", message)
+    # A filter that turns warnings into errors must not raise into the host: the log line has it.
+    with contextlib.suppress(Exception):
+        warnings.warn_explicit(message, category, "groundwatch", 0, module=__name__, registry={})
+
+
 def error_counts() -> list[tuple[tuple[str, str], int]]:
     """A snapshot of :data:`errors` taken under the lock (the ``groundwatch.errors`` metric's
     callback reads it on the metric reader's thread while other threads count)."""
@@ -150,10 +177,10 @@ def _once(message: str) -> str:
     return f"{text} [said once per process; every occurrence is counted and logged]"
 
 
-def _count(where: str, error_type: str) -> bool:
-    """Count one failure at ``where``; whether it is due to be logged."""
+def _count(where: str, error_type: str, count: int = 1) -> bool:
+    """Count ``count`` failures at ``where``; whether it is due to be logged."""
     with _lock:
-        errors[(where, error_type)] += 1
+        errors[(where, error_type)] += count
     return _due(where)
 
 

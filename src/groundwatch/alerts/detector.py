@@ -2,8 +2,10 @@
 
 :class:`DropDetector` watches three series per route:
 
-* ``hallucination_rate`` -- the share of scored answers the judge labels ``hallucinated`` (its
-  flag share, not the true rate: docs/rates.md); alerts on a rise;
+* ``flag_share`` -- the share of judged answers (every label but ``error``) the judge labels
+  ``hallucinated``: its flag share, not the hallucination rate (docs/rates.md); alerts on a
+  rise. (``hallucination_rate``, its former name, is still read in ``scores``, ``floors`` and
+  :meth:`DropDetector.design`, with a ``FutureWarning``.)
 * ``groundedness`` and ``faithfulness`` -- per-answer scores; alerts on a drop of the mean.
 
 Each series has two triggers:
@@ -69,6 +71,7 @@ import logging
 import math
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -85,13 +88,13 @@ if TYPE_CHECKING:
 _logger = logging.getLogger(__name__)
 
 
-ScoreName = Literal["faithfulness", "groundedness", "hallucination_rate"]
-SCORE_NAMES: tuple[ScoreName, ...] = ("hallucination_rate", "groundedness", "faithfulness")
+ScoreName = Literal["faithfulness", "groundedness", "flag_share"]
+SCORE_NAMES: tuple[ScoreName, ...] = ("flag_share", "groundedness", "faithfulness")
+FORMER_NAMES = {"hallucination_rate": "flag_share"}
+"""Series names read for compatibility: the flag share was called ``hallucination_rate``."""
 
-# Labels whose answer counts towards the hallucination rate. ``no_claims`` and ``error`` carry no
-# verdict on the answer; ``insufficient_context`` is a retrieval failure, not a hallucination, so
-# it counts as "not hallucinated" (its scores still feed the means).
-_RATE_LABELS = frozenset({"grounded", "hallucinated", "insufficient_context"})
+# The flag share counts every judged answer (every label but ``error``, as the rate estimate's
+# population): ``no_claims`` and ``insufficient_context`` count as not flagged.
 # Below this sensitivity + specificity - 1 the judge's flag barely moves with the true rate: the
 # rate CUSUM is then designed as if the flags were the truth.
 _MIN_YOUDEN = 0.05
@@ -110,7 +113,7 @@ DEFAULT_MEAN_SHIFT_SIGMAS = 1.0
 DEFAULT_FLOOR_WINDOW = 50
 DEFAULT_FLOOR_MARGIN = 0.05
 DEFAULT_MAX_ROUTES = 256
-# No ceiling on the hallucination rate and no floor on groundedness by default: both are in the
+# No ceiling on the flag share and no floor on groundedness by default: both are in the
 # judge's own units, and a judge with the local one's error rates puts a healthy service (5 %
 # hallucinated) at a flag share of 31-65 % and a mean groundedness of 0.36-0.83 depending on the
 # domain (benchmarks/alerts.py on ../shared/data), so a fixed line fires on healthy services.
@@ -131,7 +134,7 @@ class Alert(BaseModel):
 
     Attributes:
         kind: ``fired`` or ``resolved``.
-        score: ``hallucination_rate``, ``groundedness`` or ``faithfulness``.
+        score: ``flag_share``, ``groundedness`` or ``faithfulness``.
         route: the route the series belongs to (``None``: records without a route).
         baseline: the learned baseline (the floor, for a floor alert before warm-up ended).
         current: the series' value now: for a CUSUM firing, the mean since the statistic last
@@ -159,7 +162,7 @@ class Alert(BaseModel):
         """One line for humans, e.g. for a log line or a chat message."""
         where = f"route {self.route!r}" if self.route is not None else "all traffic"
         base = "n/a" if self.baseline is None else f"{self.baseline:.3f}"
-        verb = "rose" if self.score == "hallucination_rate" else "dropped"
+        verb = "rose" if self.score == "flag_share" else "dropped"
         if self.kind == "resolved":
             return (
                 f"groundwatch alert resolved: {self.score} on {where} back at "
@@ -169,6 +172,21 @@ class Alert(BaseModel):
             f"groundwatch alert: {self.score} on {where} {verb} from {base} to "
             f"{self.current:.3f} over {self.evaluations} evaluations ({self.method})"
         )
+
+
+def score_name(name: str) -> ScoreName:
+    """A series' name, its former name read with a ``FutureWarning``
+    (``hallucination_rate`` is the ``flag_share``: the judge's verdicts, not the rate)."""
+    new = FORMER_NAMES.get(name)
+    if new is None:
+        return name  # type: ignore[return-value]  # checked against SCORE_NAMES by the caller
+    warnings.warn(
+        f"the drop detector's series {name!r} is now {new!r} (the judge's flag share, not the "
+        "hallucination rate: docs/rates.md)",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return new  # type: ignore[return-value]
 
 
 def flag_rate_after_rise(
@@ -228,7 +246,7 @@ class _Series:
 
 
 class DropDetector:
-    """Detects a rise of the hallucination rate and drops of mean groundedness / faithfulness.
+    """Detects a rise of the judge's flag share and drops of mean groundedness / faithfulness.
 
     One independent series per (score, route); see the module docstring for the method.
 
@@ -248,7 +266,7 @@ class DropDetector:
             1) * judge_rate_rise`` (:func:`flag_rate_after_rise`).
         mean_shift_sigmas: the mean CUSUMs are tuned for a drop of this many baseline standard
             deviations (reference value ``k`` = half of it).
-        floors: absolute floors per score (a ceiling for ``hallucination_rate``); ``None`` or a
+        floors: absolute floors per score (a ceiling for ``flag_share``); ``None`` or a
             missing key turns that floor off. Default: faithfulness 0.70 only (the judge's flag
             share and groundedness sit far from the truth, domain by domain; the audited
             estimate's Prometheus rule is the rate's ceiling, docs/alerts.md).
@@ -305,12 +323,12 @@ class DropDetector:
         self.judge_rate_rise = float(judge_rate_rise)
         self.mean_shift_sigmas = float(mean_shift_sigmas)
         self.floors: dict[ScoreName, float] = {
-            k: float(v) for k, v in (floors or {}).items() if v is not None
+            score_name(k): float(v) for k, v in (floors or {}).items() if v is not None
         }
         self.floor_window = int(floor_window)
         self.floor_margin = float(floor_margin)
         self.adapt_halflife = adapt_halflife
-        self.scores: tuple[ScoreName, ...] = tuple(scores)
+        self.scores: tuple[ScoreName, ...] = tuple(score_name(s) for s in scores)
         for s in self.scores:
             if s not in SCORE_NAMES:
                 raise ValueError(f"unknown score {s!r}; expected one of {SCORE_NAMES}")
@@ -352,6 +370,7 @@ class DropDetector:
 
     def observe(self, score: ScoreName, value: float, route: str | None = None) -> Alert | None:
         """Feed one raw value of one series (1.0/0.0 for the rate); for simulations and tests."""
+        score = score_name(score)
         with self._lock:
             series = self._get_series(score, route)
             if series is None:
@@ -380,6 +399,7 @@ class DropDetector:
 
     def design(self, score: ScoreName, route: str | None = None) -> RateDesign | MeanDesign | None:
         """The CUSUM design of a series once its warm-up is over, else ``None``."""
+        score = score_name(score)
         with self._lock:
             series = self._series.get((score, route))
             return None if series is None else series.design
@@ -408,8 +428,8 @@ class DropDetector:
     def _values(self, ev: Evaluation) -> list[tuple[ScoreName, float]]:
         out: list[tuple[ScoreName, float]] = []
         for score in self.scores:
-            if score == "hallucination_rate":
-                if ev.label in _RATE_LABELS:
+            if score == "flag_share":
+                if ev.label != "error":
                     out.append((score, 1.0 if ev.label == "hallucinated" else 0.0))
             else:
                 v = ev.faithfulness if score == "faithfulness" else ev.groundedness
@@ -429,7 +449,7 @@ class DropDetector:
     def _build_design(
         self, score: ScoreName, sample: Sequence[float], judge: str | None = None
     ) -> RateDesign | MeanDesign:
-        if score == "hallucination_rate":
+        if score == "flag_share":
             n = len(sample)
             hits = sum(1 for x in sample if x >= 0.5)
             # Upper end of a one-standard-error Wilson interval, smoothed away from 0 and 1.
@@ -530,7 +550,7 @@ class DropDetector:
             s.floor_hot = False if floor is None else s.floor_hot
             return
         mean = s.window_sum / len(s.window)
-        if s.score == "hallucination_rate":
+        if s.score == "flag_share":
             if mean > floor:
                 s.floor_hot = True
             elif mean <= floor - self.floor_margin:

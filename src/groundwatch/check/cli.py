@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._shared import config
-from ..cli import _errors
-from ..cli._errors import UsageError
+from .._shared.errors import UsageError
 from ..judging import registry
 from ..judging.judges import Judge
 from ..judging.judges._base import judge_name
@@ -29,7 +28,7 @@ from .baseline import BaselineDiff
 from .outputs import JsonLinesWriter, JUnitWriter, Sink
 from .progress import Progress
 from .report import DEFAULT_MAX_CASES_PER_LABEL, HtmlReportWriter
-from .rows import Caps, InputFileError, count_rows, read_rows
+from .rows import Caps, InputFileError, InvalidRow, count_rows, read_rows
 from .stream import (
     DEFAULT_CONCURRENCY,
     ROWS_PER_PROCESS,
@@ -37,7 +36,7 @@ from .stream import (
     default_concurrency,
     process_count,
 )
-from .summary import CheckSummary, Threshold
+from .summary import NO_AUDIT_FIX, CheckSummary, Threshold
 
 EXIT_OK = 0
 EXIT_THRESHOLD = 1
@@ -45,22 +44,28 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
 
-DEFAULT_MAX_HALLUCINATION_RATE = 0.0
-"""A gate with no options fails on any hallucinated answer: an unchecked default that passes a
-45 % hallucination rate would show a green build over red test cases."""
+DEFAULT_MAX_FLAG_SHARE = 0.0
+"""A gate with no options fails on any answer the judge flags hallucinated: an unchecked default
+that passes a 45 % flag share would show a green build over red test cases."""
+
+FORMER_FLAG_SHARE_OPTION = "--max-hallucination-rate"
+"""The flag-share gate's former name, still read (with a warning) where CI files have it: it
+gated the judge's flag share, which is not the hallucination rate."""
 
 
 @dataclass(frozen=True)
 class GateOptions:
     """The thresholds of the gate; ``None`` means not checked.
 
-    By default any ``hallucinated`` answer fails the gate (``max_hallucination_rate=0``); a
-    threshold relaxes it.
+    By default any answer the judge flags ``hallucinated`` fails the gate (``max_flag_share=0``);
+    a threshold relaxes it.
     """
 
     min_faithfulness: float | None = None
     min_groundedness: float | None = None
-    max_hallucination_rate: float | None = DEFAULT_MAX_HALLUCINATION_RATE
+    max_flag_share: float | None = DEFAULT_MAX_FLAG_SHARE
+    """Fail when the judge's flag share (answers it labels hallucinated over judged answers)
+    is above this; the judge's verdicts, not the hallucination rate."""
     max_errors: int = 0
     allow_truncated: bool = False
     """Pass answers and passages the judge read in part (cut to the caps); by default any
@@ -68,18 +73,21 @@ class GateOptions:
     max_regressions: int | None = None
     """With a baseline: rows that passed there and fail now tolerated (``None``: 0)."""
     max_rate_upper_bound: float | None = None
-    """Fail when the upper bound of the hallucination rate's 90 % interval (the estimate of
-    :mod:`groundwatch.rates`, not the judge's flag share) is above this."""
+    """Fail when the upper bound of the hallucination rate's 90 % interval (the audited estimate
+    of :mod:`groundwatch.rates`, not the judge's flag share) is above this; a file without
+    audit labels is refused (exit 2)."""
     labels_are_random: bool = False
     """The labelled rows were chosen at random: their labels enter the rate estimate even
     when neither every row is labelled nor the rows are marked ``audit``."""
 
 
 def _unit_interval(text: str) -> float:
+    """A share: ``0.25`` or ``25%``, as the environment variables read shares."""
+    raw = text.strip()
     try:
-        value = float(text)
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number or a percentage: {text!r}") from None
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be within [0, 1], got {value}")
     return value
@@ -158,9 +166,10 @@ def add_parser(subparsers: Any) -> None:
     )
     gate = p.add_argument_group(
         "gate",
-        "The run fails when any check fails. Checked always: the hallucination rate (default "
-        "0: any hallucinated answer fails), judge errors (default 0) and truncated inputs "
-        "(none allowed unless --allow-truncated); the mean scores only when given.",
+        "The run fails when any check fails. Checked always: the judge's flag share (default "
+        "0: any answer the judge flags hallucinated fails), judge errors (default 0) and "
+        "truncated inputs (none allowed unless --allow-truncated); the mean scores and the "
+        "hallucination rate only when given. Shares read 0.25 or 25%%.",
     )
     gate.add_argument(
         "--min-faithfulness",
@@ -175,20 +184,29 @@ def add_parser(subparsers: Any) -> None:
         help="fail when the mean groundedness over scored answers is below X",
     )
     gate.add_argument(
-        "--max-hallucination-rate",
+        "--max-flag-share",
         type=_unit_interval,
-        default=DEFAULT_MAX_HALLUCINATION_RATE,
+        default=DEFAULT_MAX_FLAG_SHARE,
         metavar="X",
-        help="fail when the share of scored answers labelled hallucinated is above X "
-        "(default 0: any hallucinated answer fails)",
+        help="fail when the judge's flag share (judged answers it labels hallucinated) is "
+        "above X; its verdicts, not the hallucination rate (default 0: any flagged answer "
+        f"fails; formerly {FORMER_FLAG_SHARE_OPTION}, still read with a warning)",
+    )
+    gate.add_argument(
+        FORMER_FLAG_SHARE_OPTION,
+        dest="former_max_flag_share",
+        type=_unit_interval,
+        metavar="X",
+        help=argparse.SUPPRESS,
     )
     gate.add_argument(
         "--max-rate-upper-bound",
         type=_unit_interval,
         metavar="X",
-        help="fail when the upper bound of the estimated hallucination rate's 90 %% interval "
-        "is above X: prediction-powered from the human labels of a random audit, else the "
-        "judge's flags corrected with its measured error rates (docs/check.md)",
+        help="fail when the upper bound of the hallucination rate's 90 %% interval is above "
+        "X: the estimate from the human labels of a random audit (rows marked audit, a fully "
+        "labelled file, or --labels-are-random); a file without them is refused, exit 2 "
+        "(docs/check.md)",
     )
     gate.add_argument(
         "--labels-are-random",
@@ -252,9 +270,27 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
+def audit_labels_missing(path: Path, fmt: str | None, labels_are_random: bool) -> bool:
+    """Whether no row's label could enter the rate estimate, read before any scoring: no row
+    is labelled, or some are but none is marked ``audit``, not every row is labelled and they
+    are not declared random. (After the run the summary decides again, on the judged rows.)"""
+    labelled = audited = rows = 0
+    for row in read_rows(path, fmt):
+        if isinstance(row, InvalidRow):
+            continue
+        rows += 1
+        if row.expected is not None:
+            labelled += 1
+            audited += bool(row.audit)
+    if labelled == 0:
+        return True
+    return not (labelled == rows or labels_are_random or audited)
+
+
 def gate_exit_code(summary: CheckSummary, thresholds: list[Threshold]) -> int:
-    """2 when any row was invalid or none was checked; else 1 when a threshold failed; else 0."""
-    if summary.invalid or summary.rows == 0:
+    """2 when any row was invalid, none was checked, or a threshold could not be checked on
+    this input (a rate gate without audit labels); else 1 when a threshold failed; else 0."""
+    if summary.invalid or summary.rows == 0 or any(t.refused for t in thresholds):
         return EXIT_BAD_INPUT
     return EXIT_OK if all(t.passed for t in thresholds) else EXIT_THRESHOLD
 
@@ -342,7 +378,7 @@ def run_check(
     thresholds = summary.thresholds(
         min_faithfulness=gate.min_faithfulness,
         min_groundedness=gate.min_groundedness,
-        max_hallucination_rate=gate.max_hallucination_rate,
+        max_flag_share=gate.max_flag_share,
         max_errors=gate.max_errors,
         allow_truncated=gate.allow_truncated,
         max_regressions=(gate.max_regressions or 0) if diff is not None else None,
@@ -369,8 +405,11 @@ def _abort(sinks: list[Sink]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``groundwatch check`` from parsed arguments; returns the exit code.
 
-    Bad input and bad options exit 2, a failure while running (an output that cannot be
-    written, a bug) exits 1; each is one line on stderr (the traceback with ``--debug``)."""
+    Raises:
+        UsageError: bad input or bad options (the command line reports it in one line and
+            exits 2); any other exception is a failure while running (an output that cannot
+            be written, a bug: exit 1).
+    """
     # Answers (Chinese text) and the summary's icons must not crash a console whose encoding
     # cannot show them (a redirected stream on Windows): replace what cannot be encoded.
     for stream in (sys.stdout, sys.stderr):
@@ -379,20 +418,31 @@ def run(args: argparse.Namespace) -> int:
     err = sys.stderr
     command = "groundwatch check"
     if args.max_regressions is not None and args.baseline is None:
-        return _errors.report(
-            command, UsageError("--max-regressions needs --baseline PREVIOUS.json"), err
+        raise UsageError("--max-regressions needs --baseline PREVIOUS.json")
+    max_flag_share = args.max_flag_share
+    if args.former_max_flag_share is not None:
+        print(
+            f"{command}: warning: {FORMER_FLAG_SHARE_OPTION} is now --max-flag-share: it gates "
+            "the judge's flag share, not the hallucination rate (--max-rate-upper-bound gates "
+            "the audited rate)",
+            file=err,
         )
-    try:
-        judge = registry.judge_from_args(args)
-    except UsageError as exc:
-        return _errors.report(command, exc, err)
+        max_flag_share = args.former_max_flag_share
+    if args.max_rate_upper_bound is not None:
+        try:
+            refused = audit_labels_missing(args.file, args.format, args.labels_are_random)
+        except InputFileError as exc:
+            raise UsageError(str(exc)) from None
+        if refused:
+            raise UsageError(f"--max-rate-upper-bound: {NO_AUDIT_FIX}")
+    judge = registry.judge_from_args(args)
     try:
         total = count_rows(args.file, args.format)
         progress = Progress(err, total if args.progress in ("auto", "bar") else None, args.progress)
         gate = GateOptions(
             min_faithfulness=args.min_faithfulness,
             min_groundedness=args.min_groundedness,
-            max_hallucination_rate=args.max_hallucination_rate,
+            max_flag_share=max_flag_share,
             max_errors=args.max_errors,
             allow_truncated=args.allow_truncated,
             max_regressions=args.max_regressions,
@@ -422,13 +472,10 @@ def run(args: argparse.Namespace) -> int:
             baseline=args.baseline,
         )
     except InputFileError as exc:
-        return _errors.report(command, UsageError(str(exc)), err)
+        raise UsageError(str(exc)) from exc
     except KeyboardInterrupt:
         print(f"{command}: interrupted; the reports are incomplete", file=err)
         return EXIT_INTERRUPTED
-    except Exception as exc:
-        # UsageError: exit 2; an output that fails while written (a full disk), or a bug: 1.
-        return _errors.report(command, exc, err)
     finally:
         asyncio.run(registry.close(judge))
     print(summary.render(thresholds, code))

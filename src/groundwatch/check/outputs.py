@@ -124,7 +124,7 @@ class JUnitWriter:
     """``--junit OUT``: one test case per answer, readable by CI systems.
 
     A case fails (``<failure>``) exactly when a failed gate threshold blames it
-    (:meth:`Threshold.blames`: a hallucinated answer under the hallucination-rate threshold, an
+    (:meth:`Threshold.blames`: a hallucinated answer under the flag-share threshold, an
     answer below a failed minimum score); the message lists the unsupported and contradicted
     claims with their evidence; a row the judge read in part fails under the truncated-inputs
     threshold (``type="truncated"``, or a line in the message of a failure it has already), and
@@ -293,11 +293,12 @@ class JUnitWriter:
                 ("exit_code", str(exit_code)),
                 ("mean_faithfulness", _num(summary.mean_faithfulness)),
                 ("mean_groundedness", _num(summary.mean_groundedness)),
-                ("hallucination_rate", _num(summary.hallucination_rate)),
+                ("flag_share", _num(summary.flag_share)),
                 ("rate_estimate", _num(rate.estimate)),
                 ("rate_lower", _num(rate.lower)),
                 ("rate_upper", _num(rate.upper)),
                 ("rate_method", rate.method),
+                ("rate_labels", summary.rate_basis),
             ):
                 out.write(f"      <property name={xml_attr(key)} value={xml_attr(value)}/>\n")
             out.write("    </properties>\n")

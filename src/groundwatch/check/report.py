@@ -28,6 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import IO
 
+from ..rates import METHOD_WORDS, labels_needed
+from ..rates._labels import BASIS_WORDS
 from ..types import LABELS, VERDICTS, Evaluation
 from .answer_cards import case_order, escape, render_case, render_invalid, score_text
 from .baseline import KINDS as BASELINE_KINDS
@@ -37,7 +39,6 @@ from .rows import InvalidRow, Row
 from .summary import (
     EXPECTED_LABELS,
     HISTOGRAM_BINS,
-    METHOD_WORDS,
     VERDICT_ICONS,
     CheckSummary,
     Threshold,
@@ -176,18 +177,25 @@ def _csp() -> str:
 
 
 def _rate_card(s: CheckSummary, state: str) -> tuple[str, str, str, str]:
-    """The hallucination rate's card: the estimate, its interval, and how it was obtained."""
+    """The hallucination rate's card: the audited estimate, its interval, how it was obtained
+    and which labels it used; without audit labels, that the rate is unknown."""
     r = s.rate
-    flags = r.method == "flag_share"  # nothing corrects it: the card says what the number is
-    how = f"{r.labelled} labelled of {r.scored}; " if r.labelled else ""
-    what = "flagged by the judge" if flags else "estimated hallucination rate"
+    used = f"labels used: {BASIS_WORDS[s.rate_basis]}"
+    # "rate" marks the card for readers of the page (and its browser test).
+    cls = f"rate {state}".strip()
+    if r.estimate is None or r.lower is None or r.upper is None:
+        return (
+            cls,
+            "unknown",
+            "hallucination rate (until an audit)",
+            f"{labels_needed()}; {used}",
+        )
     return (
-        f"rate {state}",
+        cls,
         f"{r.estimate:.1%}",
-        f"{what} ({r.confidence:.0%} interval {r.lower:.1%}–{r.upper:.1%})",
-        "uncorrected: no audit labels and no measured error rates for this judge"
-        if flags
-        else f"{how}{METHOD_WORDS[r.method]}; the judge flags {r.flag_share:.1%}",
+        f"hallucination rate ({r.confidence:.0%} interval {r.lower:.1%}–{r.upper:.1%})",
+        f"{r.labelled} audit labels of {r.scored} judged answers; "
+        f"{METHOD_WORDS[r.method].split(':')[0]}; {used}",
     )
 
 
@@ -277,7 +285,7 @@ class HtmlReportWriter:
     def _summary(self, s: CheckSummary, thresholds: list[Threshold], exit_code: int) -> str:
         passed = exit_code == 0
         verdict = {0: "PASS", 1: "FAIL", 2: "BAD INPUT"}[exit_code]
-        rate = s.hallucination_rate
+        share = s.flag_share
         failed = [t for t in thresholds if not t.passed]
         reasons = [f"{s.invalid} invalid rows"] if s.invalid else []
         why = "; ".join(reasons + [t.text for t in failed]) or "every threshold met"
@@ -298,10 +306,11 @@ class HtmlReportWriter:
             ),
             ("", str(s.rows + s.invalid), f"rows ({s.invalid} invalid)", ""),
             (
-                state("hallucination rate"),
-                "–" if rate is None else f"{rate:.1%}",
-                f"hallucination rate ({s.labels['hallucinated']} of {s.scored} scored)",
-                "",
+                state("flag share"),
+                "–" if share is None else f"{share:.1%}",
+                f"flag share ({s.labels['hallucinated']} of {s.judged} judged flagged "
+                "hallucinated)",
+                "the judge's verdicts, not the hallucination rate",
             ),
             _rate_card(s, state("hallucination rate upper bound")),
             (state("mean faithfulness"), score_text(s.mean_faithfulness), "mean faithfulness", ""),

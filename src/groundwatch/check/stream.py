@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from .._fields import as_evaluation
 from .._shared import config
 from .._shared.config import usable_cores
-from ..cli._errors import UsageError
+from .._shared.errors import UsageError
 from ..judging import scoring
 from ..judging.judges import Judge
 from ..judging.judges._base import is_async_judge

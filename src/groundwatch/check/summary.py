@@ -8,14 +8,15 @@ Definitions (docs/check.md documents them for users):
 - *scored* answers are those with scores: labels ``grounded``, ``hallucinated`` and
   ``insufficient_context``. ``no_claims`` (nothing checkable) and ``error`` have no scores.
 - mean faithfulness / groundedness: the plain mean over scored answers.
-- hallucination rate: answers labelled ``hallucinated`` / scored answers.
+- flag share: answers the judge labels ``hallucinated`` / judged answers (every label but
+  ``error``): what the judge says, not the hallucination rate.
 - judge errors fail the gate on their own (``max_errors``, default 0): an answer that could not
   be checked is not a pass.
 - truncated inputs fail the gate on their own (unless ``allow_truncated``): an answer or passage
   cut to the size caps was judged on a part, and the gate never passes text it did not read.
-- the hallucination rate's estimate (:mod:`groundwatch.rates`): over every judged answer
-  (``no_claims`` in, ``error`` out), the judge's flag is the label ``hallucinated``. Human labels
-  enter it only where they are a random sample of the file (:meth:`CheckSummary.rate_basis`).
+- hallucination rate: only the estimate from human labels that are a random sample of the file
+  (:mod:`groundwatch.rates`, :func:`groundwatch.rates.rate_labels`), over every judged answer;
+  without such labels it is unknown, and nothing is reported as the rate.
 - balanced accuracy, against human labels: an answer counts as *flagged* when groundwatch
   labels it ``hallucinated`` or ``insufficient_context`` (it is not backed by its context);
   rows whose evaluation failed (``error``) are left out.
@@ -30,11 +31,22 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ..judging.judges.local import LocalJudge
 from ..judging.text.lexical import CJK
-from ..rates import RateEstimate, RateTotals, estimate_rate
+from ..rates import (
+    METHOD_WORDS,
+    RateBasis,
+    RateEstimate,
+    RateTotals,
+    describe_estimate,
+    estimate_rate,
+    labels_needed,
+    rate_labels,
+)
+from ..rates._labels import BASIS_WORDS
+from ..rates._sums import usable_probability
 from ..types import LABELS, VERDICTS, Claim, Evaluation, Passage
 from .rows import InvalidRow, Row
 
@@ -51,18 +63,13 @@ MAX_KEPT_MESSAGES = 20
 RATE_CONFIDENCE = 0.9
 """The coverage of the hallucination rate's interval in the summary and the gate."""
 
-RateBasis = Literal["audit", "census", "declared", "none", "not_random"]
-"""Which human labels the rate estimate uses: rows marked ``audit`` (``audit``), every row, all
-of them labelled (``census``), every labelled row as the user declared them random
-(``declared``, ``--labels-are-random``), none because no row is labelled (``none``), or none
-because the labels present were not chosen at random (``not_random``)."""
-
-METHOD_WORDS = {
-    "ppi": "prediction-powered",
-    "labels": "labels alone",
-    "rogan_gladen": "no audit labels: the judge's flags corrected with its measured error rates",
-    "flag_share": "the judge's flag share",
-}
+NO_AUDIT_FIX = (
+    "the file has no audit labels, so the hallucination rate is unknown and cannot be gated: "
+    'label a random sample of rows (column label, and audit true, as DatasetSink(when="audit") '
+    "writes them), label every row, or pass --labels-are-random if the labelled rows were "
+    "chosen at random (docs/rates.md); --max-flag-share gates the judge's flag share instead"
+)
+"""What a rate gate says, and how to fix it, on a file without audit labels (exit 2)."""
 
 _CJK = re.compile(f"[{CJK}]")
 
@@ -148,6 +155,9 @@ class Threshold:
     text: str
     metric: str = ""
     limit: float | None = None
+    refused: bool = False
+    """The condition cannot be checked on this input (a rate gate without audit labels): the
+    run is bad input (exit 2), never a pass."""
 
     def blames(
         self,
@@ -159,13 +169,13 @@ class Threshold:
     ) -> bool:
         """Whether an answer with these results is one this failed threshold fails on
         (``regressed``: it passed in the ``--baseline`` run and fails now)."""
-        if self.passed or self.limit is None:
-            return False
+        if self.passed or self.refused or self.limit is None:
+            return False  # a refused condition blames no answer: the input is at fault
         if self.metric == "truncated":
             return truncated
         if self.metric == "regressions":
             return regressed
-        if self.metric in ("hallucination_rate", "rate_upper_bound"):
+        if self.metric in ("flag_share", "rate_upper_bound"):
             return label == "hallucinated"
         score = {"faithfulness": faithfulness, "groundedness": groundedness}.get(self.metric)
         return score is not None and score < self.limit - 1e-12
@@ -259,9 +269,8 @@ class CheckSummary:
         if not self.rate_judge and ev.judge:
             self.rate_judge = ev.judge
         self.chinese += bool(_CJK.search(row.answer))
-        probability = ev.hallucination_probability
-        if probability is not None and not 0.0 <= probability <= 1.0:
-            probability = None  # a custom judge's stray value: unknown, the flag stands in
+        # A custom judge's stray value is unknown: the flag stands in (the one rule, in rates).
+        probability = usable_probability(ev.hallucination_probability)
         label = None if row.expected is None else row.expected == "hallucinated"
         flagged = ev.is_hallucinated
         self.rate_totals = self.rate_totals.add(flagged, probability, label)
@@ -291,8 +300,15 @@ class CheckSummary:
         return self.sum_groundedness / self.scored if self.scored else None
 
     @property
-    def hallucination_rate(self) -> float | None:
-        return self.labels["hallucinated"] / self.scored if self.scored else None
+    def judged(self) -> int:
+        """Answers the judge gave a verdict on (every label but ``error``)."""
+        return self.rows - self.labels["error"]
+
+    @property
+    def flag_share(self) -> float | None:
+        """The share of judged answers the judge labels ``hallucinated``: its verdicts, not
+        the hallucination rate (``None`` when nothing was judged)."""
+        return self.labels["hallucinated"] / self.judged if self.judged else None
 
     @property
     def labelled(self) -> int:
@@ -318,36 +334,20 @@ class CheckSummary:
 
     @property
     def rate_basis(self) -> RateBasis:
-        """Which human labels the rate estimate may use (:data:`RateBasis`).
-
-        Labels count as a random audit when every judged row is labelled (a census), when
-        ``--labels-are-random`` says so, or, for the rows marked ``audit`` (written by
-        ``DatasetSink(when="audit")``), those rows' labels. Otherwise the labels were chosen
-        by someone (the hard cases, the complaints) and would bias the estimate: left out.
-        """
-        everything = self.rate_totals
-        if everything.labelled == 0:
-            return "none"
-        if everything.labelled == everything.scored:
-            return "census"
-        if self.labels_are_random:
-            return "declared"
-        if self.audit_totals.labelled:
-            return "audit"
-        return "not_random"
+        """Which human labels the rate estimate uses (:func:`groundwatch.rates.rate_labels`):
+        a census, labels declared random, the rows marked ``audit``; else none."""
+        basis, _ = rate_labels(
+            self.rate_totals, self.audit_totals, labels_are_random=self.labels_are_random
+        )
+        return basis
 
     @property
     def rate(self) -> RateEstimate:
-        """The hallucination rate of the answers, with its interval (:mod:`groundwatch.rates`):
-        prediction-powered over the audit labels :attr:`rate_basis` allows, else the judge's
-        flags corrected with its measured error rates, else the flag share."""
-        basis = self.rate_basis
-        if basis in ("census", "declared"):
-            totals = self.rate_totals
-        elif basis == "audit":
-            totals = self.audit_totals
-        else:
-            totals = _without_labels(self.rate_totals)
+        """The hallucination rate of the answers, with its interval (:mod:`groundwatch.rates`),
+        from the labels :attr:`rate_basis` allows; without them ``no_audit``: unknown."""
+        _, totals = rate_labels(
+            self.rate_totals, self.audit_totals, labels_are_random=self.labels_are_random
+        )
         return estimate_rate(
             totals,
             judge=self.rate_judge or None,
@@ -356,39 +356,17 @@ class CheckSummary:
         )
 
     def rate_lines(self) -> list[str]:
-        """The hallucination rate in words: the estimate, its interval, how many labels and
-        which method, the judge's flag share; then why labels were left out, if any were."""
+        """The rate in words: the estimate, its interval, how many labels and which method, the
+        flag share; or that the rate is unknown until an audit and what an audit gives; then
+        which labels were used."""
         r = self.rate
+        lines = [describe_estimate(r)]
+        if not r.known:
+            lines.append(f"  {labels_needed()}")
         basis = self.rate_basis
-        interval = f"{100 * r.confidence:.0f} % interval {_pct(r.lower)}–{_pct(r.upper)} %"
-        if r.method in ("ppi", "labels"):
-            line = (
-                f"hallucination rate {_pct(r.estimate)} % ({interval}; {r.labelled:,} labelled "
-                f"of {r.scored:,}; {METHOD_WORDS[r.method]}); the judge flags "
-                f"{_pct(r.flag_share)} %"
-            )
-        elif r.method == "rogan_gladen":
-            line = (
-                f"hallucination rate {_pct(r.estimate)} % ({interval}; "
-                f"{METHOD_WORDS[r.method]}, which differ by domain); the judge flags "
-                f"{_pct(r.flag_share)} %"
-            )
-        else:
-            line = (
-                f"the judge flags {_pct(r.flag_share)} % of {r.scored:,} judged answers "
-                f"({interval}); no correction applies (no audit labels, and no measured error "
-                f"rates for the judge {self.rate_judge or '?'!r}): the flag share is not the "
-                "hallucination rate"
-            )
-        lines = [line]
         everything = self.rate_totals.labelled
-        if basis == "not_random":
-            lines.append(
-                f"  the {everything:,} labelled rows are not treated as an audit: not every "
-                'row is labelled and none is marked "audit" (DatasetSink(when="audit") rows); '
-                "pass --labels-are-random if they were chosen at random"
-            )
-        elif basis == "audit" and everything > r.labelled:
+        lines.append(f"  labels used: {BASIS_WORDS[basis]}")
+        if basis == "audit" and everything > r.labelled:
             lines.append(
                 f'  {everything - r.labelled:,} labelled rows not marked "audit" are left '
                 "out of the estimate (pass --labels-are-random if they were chosen at random)"
@@ -407,7 +385,7 @@ class CheckSummary:
         *,
         min_faithfulness: float | None = None,
         min_groundedness: float | None = None,
-        max_hallucination_rate: float | None = None,
+        max_flag_share: float | None = None,
         max_errors: int = 0,
         allow_truncated: bool = False,
         max_regressions: int | None = None,
@@ -432,19 +410,19 @@ class CheckSummary:
                 ok = value >= limit - 1e-12
                 text = f"{name} {value:.3f} {'>=' if ok else '<'} {limit}"
                 out.append(Threshold(name, ok, text, metric, limit))
-        if max_hallucination_rate is not None:
-            rate = self.hallucination_rate
-            name, metric = "hallucination rate", "hallucination_rate"
-            if rate is None:
-                text = f"{name}: no scored answer to check"
-                out.append(Threshold(name, False, text, metric, max_hallucination_rate))
+        if max_flag_share is not None:
+            share = self.flag_share
+            name, metric = "flag share", "flag_share"
+            if share is None:
+                text = f"{name}: no judged answer to check"
+                out.append(Threshold(name, False, text, metric, max_flag_share))
             else:
-                ok = rate <= max_hallucination_rate + 1e-12
+                ok = share <= max_flag_share + 1e-12
                 text = (
-                    f"{name} {rate:.1%} {'<=' if ok else '>'} {max_hallucination_rate:.1%} "
-                    f"({self.labels['hallucinated']} of {_answers(self.scored)})"
+                    f"{name} {share:.1%} {'<=' if ok else '>'} {max_flag_share:.1%} "
+                    f"({self.labels['hallucinated']} of {_answers(self.judged)})"
                 )
-                out.append(Threshold(name, ok, text, metric, max_hallucination_rate))
+                out.append(Threshold(name, ok, text, metric, max_flag_share))
         if max_rate_upper_bound is not None:
             out.append(self._rate_threshold(max_rate_upper_bound))
         errors = self.labels["error"]
@@ -484,6 +462,8 @@ class CheckSummary:
         if r.scored == 0:
             text = f"{name}: no judged answer to check"
             return Threshold(name, False, text, metric, limit)
+        if r.upper is None or r.lower is None:
+            return Threshold(name, False, f"{name}: {NO_AUDIT_FIX}", metric, limit, refused=True)
         ok = r.upper <= limit + 1e-12
         text = (
             f"{name} {_pct(r.upper)} % {'<=' if ok else '>'} {_pct(limit)} % "
@@ -504,7 +484,7 @@ class CheckSummary:
             "scored": self.scored,
             "mean_faithfulness": self.mean_faithfulness,
             "mean_groundedness": self.mean_groundedness,
-            "hallucination_rate": self.hallucination_rate,
+            "flag_share": self.flag_share,
             "rate": self.rate.as_dict(),
             "rate_labels": self.rate_basis,
             "claims": {v: self.verdicts[v] for v in VERDICTS},
@@ -614,7 +594,10 @@ class CheckSummary:
             if self.invalid > len(self.invalid_rows):
                 lines.append(f"  … and {self.invalid - len(self.invalid_rows)} more")
         lines += ["", "gate"]
-        lines += [f"  {'PASS' if t.passed else 'FAIL'}  {t.text}" for t in thresholds]
+        lines += [
+            f"  {'PASS' if t.passed else 'REFUSED' if t.refused else 'FAIL'}  {t.text}"
+            for t in thresholds
+        ]
         if self.invalid:
             # Bad input fails the run whatever the thresholds say: said where they are.
             lines.append(f"  FAIL  invalid rows {self.invalid} > 0 allowed (bad input: exit 2)")
@@ -628,19 +611,9 @@ def _pct(share: float) -> str:
     return f"{100 * share:.1f}"
 
 
-def _without_labels(totals: RateTotals) -> RateTotals:
-    """The same answers, none of them labelled."""
-    return RateTotals(
-        scored=totals.scored,
-        flagged=totals.flagged,
-        probability_sum=totals.probability_sum,
-        probability_square_sum=totals.probability_square_sum,
-    )
-
-
 _HUMAN_ROWS = {"faithful": "faithful/grounded", "hallucinated": "hallucinated"}
 """The human-label table's row names: the input's ``grounded`` is counted as ``faithful``."""
 
 
 def _answers(n: int) -> str:
-    return f"{n} scored answer{'' if n == 1 else 's'}"
+    return f"{n} judged answer{'' if n == 1 else 's'}"

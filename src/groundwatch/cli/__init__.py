@@ -1,11 +1,15 @@
 """The ``groundwatch`` command line: ``check`` (offline gate), ``demo``, ``worker`` (a scoring
-process of a Redis pool), ``serve`` (scores traces received over OTLP) and ``feedback import``
-(people's labels back into telemetry) and ``export-onnx`` (a detector judge's model as ONNX).
+process of a Redis pool), ``serve`` (scores traces received over OTLP), ``feedback import``
+(people's labels back into telemetry), ``rules`` (the Prometheus rules file) and
+``export-onnx`` (a detector judge's model as ONNX).
 
-Each subcommand lives in its own private module and registers itself through ``add_parser``;
-this module wires them together and is where every command fails the same way
+The command line is the top floor: nothing in the package imports it but ``__main__``. Each
+subcommand's module lives beside its concern and is found through one table,
+:data:`_SUBCOMMANDS`: it defines ``add_parser(subparsers)`` and ``run(args) -> int``. What a
+subcommand raises comes here, where every command fails the same way
 (:mod:`groundwatch.cli._errors`): one line naming the option and what to do, exit 2 for a usage or
-configuration problem, 1 for a failure at run time, the traceback only with ``--debug``.
+configuration problem (:class:`~groundwatch._shared.errors.UsageError`), 1 for a failure at run
+time, the traceback only with ``--debug``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ _SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("worker", "groundwatch.queue.cli"),
     ("serve", "groundwatch.serve.cli"),
     ("feedback", "groundwatch.runtime.feedback_import"),
+    ("rules", "groundwatch.alerts.prometheus_rules"),
     ("export-onnx", "groundwatch.cli._export_onnx"),
 )
 

@@ -3,8 +3,8 @@ what to do>``, and an exit code: 2 for a usage or configuration problem (the com
 environment: fix it and run again), 1 for a failure at run time (a port taken, a server that
 cannot be reached, a bug). The traceback only with ``groundwatch --debug``.
 
-A low module on purpose: the subcommands raise these errors, :mod:`groundwatch.cli` and
-:mod:`groundwatch.cli._long_running` report them, and none of them has to import another's module.
+The errors themselves live on the ground floor (:mod:`groundwatch._shared.errors`), where the
+judges, the runtime and the subcommands raise them; the command line on top maps them here.
 """
 
 from __future__ import annotations
@@ -13,31 +13,12 @@ import sys
 import traceback
 from typing import TextIO
 
+from .._shared.errors import CommandError, UsageError
+
 EXIT_RUNTIME = 1
 EXIT_USAGE = 2
 
 _debug = False
-
-
-# Distributions an extra needs that are built in this repository, not fetched from an index.
-_ALSO_FROM_THE_CLONE = {"semantic": "-e models/minilm "}
-
-
-def install_hint(*extras: str) -> str:
-    """The line that installs ``extras`` from a clone of the repository (groundwatch is not on
-    a package index): ``from a clone of groundwatch: pip install -e ".[redis]"``."""
-    also = "".join(dict.fromkeys(_ALSO_FROM_THE_CLONE.get(e, "") for e in extras))
-    return f'from a clone of groundwatch: pip install {also}-e ".[{",".join(extras)}]"'
-
-
-class UsageError(Exception):
-    """A problem with the command line or the environment (exit 2). The message names the
-    option and says what to do."""
-
-
-class CommandError(Exception):
-    """A failure at run time the command explains in one line (exit 1): a port already in
-    use, a server that cannot be reached. The message names the option involved."""
 
 
 def set_debug(on: bool) -> None:

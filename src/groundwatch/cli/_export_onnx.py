@@ -13,7 +13,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from ._errors import UsageError
+from .._shared.errors import UsageError
 
 EXPORTERS: dict[str, str] = {
     "hhem": "groundwatch.judging.judges.hhem",

@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..alerts import Alert, AlertingHook, DropDetector, OTelAlertEmitter
 from ..types import Evaluation, RagRecord
@@ -29,12 +29,18 @@ from . import data, simulated_audit
 from .chain import Script, build_chain
 from .telemetry import DEFAULT_PROMETHEUS_HOST, PROMETHEUS_HINT, setup_telemetry
 
+if TYPE_CHECKING:
+    from ..runtime.monitor import Monitor
+
 DEFAULT_REQUESTS = 300
 DEFAULT_SAMPLE_RATE = 0.5
 DEFAULT_SEED = 7
 DRIFT_AT = 0.45
 """The scripted model starts drifting after this share of the requests."""
 ROUTE = "help-centre"
+DEFAULT_SCRAPE_WAIT = 30.0
+"""Seconds the demo waits for Prometheus's first scrape (``increase()`` cannot see what a
+counter counted before its first sample)."""
 
 DEMO_INSTALL = 'pip install -e ".[demo]" -e integrations/langchain'
 """The demo's install line from a clone."""
@@ -43,6 +49,9 @@ _DEMO_MODULES = (
     ("groundwatch_langchain", "groundwatch-langchain"),
     ("numpy", "numpy (the vector store's similarity search)"),
     ("opentelemetry.sdk", "opentelemetry-sdk"),
+    # The Chinese tagger changes how the local judge reads the demo's Chinese answers: required,
+    # so that the demo prints the same on every install.
+    ("rjieba", "rjieba (the zh extra)"),
 )
 
 
@@ -73,8 +82,10 @@ def add_parser(subparsers: Any) -> None:
         type=int,
         default=simulated_audit.DEFAULT_AUDIT,
         metavar="N",
-        help="scored answers a simulated random audit labels, for the rate's estimate "
-        "(%(default)s; 0: none)",
+        help="about N scored answers are audited (chosen by trace id, as Monitor(audit_rate=) "
+        'does) and a simulated reviewer labels them through monitor.feedback(source="audit"), '
+        "which gives the hallucination rate's estimate (%(default)s; 0: no audit, the rate is "
+        "unknown)",
     )
     parser.add_argument(
         "--prometheus-port",
@@ -90,6 +101,14 @@ def add_parser(subparsers: Any) -> None:
             "address of --prometheus-port (%(default)s: this machine only; 0.0.0.0 to be "
             "scraped from another host or container: /metrics has no authentication)"
         ),
+    )
+    parser.add_argument(
+        "--wait-for-scrape",
+        type=float,
+        default=DEFAULT_SCRAPE_WAIT,
+        metavar="SECONDS",
+        help="with --prometheus-port: wait up to this long for the first scrape before the "
+        "traffic starts, so that Prometheus sees every counter from 0 (%(default)s)",
     )
     parser.add_argument(
         "--linger",
@@ -157,6 +176,12 @@ class Scored:
     question: str
     answer: str
     evaluation: Evaluation
+    audited: bool = False
+    """In the random audit, and labelled by the simulated reviewer."""
+
+
+Reviewer = Callable[[RagRecord, Evaluation, int], bool]
+"""Labels an audited answer (record, evaluation, request) and says whether it did."""
 
 
 class Collector:
@@ -170,11 +195,15 @@ class Collector:
         self.alerts: list[tuple[int, Alert]] = []
         self.lock = threading.Lock()
         self._current = -1
+        self.reviewer: Reviewer | None = None
 
     def __call__(self, record: RagRecord, evaluation: Evaluation) -> None:
         index = self.trace_index.get(record.trace_id or 0, -1)
+        audited = self.reviewer is not None and self.reviewer(record, evaluation, index)
         with self.lock:
-            self.results.append(Scored(index, record.question or "", record.answer, evaluation))
+            self.results.append(
+                Scored(index, record.question or "", record.answer, evaluation, audited)
+            )
         self._current = index
         self.hook(record, evaluation)
 
@@ -244,20 +273,17 @@ def summary(
         (f"after drift ({drift_at + 1}-{requests})", lambda s: s.request >= drift_at),
     ]
     header = (
-        f"{'':<24}{'scored':>7}{'faithful.':>10}{'grounded.':>10}{'halluc.':>9}  labels / verdicts"
+        f"{'':<24}{'scored':>7}{'faithful.':>10}{'grounded.':>10}{'flagged':>9}  labels / verdicts"
     )
     lines.append(header)
     lines.append("-" * len(header))
     for name, keep in phases:
         sel = [s for s in results if keep(s)]
         evs = [s.evaluation for s in sel]
-        with_verdict = [
-            e for e in evs if e.label in ("grounded", "hallucinated", "insufficient_context")
-        ]
-        rate = (
-            sum(e.label == "hallucinated" for e in with_verdict) / len(with_verdict)
-            if with_verdict
-            else None
+        judged = [e for e in evs if e.label != "error"]
+        # The flag share: the judge's verdicts over the judged answers, not the rate.
+        flag_share = (
+            sum(e.label == "hallucinated" for e in judged) / len(judged) if judged else None
         )
         labels = Counter(e.label for e in evs)
         verdicts: Counter[str] = Counter()
@@ -267,7 +293,7 @@ def summary(
         vmix = ", ".join(f"{k} {v}" for k, v in verdicts.most_common())
         lines.append(
             f"{name:<24}{len(evs):>7}{_fmt(_mean([e.faithfulness for e in evs])):>10}"
-            f"{_fmt(_mean([e.groundedness for e in evs])):>10}{_fmt(rate, pct=True):>9}  "
+            f"{_fmt(_mean([e.groundedness for e in evs])):>10}{_fmt(flag_share, pct=True):>9}  "
             f"{mix}"
         )
         lines.append(f"{'':<60}claims: {vmix}")
@@ -336,6 +362,7 @@ def run(args: argparse.Namespace) -> int:
     drift_at = max(1, int(DRIFT_AT * requests))
     console = Console(requests)
     tel = setup_telemetry(seed, args.prometheus_port, args.prometheus_host)
+    audit_rate = simulated_audit.audit_rate(audit, requests, rate) if audit else None
     for note in tel.notes:
         console.line(note)
 
@@ -355,17 +382,38 @@ def run(args: argparse.Namespace) -> int:
         OTelAlertEmitter(logger_provider=tel.logger_provider, meter_provider=tel.meter_provider),
         collector.print_alert,
     ]
+    judge = LocalJudge()
     monitor = Monitor(
-        judge=LocalJudge(),
+        judge=judge,
         sampler=RatioSampler(rate),
         tracer_provider=tel.tracer_provider,
         meter_provider=tel.meter_provider,
         logger_provider=tel.logger_provider,
         on_result=collector,
         route=ROUTE,
+        audit_rate=audit_rate,
         shutdown_on_exit=False,
     )
     script = Script(requests=requests, seed=seed, drift_at=drift_at)
+
+    def review(record: RagRecord, evaluation: Evaluation, index: int) -> bool:
+        """The simulated reviewer: labels each audited answer with the truth, through the
+        same call a person's label takes."""
+        trace_id = record.trace_id
+        if evaluation.label == "error" or index < 0 or not trace_id:
+            return False
+        if not monitor.audited(trace_id):
+            return False
+        label = "hallucinated" if script.drifted[index] else "grounded"
+        monitor.feedback(label=label, trace_id=trace_id, source="audit")
+        return True
+
+    if audit_rate:
+        collector.reviewer = review
+    if tel.scraped is not None:
+        _wait_for_scrape(
+            monitor, judge.name, tel.scraped, getattr(args, "wait_for_scrape", 0.0), console
+        )
     chain = build_chain(script)
     handler = GroundwatchCallbackHandler(monitor, route=ROUTE)
     tracer = tel.tracer_provider.get_tracer("groundwatch.demo")
@@ -396,8 +444,12 @@ def run(args: argparse.Namespace) -> int:
 
     results = sorted(collector.results, key=lambda s: s.request)
     print()
-    truth = [(s.evaluation, script.drifted[s.request]) for s in results if s.request >= 0]
-    rate_block = simulated_audit.rate_lines(truth, audit, seed)
+    reviewed = [
+        simulated_audit.ReviewedAnswer(s.evaluation, script.drifted[s.request], s.audited)
+        for s in results
+        if s.request >= 0
+    ]
+    rate_block = simulated_audit.rate_lines(reviewed)
     for line in summary(results, drift_at, sampled(), requests, rate_block):
         print(line)
     fired = [(i, a) for i, a in collector.alerts if a.kind == "fired"]
@@ -436,6 +488,23 @@ def run(args: argparse.Namespace) -> int:
         )
     print(f"Done in {elapsed:.1f} s.")
     return 1 if tel.otlp and sum(tel.otlp.failed.values()) else 0
+
+
+def _wait_for_scrape(
+    monitor: Monitor, judge: str, scraped: threading.Event, seconds: float, console: Console
+) -> None:
+    """Publish the route's rate and audit counters at 0, then wait for Prometheus's first
+    scrape (up to ``seconds``), so that ``increase()`` sees everything the run counts."""
+    from ..telemetry._rate_counters import rate_key
+
+    key = rate_key(ROUTE, judge)
+    monitor.stats.rates.expect(key)
+    monitor.stats.audit.expect(key)
+    if seconds <= 0 or scraped.is_set():
+        return
+    console.line(f"Waiting up to {seconds:.0f} s for Prometheus's first scrape...")
+    if not scraped.wait(seconds):
+        console.line("  no scrape yet: starting; Prometheus misses what comes before its first")
 
 
 def _importable(module: str) -> bool:

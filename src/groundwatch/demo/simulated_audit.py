@@ -1,60 +1,66 @@
-"""The demo's simulated audit: what the hallucination rate looks like with and without labels.
+"""The demo's simulated audit: a reviewer who labels the audited answers, and the rate it gives.
 
 The demo knows which answers the scripted model invented, so it can play the person who labels
-a random audit: it draws ``--audit N`` of the scored answers at random, labels them with that
-truth, and sets three figures beside the truth: the judge's flag share, the flag share
-corrected with the judge's measured error rates (no labels), and the prediction-powered
-estimate from the audit (:func:`groundwatch.estimate_rate`), each with its 90 % interval.
+the random audit: the monitor marks the audited traces (``Monitor(audit_rate=...)``, a hash of
+the trace id), and for each audited answer the reviewer sends the true label back through
+``monitor.feedback(source="audit")``, as a person would; the counters then carry the audit, so
+Prometheus records the estimate (docs/alerts.md). The summary sets the judge's flag share and
+the audited estimate (:func:`groundwatch.estimate_rate`, its wording from
+:mod:`groundwatch.rates`) beside the truth; without an audit the rate is unknown, and the
+summary says so.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
+from typing import NamedTuple
 
-from ..rates import RateEstimate, RateTotals, estimate_rate
+from ..rates import METHOD_WORDS, RateEstimate, RateTotals, estimate_rate, labels_needed
 from ..types import Evaluation
 
 DEFAULT_AUDIT = 50
-"""Scored answers the simulated audit labels."""
-
-_HOW = {
-    "ppi": "prediction-powered",
-    "labels": "the labels alone",
-    "rogan_gladen": "the judge's measured error rates",
-    "flag_share": "no correction: no measured error rates",
-}
+"""Scored answers the simulated audit labels, about (the audit is a share of the scored
+answers chosen by trace id: ``audit_rate`` = this over the expected scored answers)."""
 
 
-def rate_lines(answers: Sequence[tuple[Evaluation, bool]], audit: int, seed: int) -> list[str]:
-    """The rate block of the demo's summary.
+class ReviewedAnswer(NamedTuple):
+    """One scored answer of the demo: its evaluation, the truth, and whether it was audited."""
 
-    Args:
-        answers: every scored answer's evaluation and whether the model really invented it.
-        audit: answers the simulated audit labels (0: no audit line).
-        seed: chooses the audited answers.
-    """
-    judged = [(ev, truth) for ev, truth in answers if ev.label != "error"]
+    evaluation: Evaluation
+    invented: bool
+    audited: bool
+
+
+def audit_rate(audit: int, requests: int, sample_rate: float) -> float:
+    """The monitor's ``audit_rate`` that audits about ``audit`` of the scored answers."""
+    expected = max(1.0, requests * sample_rate)
+    return min(1.0, audit / expected)
+
+
+def rate_lines(answers: Sequence[ReviewedAnswer]) -> list[str]:
+    """The rate block of the demo's summary: the truth, the flag share, and the audited
+    estimate (or, without an audit, that the rate is unknown)."""
+    judged = [a for a in answers if a.evaluation.label != "error"]
     if not judged:
         return []
-    evaluations = [ev for ev, _ in judged]
-    judge = evaluations[0].judge or None
-    true_rate = sum(truth for _, truth in judged) / len(judged)
-    unlabelled = estimate_rate(RateTotals.from_evaluations(evaluations), judge=judge)
+    evaluations = [a.evaluation for a in judged]
+    labels = [a.invented if a.audited else None for a in judged]
+    true_rate = sum(a.invented for a in judged) / len(judged)
+    estimate = estimate_rate(RateTotals.from_evaluations(evaluations, labels))
     lines = [
-        f"Hallucination rate of the {len(judged)} scored answers: really {true_rate:.1%} (the "
-        f"demo knows); the judge flags {unlabelled.flag_share:.1%}",
-        f"  without labels     {_estimate(unlabelled)}",
+        f"Hallucination rate of the {len(judged)} scored answers: really {true_rate:.1%} "
+        "(the demo knows)",
+        f"  {'flag share':<17}  {estimate.flag_share:.1%}  (the judge's verdicts, not the rate)",
     ]
-    if audit > 0:
-        chosen = set(random.Random(seed).sample(range(len(judged)), min(audit, len(judged))))
-        labels = [truth if i in chosen else None for i, (_, truth) in enumerate(judged)]
-        audited = estimate_rate(RateTotals.from_evaluations(evaluations, labels), judge=judge)
-        lines.append(f"  audit of {len(chosen):<9} {_estimate(audited)}")
+    if estimate.labelled:
+        lines.append(f"  {f'audit of {estimate.labelled}':<17}  {_estimate(estimate)}")
+    else:
+        lines.append(f"  {'no audit':<17}  rate unknown; {labels_needed()}")
     return lines
 
 
 def _estimate(r: RateEstimate) -> str:
-    if r.method == "flag_share":
-        return f"{r.estimate:.1%}  ({_HOW[r.method]} for this judge)"
-    return f"{r.estimate:.1%}  (90% interval {r.lower:.1%}–{r.upper:.1%}; {_HOW[r.method]})"
+    if r.estimate is None or r.lower is None or r.upper is None:
+        return f"rate unknown; {labels_needed()}"
+    how = METHOD_WORDS[r.method].split(":")[0]
+    return f"{r.estimate:.1%}  (90% interval {r.lower:.1%}–{r.upper:.1%}; {how})"

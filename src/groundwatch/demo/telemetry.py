@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,24 @@ class DemoTelemetry:
     destinations: list[str]
     notes: list[str]
     otlp: Delivery | None
+    scraped: threading.Event | None = None
+    """Set at Prometheus's first scrape of ``/metrics`` (with ``--prometheus-port``)."""
+
+
+class FirstScrape:
+    """A collector on the exporter's registry that yields nothing and notes the first scrape:
+    Prometheus's ``increase()`` cannot see what a counter counted before its first sample, so
+    the demo starts its traffic once Prometheus has seen the counters at 0."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def describe(self) -> list[Any]:
+        return []  # registering must not count as a scrape
+
+    def collect(self) -> list[Any]:
+        self.event.set()
+        return []
 
 
 class Delivery:
@@ -138,6 +157,7 @@ def setup_telemetry(
     destinations = ["in-memory exporters in this process (counted above; nothing printed)"]
     notes: list[str] = []
     otlp: Delivery | None = None
+    scraped: threading.Event | None = None
 
     endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if endpoint:
@@ -168,14 +188,25 @@ def setup_telemetry(
     if prometheus_port is not None:
         try:
             from opentelemetry.exporter.prometheus import PrometheusMetricReader
-            from prometheus_client import start_http_server
+            from prometheus_client import REGISTRY, start_http_server
         except ImportError:
             notes.append(PROMETHEUS_HINT)
         else:
+            first_scrape = FirstScrape()
+            REGISTRY.register(first_scrape)
+            scraped = first_scrape.event
             start_http_server(prometheus_port, addr=prometheus_host)
             readers.append(PrometheusMetricReader())
             destinations.append(f"Prometheus at http://{prometheus_host}:{prometheus_port}/metrics")
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     return DemoTelemetry(
-        tracer_provider, meter_provider, logger_provider, spans, logs, destinations, notes, otlp
+        tracer_provider,
+        meter_provider,
+        logger_provider,
+        spans,
+        logs,
+        destinations,
+        notes,
+        otlp,
+        scraped,
     )

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..cli._errors import UsageError
+from .._shared.errors import UsageError
 from .judges._base import Judge
 from .judges.cascade import CascadeJudge
 

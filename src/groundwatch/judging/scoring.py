@@ -9,7 +9,9 @@ The label rule (defaults chosen on the dev data, see docs/judges.md "How the lab
 1. the judge failed -> ``error`` (scores ``None``);
 2. no checkable claims -> ``no_claims`` (scores ``None``);
 3. the context has nothing substantive (empty, only headings or a table of contents) and no
-   claim is ``supported`` -> ``insufficient_context`` (scores still reported);
+   claim is ``supported`` or ``contradicted`` -> ``insufficient_context`` (scores still
+   reported): a claim the context contradicts is the answer's fault, whatever the context's
+   length;
 4. ``faithfulness >= min_faithfulness`` and ``groundedness >= min_groundedness`` ->
    ``grounded``; otherwise ``hallucinated``.
 
@@ -230,6 +232,8 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _TOC_LINE = re.compile(r"(\.{3,}|…{2,}|\s{2,})\s*\d+\s*$|^\s*(chapter|section|part|第)\b", re.I)
 _NUMBERED_HEADING = re.compile(r"^\s*(\d+(\.\d+)*|[ivxlc]+\.|[A-Z]\.)\s+\S")
 _SENTENCE_END = re.compile(r"[.!?。！？；;:：]\s*$")
+_FULL_STOP = re.compile(r"[.!?。！？]\s*$")
+_DIGIT = re.compile(r"\d")
 
 
 def _is_prose_line(line: str) -> bool:
@@ -240,10 +244,16 @@ def _is_prose_line(line: str) -> bool:
     words = len(_WORD.findall(line)) - (1 if cjk else 0)
     if cjk >= 12 or words >= 12:
         return True
-    # Short lines count only when they read as a sentence, not a heading.
     if _NUMBERED_HEADING.match(line) and not _SENTENCE_END.search(line):
         return False
-    return (words >= 5 or cjk >= 6) and bool(_SENTENCE_END.search(line))
+    if (words >= 5 or cjk >= 6) and _SENTENCE_END.search(line):
+        return True
+    # Shorter lines count when they read as a sentence ("Shipping takes 3 days.", a FAQ line) or
+    # state a value the way a tool's one-line output does ("Order 123 shipped on May 5"); a
+    # heading is a few words with neither a full stop nor a figure ("Table of contents:").
+    if _FULL_STOP.search(line):
+        return words >= 2 or cjk >= 4
+    return (words >= 3 or cjk >= 4) and _DIGIT.search(line) is not None
 
 
 def context_is_substantive(passages: Sequence[Passage]) -> bool:
@@ -342,7 +352,13 @@ def score(
     if against:
         explanation += f"; contradicted by {against}"
     label: Label
-    if counts["supported"] == 0 and not context_is_substantive(passages):
+    # A claim the context contradicts shows the context said something on it: the generation
+    # failed, not the retrieval, however short the context (issue #45).
+    if (
+        counts["supported"] == 0
+        and counts["contradicted"] == 0
+        and not context_is_substantive(passages)
+    ):
         label = "insufficient_context"
         explanation = f"the retrieved context has nothing substantive; {explanation}"
     elif faithfulness >= policy.min_faithfulness and groundedness >= policy.min_groundedness:

@@ -1,7 +1,8 @@
 """``groundwatch worker``: score records from a Redis stream (see docs/distributed.md).
 
 Telemetry goes out through the global OpenTelemetry providers, set up from the standard
-``OTEL_EXPORTER_OTLP_*`` variables when none are configured (:mod:`groundwatch.cli._long_running`).
+``OTEL_EXPORTER_OTLP_*`` variables when none are configured
+(:mod:`groundwatch.runtime.long_running`).
 The worker reaches Redis before it says it is consuming: a URL that is not one is a usage
 error (exit 2); a Redis it cannot reach is said once, in one line, and waited for (its probes
 answer live and not ready meanwhile, as during an outage later), since in a deployment the
@@ -30,18 +31,20 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .._shared import config
+from .._shared.errors import CommandError, UsageError, install_hint
 from ..check.cli import positive_int
-from ..cli._errors import CommandError, UsageError, install_hint
-from ..cli._long_running import (
+from ..judging import registry
+from ..runtime.long_running import (
     Console,
     add_audit_option,
     add_console_options,
+    add_sink_option,
     audit_file,
+    dashboard_sinks,
     run_command,
     stop_event,
     telemetry_destination,
 )
-from ..judging import registry
 from .consumer import StreamWorker
 from .redis import DEFAULT_STREAM
 
@@ -111,6 +114,7 @@ def add_parser(subparsers: Any) -> None:
         f"default from {config.CAPTURE_CONTENT}, as for groundwatch serve",
     )
     add_audit_option(p)
+    add_sink_option(p)
     add_console_options(p)
     p.set_defaults(run=run)
 
@@ -285,7 +289,7 @@ async def _main(args: argparse.Namespace) -> int:
             evaluation_timeout_millis=args.evaluation_timeout_ms,
             capture_content=args.capture_content,
             audit_rate=args.audit_rate,
-            on_result=_audit_sinks(args),
+            on_result=_sinks(args),
         )
         stop = stop_event()
         server = None
@@ -332,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
         import redis  # noqa: F401
     except ImportError:
         raise UsageError(INSTALL_HINT) from None
-    return run_command("groundwatch worker", lambda: _main(args))
+    return run_command(lambda: _main(args))
 
 
 def _audit_sinks(args: argparse.Namespace) -> list[Any]:
@@ -341,3 +345,8 @@ def _audit_sinks(args: argparse.Namespace) -> list[Any]:
 
     path = audit_file(args)
     return [DatasetSink(path, when="audit")] if path else []
+
+
+def _sinks(args: argparse.Namespace) -> list[Any]:
+    """Every ``on_result`` sink the options ask for: the audit file's, the dashboards'."""
+    return [*_audit_sinks(args), *dashboard_sinks(args)]

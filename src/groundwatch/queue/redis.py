@@ -29,7 +29,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._shared import guard
-from ..cli._errors import install_hint
+from .._shared.errors import install_hint
 from ..runtime.pipeline import InvalidRecord, prepare_record
 from ..runtime.sampling import record_sampling_rate
 from ..telemetry import Stats

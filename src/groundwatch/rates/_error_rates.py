@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JudgeErrorRates", "judge_error_rates"]
+__all__ = ["JudgeErrorRates", "judge_error_rates", "shipped_error_rates"]
 
 _logger = logging.getLogger(__name__)
 
@@ -97,6 +97,31 @@ def judge_error_rates(
     except (KeyError, TypeError, ValueError) as exc:
         _logger.warning("judge error rates for %s/%s are malformed: %s", judge, language, exc)
         return None
+
+
+def shipped_error_rates(judge: str, language: str = "en") -> JudgeErrorRates:
+    """The shipped error rates of ``judge`` in ``language``, asked for by name.
+
+    Raises:
+        ValueError: nothing was measured for that judge or language; the message names what
+            was (judges by ``Evaluation.judge``'s name: ``local``, not ``LocalJudge``).
+    """
+    judges = _load(str(_SHIPPED)).get("judges", {})
+    languages = judges.get(judge) if isinstance(judges, dict) else None
+    if not isinstance(languages, dict):
+        known = ", ".join(sorted(judges)) if isinstance(judges, dict) else ""
+        raise ValueError(
+            f"no error rates measured for judge {judge!r}: measured for {known or 'none'} "
+            "(the judge's name as Evaluation.judge gives it); pass error_rates= for another"
+        )
+    rates = judge_error_rates(judge, language)
+    if rates is None:
+        known = ", ".join(sorted(languages))
+        raise ValueError(
+            f"no error rates measured for judge {judge!r} in language {language!r}: measured "
+            f"in {known or 'none'}; pass error_rates= for another"
+        )
+    return rates
 
 
 @functools.lru_cache(maxsize=8)

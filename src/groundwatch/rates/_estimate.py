@@ -15,21 +15,19 @@ Methods, tried in this order (``docs/rates.md`` gives the formulas and the citat
     information about the labels gives ``λ = 0`` and nothing to gain), where the audit has too
     few labels of either kind for PPI's normal approximation, or where every scored answer was
     labelled (a census).
-``rogan_gladen``
-    No audit labels: the flag share ``q`` corrected with the judge's shipped sensitivity and
-    specificity, ``(q + sp - 1) / (se + sp - 1)``. Those rates differ from domain to domain, so
-    the interval spans the corrected rate over the rates measured on each source (or, without
-    them, the box of their lows and highs) and over the flag share's own sampling interval.
-``flag_share``
-    Nothing else applies (no labels, no measured error rates, or a judge no better than chance):
-    the share the judge flags, with the sampling interval of that share, an interval for the
-    flag share, not for the true rate.
+``no_audit``
+    No audit labels: the rate is unknown, and no interval is given for it (``estimate``,
+    ``lower`` and ``upper`` are ``None``); ``flag_share`` is what the judge says. The judge's
+    error rates differ from domain to domain (a sensitivity of 0.42-1.00 and a specificity of
+    0.36-0.97 across public sources), so nothing computed from them alone is the rate of an app
+    they were not measured on. :func:`extrapolate_rate` gives the Rogan-Gladen correction with
+    them, named as the extrapolation it is.
 
 Every interval is for the rate of the process the answers come from (the answers are a sample of
 it), so a census of a file still has the labels' own interval rather than a zero-width one; a
 reader who wants the share in the file itself reads the estimate. Everything is clipped to
-[0, 1]. Degenerate input never raises: no answers give ``flag_share`` 0 with the interval
-[0, 1] (nothing is known); zero variances fall through to the next method.
+[0, 1]. Degenerate input never raises: no answers give ``no_audit`` with a ``flag_share`` of 0;
+zero variances fall through to the next method.
 """
 
 from __future__ import annotations
@@ -39,12 +37,18 @@ import math
 from statistics import NormalDist
 from typing import Literal
 
-from ._error_rates import JudgeErrorRates, judge_error_rates
+from ._error_rates import JudgeErrorRates, shipped_error_rates
 from ._totals import RateTotals
 
-__all__ = ["RateEstimate", "RateMethod", "estimate_rate"]
+__all__ = [
+    "RateEstimate",
+    "RateExtrapolation",
+    "RateMethod",
+    "estimate_rate",
+    "extrapolate_rate",
+]
 
-RateMethod = Literal["ppi", "labels", "rogan_gladen", "flag_share"]
+RateMethod = Literal["ppi", "labels", "no_audit"]
 
 # The normal approximation behind the PPI interval needs both kinds of label in the audit; the
 # textbook rule for a binomial proportion asks for at least five of each (n·p ≥ 5 and
@@ -56,28 +60,62 @@ MIN_LABELS_EACH_KIND = 5
 class RateEstimate:
     """A hallucination rate with its interval, and how it was obtained.
 
+    Without audit labels the rate is unknown: ``method`` is ``no_audit`` and ``estimate``,
+    ``lower`` and ``upper`` are ``None``.
+
     Attributes:
-        flag_share: the share of judged answers the judge flagged.
-        estimate: the estimated hallucination rate, in [0, 1].
-        lower, upper: the interval at ``confidence``, within [0, 1].
+        flag_share: the share of judged answers the judge flagged (what the judge says, not
+            the rate).
+        estimate: the estimated hallucination rate, in [0, 1]; ``None`` without audit labels.
+        lower, upper: its interval at ``confidence``, within [0, 1]; ``None`` without labels.
         confidence: the interval's nominal coverage (0.9 = a 90 % interval).
-        method: ``ppi``, ``labels``, ``rogan_gladen`` or ``flag_share`` (see the module).
+        method: ``ppi``, ``labels`` or ``no_audit`` (see the module).
         scored: judged answers (``label != "error"``).
         labelled: of those, answers with an audit label.
     """
 
     flag_share: float
-    estimate: float
-    lower: float
-    upper: float
+    estimate: float | None
+    lower: float | None
+    upper: float | None
     confidence: float
     method: RateMethod
     scored: int
     labelled: int
 
-    def as_dict(self) -> dict[str, float | int | str]:
+    @property
+    def known(self) -> bool:
+        """Whether there is a rate: audit labels gave an estimate and its interval."""
+        return self.estimate is not None
+
+    def as_dict(self) -> dict[str, float | int | str | None]:
         """The fields as a JSON-ready mapping, in declaration order."""
         return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class RateExtrapolation:
+    """The flag share corrected with a judge's error rates measured on *other* data
+    (Rogan-Gladen): an extrapolation to an app those rates were not measured on, never the
+    hallucination rate. It holds only where the app's traffic resembles the measured sources;
+    an audit says whether it does.
+
+    Attributes:
+        flag_share: the share of judged answers the judge flagged.
+        extrapolated: the corrected share, in [0, 1].
+        lower, upper: its range over the flag share's interval and the sources' error rates.
+        confidence: the flag share interval's coverage.
+        scored: judged answers.
+        error_rates: the judge's measured error rates used.
+    """
+
+    flag_share: float
+    extrapolated: float
+    lower: float
+    upper: float
+    confidence: float
+    scored: int
+    error_rates: JudgeErrorRates
 
 
 def estimate_rate(
@@ -86,17 +124,15 @@ def estimate_rate(
     judge: str | None = None,
     language: str = "en",
     confidence: float = 0.9,
-    error_rates: JudgeErrorRates | None = None,
 ) -> RateEstimate:
-    """The hallucination rate of the answers behind ``totals``, with an interval.
+    """The hallucination rate of the answers behind ``totals``, with an interval, from the
+    audit labels among them; without audit labels, ``no_audit``: the rate is unknown.
 
     Args:
         totals: the sums over judged answers (:class:`RateTotals`).
-        judge: the judge's name, to look up its shipped error rates when there are no audit
-            labels and ``error_rates`` is not given.
-        language: the answers' language, for that look-up.
+        judge: the judge's name, as ``Evaluation.judge`` gives it.
+        language: the answers' language.
         confidence: the interval's coverage, in (0, 1).
-        error_rates: the judge's error rates to use instead of the shipped ones.
 
     Returns:
         The estimate; see the module for which method applies when.
@@ -122,26 +158,76 @@ def estimate_rate(
             labelled=totals.labelled,
         )
 
-    if totals.scored <= 0:
-        return result("flag_share", 0.0, 0.0, 1.0)
+    if totals.labelled <= 0:
+        return RateEstimate(
+            flag_share=flag_share,
+            estimate=None,
+            lower=None,
+            upper=None,
+            confidence=confidence,
+            method="no_audit",
+            scored=totals.scored,
+            labelled=0,
+        )
+    n = totals.labelled
+    rate = totals.label_sum / n
+    lower, upper = wilson_interval(totals.label_sum, n, z)
+    ppi = ppi_interval(totals, z)
+    if ppi is not None and ppi[2] - ppi[1] < upper - lower:
+        return result("ppi", *ppi)
+    return result("labels", rate, lower, upper)
 
-    if totals.labelled > 0:
-        n = totals.labelled
-        rate = totals.label_sum / n
-        lower, upper = wilson_interval(totals.label_sum, n, z)
-        ppi = ppi_interval(totals, z)
-        if ppi is not None and ppi[2] - ppi[1] < upper - lower:
-            return result("ppi", *ppi)
-        return result("labels", rate, lower, upper)
 
+def extrapolate_rate(
+    totals: RateTotals,
+    *,
+    judge: str | None = None,
+    language: str = "en",
+    confidence: float = 0.9,
+    error_rates: JudgeErrorRates | None = None,
+) -> RateExtrapolation | None:
+    """The flag share corrected with the judge's error rates measured on public sources.
+
+    Not the hallucination rate: those error rates differ by domain, and on an app unlike the
+    sources the corrected share can be far from the truth with an interval that misses it.
+    Use it to read a judge's flags before an audit exists, as an extrapolation; only
+    :func:`estimate_rate` with audit labels gives a rate.
+
+    Args:
+        totals: the sums over judged answers; their labels are ignored.
+        judge: the judge's name, to look up its shipped error rates.
+        language: the answers' language, for that look-up.
+        confidence: the coverage of the flag share's interval.
+        error_rates: the judge's error rates to use instead of the shipped ones.
+
+    Returns:
+        The extrapolation, or ``None`` without a judge or error rates, without judged answers,
+        or for a judge no better than chance.
+
+    Raises:
+        ValueError: ``confidence`` is not within (0, 1), or no error rates were measured for
+            ``judge`` in ``language`` (the message names those that were).
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be within (0, 1), got {confidence!r}")
     if error_rates is None and judge is not None:
-        error_rates = judge_error_rates(judge, language)
-    if error_rates is not None:
-        corrected = rogan_gladen_interval(totals.flagged, totals.scored, error_rates, z)
-        if corrected is not None:
-            return result("rogan_gladen", *corrected)
-
-    return result("flag_share", flag_share, *wilson_interval(totals.flagged, totals.scored, z))
+        error_rates = shipped_error_rates(judge, language)
+    if error_rates is None or totals.scored <= 0:
+        return None
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    corrected = rogan_gladen_interval(totals.flagged, totals.scored, error_rates, z)
+    if corrected is None:
+        return None
+    estimate, lower, upper = (_clip(x) for x in corrected)
+    return RateExtrapolation(
+        flag_share=totals.flagged / totals.scored,
+        extrapolated=estimate,
+        lower=min(lower, estimate),
+        upper=max(upper, estimate),
+        confidence=confidence,
+        scored=totals.scored,
+        error_rates=error_rates,
+    )
 
 
 def wilson_interval(successes: float, n: int, z: float) -> tuple[float, float]:

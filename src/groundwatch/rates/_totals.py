@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ._sums import increments, prediction
+
 if TYPE_CHECKING:
     from ..types import Evaluation
 
@@ -64,23 +66,13 @@ class RateTotals:
         Raises:
             ValueError: ``probability`` is not a number in [0, 1].
         """
-        f = _prediction(flagged, probability)
-        y = 0.0 if label is None else float(label)
-        known = label is not None
-        return RateTotals(
-            scored=self.scored + 1,
-            flagged=self.flagged + int(flagged),
-            probability_sum=self.probability_sum + f,
-            probability_square_sum=self.probability_square_sum + f * f,
-            labelled=self.labelled + int(known),
-            label_sum=self.label_sum + y,
-            labelled_flagged=self.labelled_flagged + int(known and flagged),
-            label_flag_sum=self.label_flag_sum + (y if flagged else 0.0),
-            labelled_probability_sum=self.labelled_probability_sum + (f if known else 0.0),
-            labelled_probability_square_sum=(
-                self.labelled_probability_square_sum + (f * f if known else 0.0)
-            ),
-            label_probability_sum=self.label_probability_sum + y * f,
+        added = increments(flagged, prediction(flagged, probability), label)
+        return dataclasses.replace(
+            self,
+            **{
+                name: getattr(self, name) + (int(value) if name in _COUNTS else value)
+                for name, value in added.items()
+            },
         )
 
     def merge(self, other: RateTotals) -> RateTotals:
@@ -167,10 +159,7 @@ class RateTotals:
         return totals
 
 
-def _prediction(flagged: bool, probability: float | None) -> float:
-    if probability is None:
-        return 1.0 if flagged else 0.0
-    f = float(probability)
-    if not 0.0 <= f <= 1.0:  # NaN fails this too
-        raise ValueError(f"probability must be within [0, 1], got {probability!r}")
-    return f
+_COUNTS = frozenset(
+    field.name for field in dataclasses.fields(RateTotals) if field.type in (int, "int")
+)
+"""The sums that count answers (whole numbers); the rest add probabilities."""

@@ -23,7 +23,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from opentelemetry._logs import LogRecord
@@ -34,7 +34,7 @@ from .._shared import guard
 from .._shared.weakhooks import reinit_after_fork
 from ..telemetry import ReportedError, Stats, Telemetry
 from ..telemetry import semconv as sc
-from ..telemetry._rate_counters import prediction, rate_key
+from ..telemetry._rate_counters import audit_key, prediction, rate_key
 from ._background import BackgroundQueue
 
 DEFAULT_MEMORY = 10_000
@@ -59,6 +59,9 @@ HUMAN_LABELS: Mapping[str, str] = {
 """Labels a person may give: the two classes of ``groundwatch check``'s human labels, in the
 spellings it accepts, mapped onto the judge's vocabulary (a metric attribute, so a closed
 set)."""
+
+KNOWN_SOURCES = frozenset({"audit", "human", "llm_judge", "deterministic"})
+"""The sources docs/feedback.md names, matched whatever their case (``"Audit"`` is ``audit``)."""
 
 SOURCE_TO_EVALUATOR_TYPE: Mapping[str, str] = {
     "human": "human",
@@ -178,6 +181,9 @@ class FeedbackEvents:
     def __init__(self, telemetry: Telemetry, max_pending: int = MAX_PENDING_EVENTS) -> None:
         self.telemetry = telemetry
         self.max_pending = max_pending
+        self.listeners: list[Callable[[Pending], None]] = []
+        """Sinks that write each feedback elsewhere too (``on_feedback`` of a dashboard sink),
+        called on this thread after its event; replaced, never changed in place."""
         self._queue: BackgroundQueue[Pending] = BackgroundQueue(
             "groundwatch-feedback",
             self._emit_all,
@@ -201,6 +207,11 @@ class FeedbackEvents:
                 self.emit(item)
             except Exception as exc:
                 guard.internal_error("feedback", exc, reraise=False)
+            for listener in self.listeners:
+                try:
+                    listener(item)
+                except Exception as exc:  # a sink of the user's own
+                    guard.user_error("on_result", exc)
 
     def emit(self, item: Pending) -> None:
         """The ``gen_ai.evaluation.result`` log record of one feedback, in the answer's trace."""
@@ -268,11 +279,25 @@ class FeedbackEvents:
         return ok
 
 
-def parse_trace(trace_id: Any, span_context: Any) -> tuple[int, int, int] | str:
-    """``(trace_id, span_id, trace_flags)`` from what ``feedback`` was given, or what is wrong.
+class AnswerIds(NamedTuple):
+    """The answer a feedback names: the key its verdict and audit are kept by, and the ids its
+    event carries."""
+
+    key: int
+    """The trace id; for a record made outside a span, a digest of its record id
+    (:func:`~groundwatch.telemetry._rate_counters.audit_key`, what the audit hashes)."""
+    trace_id: int
+    """``0`` for a record without a trace (its event then carries none)."""
+    span_id: int
+    trace_flags: int
+
+
+def parse_trace(trace_id: Any, span_context: Any) -> AnswerIds | str:
+    """The answer that ``feedback`` was given, or what is wrong.
 
     ``span_context`` wins; ``trace_id`` may be the 32-hex string of a trace id (as in a
-    ``traceparent`` header or a log line), the int, or a ``SpanContext``.
+    ``traceparent`` header or a log line), the int, a ``SpanContext``, or the 16-hex record id
+    of a record made outside a span (the ``id`` of its dataset row).
     """
     if span_context is not None:
         if not isinstance(span_context, SpanContext):
@@ -281,17 +306,22 @@ def parse_trace(trace_id: Any, span_context: Any) -> tuple[int, int, int] | str:
     if isinstance(trace_id, SpanContext):
         if not trace_id.is_valid:
             return "the SpanContext is not valid (no trace id)"
-        return trace_id.trace_id, trace_id.span_id, int(trace_id.trace_flags)
+        value = trace_id.trace_id
+        return AnswerIds(value, value, trace_id.span_id, int(trace_id.trace_flags))
     if trace_id is None:
         return "trace_id or span_context is required (the trace of the answer)"
     if isinstance(trace_id, str):
         text = trace_id.strip().lower()
+        if len(text) == RECORD_ID_DIGITS and _is_hex(text):
+            return AnswerIds(audit_key(0, text), 0, 0, int(_TRACE_FLAGS_SAMPLED))
         if len(text) != 32:
-            return f"trace_id must be 32 hex digits, got {len(text)} characters"
-        try:
-            value = int(text, 16)
-        except ValueError:
+            return (
+                f"trace_id must be 32 hex digits (or a record's 16-hex id), got "
+                f"{len(text)} characters"
+            )
+        if not _is_hex(text):
             return "trace_id must be 32 hex digits"
+        value = int(text, 16)
     elif isinstance(trace_id, int) and not isinstance(trace_id, bool):
         value = trace_id
     else:
@@ -299,7 +329,34 @@ def parse_trace(trace_id: Any, span_context: Any) -> tuple[int, int, int] | str:
         return f"trace_id must be a 32-hex string, an int or a SpanContext, got {kind}"
     if not 0 < value < 1 << 128:
         return "trace_id must be a non-zero 128-bit id"
-    return value, 0, int(_TRACE_FLAGS_SAMPLED)
+    return AnswerIds(value, value, 0, int(_TRACE_FLAGS_SAMPLED))
+
+
+RECORD_ID_DIGITS = 16
+"""A record id's length in hex digits (``RagRecord.record_id``)."""
+
+
+def _is_hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdef" for c in text)
+
+
+def source_name(source: str) -> str:
+    """``source`` as documented: the known sources (``audit``, ``human``, ``llm_judge``,
+    ``deterministic``) in any case and spacing; another system's name as given."""
+    folded = source.strip().lower()
+    return folded if folded in KNOWN_SOURCES else source
+
+
+def say_bad_feedback(kind: str, message: str, *, invalid: bool = True) -> None:
+    """Warn about one bad ``feedback()`` call: a log line and a :class:`LossWarning`, at most
+    once a minute for each kind of mistake (not once per process: the next, different
+    mistake is said too). ``invalid``: arguments that cannot be read (counted as
+    ``invalid_input``), else a label counted as feedback that was meant for the audit."""
+    if invalid:
+        message = f"invalid input to Monitor.feedback, counted as invalid_input: {message}"
+    else:
+        message = f"Monitor.feedback: {message}"
+    guard.say_every_interval(f"feedback:{kind}", f"groundwatch: {message}")
 
 
 class Feedback:
@@ -319,24 +376,26 @@ class Feedback:
         self.route = route
         reinit_after_fork(self.memory.reinit_after_fork)
 
-    def invalid(self, label: Any, name: Any, score: Any, source: Any, comment: Any) -> str | None:
-        """What is wrong with the other arguments, or ``None``."""
+    def invalid(
+        self, label: Any, name: Any, score: Any, source: Any, comment: Any
+    ) -> tuple[str, str] | None:
+        """``(kind, what is wrong)`` with the other arguments, or ``None``."""
         if label is None:
-            return "label is missing (feedback(label='hallucinated', trace_id=...))"
+            return "label", "label is missing (feedback(label='hallucinated', trace_id=...))"
         if not isinstance(label, str) or label.strip().lower() not in HUMAN_LABELS:
-            return f"label must be one of {', '.join(sorted(HUMAN_LABELS))}, got {label!r}"
+            return "label", f"label must be one of {', '.join(sorted(HUMAN_LABELS))}, got {label!r}"
         if not isinstance(name, str) or not name:
-            return f"name must be a non-empty string, got {name!r}"
-        if not isinstance(source, str) or not source:
-            return f"source must be a non-empty string, got {source!r}"
+            return "name", f"name must be a non-empty string, got {name!r}"
+        if not isinstance(source, str) or not source.strip():
+            return "source", f"source must be a non-empty string, got {source!r}"
         if score is not None and (
             isinstance(score, bool)
             or not isinstance(score, (int, float))
             or not math.isfinite(score)
         ):
-            return f"score must be a finite number or None, got {score!r}"
+            return "score", f"score must be a finite number or None, got {score!r}"
         if comment is not None and not isinstance(comment, str):
-            return f"comment must be a string or None, got {type(comment).__name__}"
+            return "comment", f"comment must be a string or None, got {type(comment).__name__}"
         return None
 
     def give(
@@ -350,35 +409,45 @@ class Feedback:
         comment: Any,
     ) -> None:
         """Count the feedback and queue its event (caller's thread; see the module)."""
-        reason = self.invalid(label, name, score, source, comment)
-        ids = parse_trace(trace_id, span_context) if reason is None else reason
+        problem = self.invalid(label, name, score, source, comment)
+        ids = parse_trace(trace_id, span_context) if problem is None else problem[1]
         if isinstance(ids, str):
-            guard.bad_input("Monitor.feedback", TypeError(ids))
+            say_bad_feedback(problem[0] if problem else "trace_id", ids)
             self.stats.count_feedback(None, None, None, sc.ERROR_INVALID_INPUT)
             return
         if self.events.closed:
             # As record() after shutdown: counted, nothing emitted.
+            say_bad_feedback(
+                "shutdown",
+                "feedback() after shutdown() is counted (error.type=shutdown), not emitted",
+                invalid=False,
+            )
             self.stats.count_feedback(None, None, None, sc.ERROR_SHUTDOWN)
             return
-        trace, span_id, flags = ids
-        verdict = self.memory.recall(trace)
-        labelled = (
-            source == sc.GROUNDWATCH_FEEDBACK_AUDIT_SOURCE
-            and verdict is not None
-            and verdict.audited
-            and self.memory.first_label(trace)
-        )
-        if source == sc.GROUNDWATCH_FEEDBACK_AUDIT_SOURCE and not labelled:
-            guard.warning(
-                "feedback audit",
-                "groundwatch: feedback(source='audit') on a trace that is not an audited "
-                "answer this monitor remembers (or labelled twice): counted as feedback, not "
-                'in the audit (docs/feedback.md "Audits")',
+        source = source_name(source)
+        verdict = self.memory.recall(ids.key)
+        audit = source == sc.GROUNDWATCH_FEEDBACK_AUDIT_SOURCE
+        labelled = audit and verdict is not None and verdict.audited
+        if labelled and not self.memory.first_label(ids.key):
+            labelled = False
+            say_bad_feedback(
+                "audit_repeated",
+                "a second audit label of the same answer is counted as feedback, not in the "
+                'audit (one label per answer; docs/feedback.md "Audits")',
+                invalid=False,
+            )
+        elif audit and not labelled:
+            say_bad_feedback(
+                "audit_unknown",
+                "feedback(source='audit') on an answer that is not an audited answer this "
+                "monitor remembers: counted as feedback, not in the audit (docs/feedback.md "
+                '"Audits")',
+                invalid=False,
             )
         self.count(
-            trace,
-            span_id,
-            flags,
+            ids.trace_id,
+            ids.span_id,
+            ids.trace_flags,
             HUMAN_LABELS[label.strip().lower()],
             verdict,
             audited=labelled,
@@ -405,11 +474,32 @@ class Feedback:
         """Count one readable feedback (and, when ``audited``, its audit sums) and queue its
         event: :meth:`give`'s second half, and ``groundwatch feedback import``'s, which
         reads the judge's verdict from the labelled row instead of the memory."""
+        self.tally(human, verdict, audited=audited)
+        item = self.pending(
+            trace,
+            span_id,
+            flags,
+            human,
+            verdict,
+            audited=audited,
+            score=score,
+            name=name,
+            source=source,
+            comment=comment,
+        )
+        if not self.events.submit(item):
+            guard.user_fault(
+                "feedback",
+                "queue_full",
+                "groundwatch: feedback events arrive faster than they are emitted; one was "
+                "dropped (the groundwatch.feedback counter has it)",
+            )
+
+    def tally(self, human: str, verdict: Verdict | None, *, audited: bool) -> None:
+        """Count one readable feedback in ``groundwatch.feedback`` and, when ``audited``, in
+        the audit sums (without its event)."""
         if verdict is not None:
             judge, route = verdict.label, verdict.route
-            if not span_id:
-                # The span the evaluation was about: where the evaluation's own events point.
-                span_id, flags = verdict.span_id, verdict.trace_flags
             if audited:
                 flagged = verdict.label == "hallucinated"
                 self.stats.audit.add(
@@ -421,29 +511,51 @@ class Feedback:
         else:
             judge, route = sc.FEEDBACK_JUDGE_UNKNOWN, self.route
         self.stats.count_feedback(judge, human, route)
-        if not self.events.submit(
-            Pending(
-                trace,
-                span_id,
-                flags,
-                name,
-                human,
-                None if score is None else float(score),
-                source,
-                comment,
-                judge,
-                route,
-                time.time_ns(),
-                verdict.probability if verdict is not None else None,
-                audited,
-            )
-        ):
-            guard.user_fault(
-                "feedback",
-                "queue_full",
-                "groundwatch: feedback events arrive faster than they are emitted; one was "
-                "dropped (the groundwatch.feedback counter has it)",
-            )
+
+    def pending(
+        self,
+        trace: int,
+        span_id: int,
+        flags: int,
+        human: str,
+        verdict: Verdict | None,
+        *,
+        audited: bool,
+        score: float | None = None,
+        name: str = sc.EVALUATION_GROUNDEDNESS,
+        source: str = "human",
+        comment: str | None = None,
+    ) -> Pending:
+        """The event of one readable feedback, for :meth:`FeedbackEvents.emit`."""
+        if verdict is not None:
+            judge, route = verdict.label, verdict.route
+            if not span_id:
+                # The span the evaluation was about: where the evaluation's own events point.
+                span_id, flags = verdict.span_id, verdict.trace_flags
+        else:
+            judge, route = sc.FEEDBACK_JUDGE_UNKNOWN, self.route
+        return Pending(
+            trace,
+            span_id,
+            flags,
+            name,
+            human,
+            None if score is None else float(score),
+            source,
+            comment,
+            judge,
+            route,
+            time.time_ns(),
+            verdict.probability if verdict is not None else None,
+            audited,
+        )
+
+    def listen(self, sink: object) -> None:
+        """Hand each feedback to ``sink.on_feedback`` too, if it has one (a dashboard sink
+        among the monitor's ``on_result``: docs/dashboards.md)."""
+        on_feedback = getattr(sink, "on_feedback", None)
+        if callable(on_feedback):
+            self.events.listeners = [*self.events.listeners, on_feedback]
 
     def flush(self, timeout_s: float) -> bool:
         return self.events.flush(timeout_s)

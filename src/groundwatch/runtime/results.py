@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ from .._fields import EvaluationView, as_evaluation
 from .._shared import config, guard
 from .._shared.error_types import exception_type
 from ..telemetry import Telemetry
+from ..telemetry._rate_counters import audit_key
 from ..types import Evaluation, RagRecord
 from .feedback import Verdict, VerdictMemory
 from .runners.contract import NO_PACING, Pacer, RunnerResult
@@ -47,10 +49,59 @@ class Results:
             if callable(observe)
         ]
         self._looked_for_sdk = False
+        self._deciding: tuple[RagRecord | None, bool] = (None, False)
+        """The record being finished and its audit decision, for the callbacks that ask."""
+        self.bound: list[Any] = []
+        """Callbacks that asked for the monitor's settings (``bind_monitor``): flushed and
+        closed with the monitor, so that what they buffered is written at shutdown."""
+        for callback in self.callbacks:
+            self._bind(callback)
 
     def add_callback(self, callback: ResultCallback) -> None:
+        """Add an ``on_result`` callback (see :meth:`_bind`)."""
+        self._bind(callback)
         # A new list, not an append: the worker may be iterating the old one.
         self.callbacks = [*self.callbacks, callback]
+
+    def _bind(self, callback: ResultCallback) -> None:
+        """Hand a callback that asks for it (``bind_monitor``) the monitor's content settings
+        and its audit decision: a :class:`~groundwatch.DatasetSink` writes content only as the
+        monitor captures it, and the audited answers the span marks."""
+        bind = getattr(callback, "bind_monitor", None)
+        if callable(bind):
+            telemetry = self.telemetry
+            bind(
+                capture_content=telemetry.capture_content,
+                redact=telemetry.redact,
+                audited=self.audited,
+                audit_rate=telemetry.audit_rate,
+            )
+            self.bound = [*self.bound, callback]
+
+    def audited(self, record: RagRecord, evaluation: EvaluationView) -> bool:
+        """The record's audit decision: the one :meth:`finish` took for it (once per record,
+        shared by the span, the events, the verdict memory and the callbacks), else taken
+        now."""
+        deciding, audited = self._deciding
+        if record is deciding:
+            return audited
+        return self.telemetry.audited(record, evaluation)
+
+    def flush_bound(self, deadline: float) -> bool:
+        """Flush the bound callbacks by ``deadline`` (``time.monotonic()``)."""
+        return all(sink.flush(max(0.0, deadline - time.monotonic())) for sink in self.bound)
+
+    def close_bound(self, deadline: float) -> bool:
+        """Close the bound callbacks by ``deadline``; one that raises is the user's fault,
+        counted, and the others still close."""
+        ok = True
+        for sink in self.bound:
+            try:
+                ok = sink.close(max(0.0, deadline - time.monotonic())) and ok
+            except Exception as exc:  # a sink of the user's own
+                guard.user_error("on_result", exc)
+                ok = False
+        return ok
 
     def finish(
         self,
@@ -82,7 +133,12 @@ class Results:
                 rate = record_sampling_rate(self.sampler, record)
             except BaseException as exc:  # user code: even SystemExit must not end the worker
                 guard.user_error("sampler", exc)
+            audited = False
             try:
+                # One audit decision per record, by one key: the span, the events, the verdict
+                # memory and the callbacks (a DatasetSink's audit file) all read this one.
+                audited = telemetry.audited(record, evaluation)
+                self._deciding = (record, audited)
                 telemetry.emit(
                     record,
                     evaluation,
@@ -91,6 +147,7 @@ class Results:
                     end_ns=result.end_ns,
                     batch=batch,
                     spans=not result.exported,
+                    audited=audited,
                 )
             except Exception as exc:
                 guard.internal_error("telemetry", exc, reraise=False)
@@ -99,7 +156,9 @@ class Results:
             if verdicts is not None:
                 try:
                     verdicts.remember(
-                        record.trace_id,
+                        # A record without a trace by its record id's digest, as its audit
+                        # row's id names it to feedback().
+                        audit_key(record.trace_id, record.record_id),
                         Verdict(
                             evaluation.label,
                             record.route,
@@ -107,7 +166,7 @@ class Results:
                             int(record.span_context.trace_flags) if record.span_context else 0,
                             evaluation.judge,
                             evaluation.hallucination_probability,
-                            telemetry.audited(record, evaluation),
+                            audited,
                         ),
                     )
                 except Exception as exc:
@@ -173,7 +232,7 @@ def say_if_nowhere(telemetry: Telemetry) -> None:
             "no sdk",
             "groundwatch: no OpenTelemetry SDK is set up (no tracer, meter or logger provider): "
             "evaluations are scored but their spans, events and metrics go nowhere; set the "
-            "SDK's providers up (README, 'Quick start') or run the app under "
-            "opentelemetry-instrument",
+            "SDK's providers up (README, 'Send it to your OpenTelemetry backend') or run the "
+            "app under opentelemetry-instrument",
             config.ConfigWarning,
         )

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: the integrations import this module at start-up
+    from .._shared.config import RuntimeConfig
     from ..types import Evaluation, RagRecord
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "RouteSampler",
     "Sampler",
     "TokenBudgetSampler",
+    "default_sampler",
     "inner_samplers",
     "sampling_rate",
 ]
@@ -255,6 +257,14 @@ class RouteSampler:
 
     def __repr__(self) -> str:
         return f"RouteSampler({self.routes!r}, default={self.default!r})"
+
+
+def default_sampler(config: RuntimeConfig) -> Sampler:
+    """The sampler the environment asks for: a ratio, with a rate limit on top if set."""
+    sampler: Sampler = RatioSampler(config.sample_rate)
+    if config.rate_limit_per_minute is not None:
+        sampler = RateLimitSampler(config.rate_limit_per_minute, sampler)
+    return sampler
 
 
 def sampling_rate(sampler: object, record: RagRecord) -> float | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ..cli._errors import install_hint
+from .._shared.errors import install_hint
 
 INSTALL_HINT = f"groundwatch serve needs the serve extra, {install_hint('serve')}"
 

@@ -6,7 +6,7 @@ flag overrides it. Telemetry (the evaluation spans, events and metrics, and serv
 counters) goes out through the global OpenTelemetry providers: run under
 ``opentelemetry-instrument``, or set ``OTEL_EXPORTER_OTLP_ENDPOINT`` and the command sets up
 OTLP/HTTP exporters from the standard ``OTEL_EXPORTER_OTLP_*`` variables, as
-``groundwatch worker`` does (both through :mod:`groundwatch.cli._long_running`).
+``groundwatch worker`` does (both through :mod:`groundwatch.runtime.long_running`).
 
 On a network (docs/serve.md, "On a network"): ``--tls-cert`` / ``--tls-key`` put both
 transports on TLS only (``--tls-client-ca``: mutual TLS), ``--auth-token-file`` asks every
@@ -25,21 +25,25 @@ import ipaddress
 import logging
 import signal
 import socket
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._shared import config
+from .._shared.errors import CommandError, UsageError, install_hint
 from ..check.cli import positive_int
-from ..cli._errors import CommandError, UsageError, install_hint
-from ..cli._long_running import (
+from ..judging import registry
+from ..runtime.long_running import (
     Console,
     add_audit_option,
     add_console_options,
+    add_sink_option,
     audit_file,
+    dashboard_sinks,
     run_command,
     stop_event,
     telemetry_destination,
 )
-from ..judging import registry
 from . import INSTALL_HINT
 
 if TYPE_CHECKING:
@@ -81,8 +85,255 @@ def _route_rate(raw: str) -> tuple[str, float]:
     return route, _rate(rate)
 
 
+@dataclass(frozen=True)
+class _Option:
+    """One of serve's options, declared once: its flag, its help, and where its default comes
+    from. :func:`_add` says the default once in the help, beside the variable it is read from
+    (``(GROUNDWATCH_SERVE_PORT, default: 4328)``), and nothing for an option without one."""
+
+    flag: str
+    help: str
+    variable: str | None = None
+    """The ``GROUNDWATCH_*`` variable the default is read from, named in the help."""
+    default: Callable[[], Any] | None = None
+    """Reads the default when the parser is built (the environment of that moment)."""
+    type: Callable[[str], Any] | None = None
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    action: Any = None
+
+
+def _add(group: Any, option: _Option) -> None:
+    default = option.default() if option.default is not None else None
+    said = [] if option.variable is None else [option.variable]
+    if default not in (None, False, []):
+        said.append(f"default: {default}")
+    note = f" ({', '.join(said)})" if said else ""
+    extra = {
+        key: value
+        for key, value in (
+            ("type", option.type),
+            ("metavar", option.metavar),
+            ("choices", option.choices),
+            ("action", option.action),
+        )
+        if value is not None
+    }
+    if option.action == "append":
+        default = []
+    # argparse formats help with %: a literal one in the text or the default is doubled.
+    text = (option.help + note).replace("%", "%%")
+    group.add_argument(option.flag, default=default, help=text, **extra)
+
+
+_e = config
+
+_RECEIVER = (
+    _Option(
+        "--host",
+        "address to listen on: loopback unless asked; 0.0.0.0 in a container, with "
+        "--tls-cert/--tls-key and --auth-token-file on a shared network",
+        _e.SERVE_HOST,
+        lambda: _e.env_host(_e.SERVE_HOST, _e.DEFAULT_SERVE_HOST),
+    ),
+    _Option(
+        "--port",
+        "port to listen on; 0 picks a free one. Not OTLP's 4318: the Collector that forwards "
+        "to serve usually listens there, on the same host",
+        _e.SERVE_PORT,
+        lambda: _e.env_int(_e.SERVE_PORT, _e.DEFAULT_SERVE_PORT, lo=0, hi=65535),
+        type=int,
+    ),
+    _Option(
+        "--grpc-port",
+        "port of the OTLP/gRPC receiver (TraceService and LogsService Export), beside "
+        "OTLP/HTTP; 0 picks a free one, off serves OTLP/HTTP only. Not OTLP's 4317, for the "
+        "same reason as --port",
+        _e.SERVE_GRPC_PORT,
+        lambda: _e.env_port_or_off(_e.SERVE_GRPC_PORT, _e.DEFAULT_SERVE_GRPC_PORT),
+        type=_grpc_port,
+        metavar="PORT|off",
+    ),
+    _Option(
+        "--max-body-bytes",
+        "request body cap, compressed and decompressed; 413 past it (gRPC: RESOURCE_EXHAUSTED)",
+        _e.SERVE_MAX_BODY_BYTES,
+        lambda: _e.env_int(_e.SERVE_MAX_BODY_BYTES, _e.DEFAULT_SERVE_MAX_BODY_BYTES),
+        type=positive_int,
+    ),
+)
+_ON_A_NETWORK = (
+    _Option(
+        "--tls-cert",
+        "PEM certificate (chain) to serve TLS with, on OTLP/HTTP and OTLP/gRPC alike: with it "
+        "both speak TLS only; needs --tls-key",
+        _e.SERVE_TLS_CERT,
+        lambda: _e.env_str(_e.SERVE_TLS_CERT, None),
+        metavar="FILE",
+    ),
+    _Option(
+        "--tls-key",
+        "the certificate's PEM private key, unencrypted",
+        _e.SERVE_TLS_KEY,
+        lambda: _e.env_str(_e.SERVE_TLS_KEY, None),
+        metavar="FILE",
+    ),
+    _Option(
+        "--tls-client-ca",
+        "PEM CA certificate(s): clients must present a certificate it signed (mutual TLS)",
+        _e.SERVE_TLS_CLIENT_CA,
+        lambda: _e.env_str(_e.SERVE_TLS_CLIENT_CA, None),
+        metavar="FILE",
+    ),
+    _Option(
+        "--auth-token-file",
+        "file of accepted bearer tokens, one a line, re-read on SIGHUP: every request but "
+        "/livez and /readyz needs the header authorization: Bearer <token>, else 401 (gRPC "
+        "UNAUTHENTICATED)",
+        _e.SERVE_AUTH_TOKEN_FILE,
+        lambda: _e.env_str(_e.SERVE_AUTH_TOKEN_FILE, None),
+        metavar="FILE",
+    ),
+    _Option(
+        "--insecure",
+        "no warning for a non-loopback --host without TLS or a token (a service mesh that does "
+        "TLS and authentication itself)",
+        action="store_true",
+    ),
+)
+_ASSEMBLY = (
+    _Option(
+        "--quiet-period-ms",
+        "a trace is complete when its root span arrived and no span came for this long",
+        _e.SERVE_QUIET_PERIOD_MILLIS,
+        lambda: _e.env_int(_e.SERVE_QUIET_PERIOD_MILLIS, _e.DEFAULT_SERVE_QUIET_PERIOD_MILLIS),
+        type=positive_int,
+    ),
+    _Option(
+        "--orphan-timeout-ms",
+        "a trace whose root never arrives is assembled under its earliest span after this "
+        "quiet time",
+        _e.SERVE_ORPHAN_TIMEOUT_MILLIS,
+        lambda: _e.env_int(_e.SERVE_ORPHAN_TIMEOUT_MILLIS, _e.DEFAULT_SERVE_ORPHAN_TIMEOUT_MILLIS),
+        type=positive_int,
+    ),
+    _Option(
+        "--max-pending-traces",
+        "traces held while assembling; the oldest is evicted and counted",
+        _e.SERVE_MAX_PENDING_TRACES,
+        lambda: _e.env_int(_e.SERVE_MAX_PENDING_TRACES, _e.DEFAULT_SERVE_MAX_PENDING_TRACES),
+        type=positive_int,
+    ),
+    _Option(
+        "--max-spans-per-trace",
+        "spans kept per trace; the oldest are evicted and counted, the root is always kept",
+        _e.SERVE_MAX_SPANS_PER_TRACE,
+        lambda: _e.env_int(_e.SERVE_MAX_SPANS_PER_TRACE, _e.DEFAULT_SERVE_MAX_SPANS_PER_TRACE),
+        type=positive_int,
+    ),
+    _Option(
+        "--interactions",
+        "one interaction per trace (under its root span), or one per retriever + LLM pair "
+        "(under their nearest common ancestor span)",
+        _e.SERVE_INTERACTIONS,
+        lambda: _e.env_choice(
+            _e.SERVE_INTERACTIONS, _e.DEFAULT_SERVE_INTERACTIONS, _e.SERVE_INTERACTION_MODES
+        ),
+        choices=_e.SERVE_INTERACTION_MODES,
+    ),
+)
+_SAMPLING = (
+    _Option(
+        "--sample-rate",
+        "share of traces scored, by trace id exactly as the in-app RatioSampler decides, when "
+        "a trace's first span arrives: a trace left out stores nothing",
+        _e.SAMPLE_RATE,
+        lambda: _e.env_float(_e.SAMPLE_RATE, _e.DEFAULT_SAMPLE_RATE, 0.0, 1.0),
+        type=_rate,
+    ),
+    _Option(
+        "--route-attribute",
+        "span or resource attribute naming an interaction's route; the root's service.name "
+        "otherwise",
+        _e.SERVE_ROUTE_ATTRIBUTE,
+        lambda: _e.env_name(_e.SERVE_ROUTE_ATTRIBUTE, None),
+        metavar="ATTRIBUTE",
+    ),
+    _Option(
+        "--route-rate",
+        "sample rate of one route instead of --sample-rate (repeatable)",
+        type=_route_rate,
+        action="append",
+        metavar="ROUTE=RATE",
+    ),
+    add_audit_option,
+    add_sink_option,
+)
+_SCORING = (
+    registry.add_judge_options,
+    _Option(
+        "--executor",
+        "where a local judge runs",
+        _e.EXECUTOR,
+        lambda: _e.env_choice(_e.EXECUTOR, _e.DEFAULT_EXECUTOR, _e.EXECUTORS),
+        choices=_e.EXECUTORS,
+    ),
+    _Option(
+        "--max-queue-size",
+        "interactions waiting to be scored; exports are answered 429 with Retry-After when it "
+        "is 90% full",
+        _e.MAX_QUEUE_SIZE,
+        lambda: _e.env_int(_e.MAX_QUEUE_SIZE, _e.DEFAULT_MAX_QUEUE_SIZE),
+        type=positive_int,
+    ),
+    _Option(
+        "--evaluation-timeout-ms",
+        "deadline of one evaluation",
+        _e.EVALUATION_TIMEOUT_MILLIS,
+        lambda: _e.env_int(_e.EVALUATION_TIMEOUT_MILLIS, _e.DEFAULT_EVALUATION_TIMEOUT_MILLIS),
+        type=positive_int,
+    ),
+    _Option(
+        "--capture-content",
+        "put question, answer and claims on the evaluation span",
+        _e.CAPTURE_CONTENT,
+        _e.capture_content_default,
+        action=argparse.BooleanOptionalAction,
+    ),
+    _Option(
+        "--redis",
+        "send interactions to this Redis stream for `groundwatch worker`s to score, instead of "
+        "scoring here; rediss://user:password@host:port/0 for TLS and an ACL user (needs the "
+        f"redis extra; docs/distributed.md); {_e.REDIS_URL} when not given (out of ps, and "
+        "never printed: it may hold a password)",
+        metavar="URL",
+    ),
+    _Option("--stream", "the Redis stream (default groundwatch:records)"),
+)
+_SHUTDOWN = (
+    _Option(
+        "--shutdown-timeout-ms",
+        "on SIGTERM, how long pending interactions may take to be scored or sent",
+        default=lambda: 20_000,
+        type=positive_int,
+    ),
+    add_console_options,
+)
+
+_GROUPS: tuple[tuple[str | None, tuple[_Option | Callable[[Any], None], ...]], ...] = (
+    ("receiver", _RECEIVER),
+    ("on a network (docs/serve.md)", _ON_A_NETWORK),
+    ("assembly", _ASSEMBLY),
+    ("sampling", _SAMPLING),
+    ("scoring", _SCORING),
+    (None, _SHUTDOWN),
+)
+"""serve's options, group by group (``None``: the command's own, outside a group); an entry
+that is not an :class:`_Option` is a helper adding options that other commands take too (the
+audit, the judge, the console)."""
+
+
 def add_parser(subparsers: Any) -> None:
-    e = config
     p = subparsers.add_parser(
         "serve",
         help="score RAG traces received over OTLP (from a Collector or an SDK)",
@@ -99,221 +350,25 @@ def add_parser(subparsers: Any) -> None:
             "--shutdown-timeout-ms, counts the rest. Every default below comes from the "
             "GROUNDWATCH_* variable named with it."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    g = p.add_argument_group("receiver")
-    g.add_argument(
-        "--host",
-        default=e.env_host(e.SERVE_HOST, e.DEFAULT_SERVE_HOST),
-        help=(
-            "address to listen on: loopback unless asked; 0.0.0.0 in a container, with "
-            f"--tls-cert/--tls-key and --auth-token-file on a shared network ({e.SERVE_HOST})"
-        ),
-    )
-    g.add_argument(
-        "--port",
-        type=int,
-        default=e.env_int(e.SERVE_PORT, e.DEFAULT_SERVE_PORT, lo=0, hi=65535),
-        help=(
-            "port to listen on; 0 picks a free one. Not OTLP's 4318: the Collector that "
-            f"forwards to serve usually listens there, on the same host ({e.SERVE_PORT})"
-        ),
-    )
-    g.add_argument(
-        "--grpc-port",
-        type=_grpc_port,
-        default=e.env_port_or_off(e.SERVE_GRPC_PORT, e.DEFAULT_SERVE_GRPC_PORT),
-        metavar="PORT|off",
-        help=(
-            "port of the OTLP/gRPC receiver (TraceService and LogsService Export), beside "
-            "OTLP/HTTP; 0 picks a free one, off serves OTLP/HTTP only. Not OTLP's 4317, for "
-            f"the same reason as --port ({e.SERVE_GRPC_PORT})"
-        ),
-    )
-    g.add_argument(
-        "--max-body-bytes",
-        type=positive_int,
-        default=e.env_int(e.SERVE_MAX_BODY_BYTES, e.DEFAULT_SERVE_MAX_BODY_BYTES),
-        help=f"request body cap, compressed and decompressed; 413 past it (gRPC: "
-        f"RESOURCE_EXHAUSTED) ({e.SERVE_MAX_BODY_BYTES})",
-    )
-    g = p.add_argument_group("on a network (docs/serve.md)")
-    g.add_argument(
-        "--tls-cert",
-        default=e.env_str(e.SERVE_TLS_CERT, None),
-        metavar="FILE",
-        help=(
-            "PEM certificate (chain) to serve TLS with, on OTLP/HTTP and OTLP/gRPC alike: "
-            f"with it both speak TLS only; needs --tls-key ({e.SERVE_TLS_CERT})"
-        ),
-    )
-    g.add_argument(
-        "--tls-key",
-        default=e.env_str(e.SERVE_TLS_KEY, None),
-        metavar="FILE",
-        help=f"the certificate's PEM private key, unencrypted ({e.SERVE_TLS_KEY})",
-    )
-    g.add_argument(
-        "--tls-client-ca",
-        default=e.env_str(e.SERVE_TLS_CLIENT_CA, None),
-        metavar="FILE",
-        help=(
-            "PEM CA certificate(s): clients must present a certificate it signed (mutual TLS)"
-            f" ({e.SERVE_TLS_CLIENT_CA})"
-        ),
-    )
-    g.add_argument(
-        "--auth-token-file",
-        default=e.env_str(e.SERVE_AUTH_TOKEN_FILE, None),
-        metavar="FILE",
-        help=(
-            "file of accepted bearer tokens, one a line, re-read on SIGHUP: every request but "
-            "/livez and /readyz needs the header authorization: Bearer <token>, else 401 "
-            f"(gRPC UNAUTHENTICATED) ({e.SERVE_AUTH_TOKEN_FILE})"
-        ),
-    )
-    g.add_argument(
-        "--insecure",
-        action="store_true",
-        help=(
-            "no warning for a non-loopback --host without TLS or a token (a service mesh "
-            "that does TLS and authentication itself)"
-        ),
-    )
-    g = p.add_argument_group("assembly")
-    g.add_argument(
-        "--quiet-period-ms",
-        type=positive_int,
-        default=e.env_int(e.SERVE_QUIET_PERIOD_MILLIS, e.DEFAULT_SERVE_QUIET_PERIOD_MILLIS),
-        help=(
-            "a trace is complete when its root span arrived and no span came for this long "
-            f"({e.SERVE_QUIET_PERIOD_MILLIS})"
-        ),
-    )
-    g.add_argument(
-        "--orphan-timeout-ms",
-        type=positive_int,
-        default=e.env_int(e.SERVE_ORPHAN_TIMEOUT_MILLIS, e.DEFAULT_SERVE_ORPHAN_TIMEOUT_MILLIS),
-        help=(
-            "a trace whose root never arrives is assembled under its earliest span after "
-            f"this quiet time ({e.SERVE_ORPHAN_TIMEOUT_MILLIS})"
-        ),
-    )
-    g.add_argument(
-        "--max-pending-traces",
-        type=positive_int,
-        default=e.env_int(e.SERVE_MAX_PENDING_TRACES, e.DEFAULT_SERVE_MAX_PENDING_TRACES),
-        help="traces held while assembling; the oldest is evicted and counted "
-        f"({e.SERVE_MAX_PENDING_TRACES})",
-    )
-    g.add_argument(
-        "--max-spans-per-trace",
-        type=positive_int,
-        default=e.env_int(e.SERVE_MAX_SPANS_PER_TRACE, e.DEFAULT_SERVE_MAX_SPANS_PER_TRACE),
-        help=(
-            "spans kept per trace; the oldest are evicted and counted, the root is always "
-            f"kept ({e.SERVE_MAX_SPANS_PER_TRACE})"
-        ),
-    )
-    g.add_argument(
-        "--interactions",
-        choices=e.SERVE_INTERACTION_MODES,
-        default=e.env_choice(
-            e.SERVE_INTERACTIONS, e.DEFAULT_SERVE_INTERACTIONS, e.SERVE_INTERACTION_MODES
-        ),
-        help=(
-            "one interaction per trace (under its root span), or one per retriever + LLM "
-            "pair (under their nearest common ancestor span) "
-            f"({e.SERVE_INTERACTIONS})"
-        ),
-    )
-    g = p.add_argument_group("sampling")
-    g.add_argument(
-        "--sample-rate",
-        type=_rate,
-        default=e.env_float(e.SAMPLE_RATE, e.DEFAULT_SAMPLE_RATE, 0.0, 1.0),
-        help=(
-            "share of traces scored, by trace id exactly as the in-app RatioSampler decides, "
-            "when a trace's first span arrives: a trace left out stores nothing "
-            f"({e.SAMPLE_RATE})"
-        ),
-    )
-    g.add_argument(
-        "--route-attribute",
-        default=e.env_name(e.SERVE_ROUTE_ATTRIBUTE, None),
-        metavar="ATTRIBUTE",
-        help=(
-            "span or resource attribute naming an interaction's route; the root's "
-            f"service.name otherwise ({e.SERVE_ROUTE_ATTRIBUTE})"
-        ),
-    )
-    g.add_argument(
-        "--route-rate",
-        type=_route_rate,
-        action="append",
-        default=[],
-        metavar="ROUTE=RATE",
-        help="sample rate of one route instead of --sample-rate (repeatable)",
-    )
-    add_audit_option(g)
-    g = p.add_argument_group("scoring")
-    registry.add_judge_options(g)
-    g.add_argument(
-        "--executor",
-        choices=config.EXECUTORS,
-        default=e.env_choice(e.EXECUTOR, e.DEFAULT_EXECUTOR, e.EXECUTORS),
-        help=f"where a local judge runs ({e.EXECUTOR})",
-    )
-    g.add_argument(
-        "--max-queue-size",
-        type=positive_int,
-        default=e.env_int(e.MAX_QUEUE_SIZE, e.DEFAULT_MAX_QUEUE_SIZE),
-        help=(
-            "interactions waiting to be scored; exports are answered 429 with Retry-After "
-            f"when it is 90%% full ({e.MAX_QUEUE_SIZE})"
-        ),
-    )
-    g.add_argument(
-        "--evaluation-timeout-ms",
-        type=positive_int,
-        default=e.env_int(e.EVALUATION_TIMEOUT_MILLIS, e.DEFAULT_EVALUATION_TIMEOUT_MILLIS),
-        help=f"deadline of one evaluation ({e.EVALUATION_TIMEOUT_MILLIS})",
-    )
-    g.add_argument(
-        "--capture-content",
-        action=argparse.BooleanOptionalAction,
-        default=e.capture_content_default(),
-        help=f"put question, answer and claims on the evaluation span ({e.CAPTURE_CONTENT})",
-    )
-    g.add_argument(
-        "--redis",
-        metavar="URL",
-        help=(
-            "send interactions to this Redis stream for `groundwatch worker`s to score, "
-            "instead of scoring here; rediss://user:password@host:port/0 for TLS and an ACL "
-            f"user (needs the redis extra; docs/distributed.md); {e.REDIS_URL} when not given "
-            "(out of ps, and never printed: it may hold a password)"
-        ),
-    )
-    g.add_argument("--stream", default=None, help="the Redis stream (default groundwatch:records)")
-    p.add_argument(
-        "--shutdown-timeout-ms",
-        type=positive_int,
-        default=20_000,
-        help="on SIGTERM, how long pending interactions may take to be scored or sent",
-    )
-    add_console_options(p)
+    for title, options in _GROUPS:
+        group = p if title is None else p.add_argument_group(title)
+        for option in options:
+            if isinstance(option, _Option):
+                _add(group, option)
+            else:
+                option(group)  # options serve shares with other commands, from their helper
     p.set_defaults(run=run)
 
 
 def _sampler(args: argparse.Namespace) -> Any:
-    import groundwatch as gw
+    from ..runtime.sampling import RatioSampler, RouteSampler
 
-    default = gw.RatioSampler(args.sample_rate)
+    default = RatioSampler(args.sample_rate)
     if not args.route_rate:
         return default
-    return gw.RouteSampler(
-        {route: gw.RatioSampler(rate) for route, rate in args.route_rate}, default=default
+    return RouteSampler(
+        {route: RatioSampler(rate) for route, rate in args.route_rate}, default=default
     )
 
 
@@ -371,17 +426,17 @@ def exposure_warning(
 def build_service(args: argparse.Namespace, judge: Any, auth: TokenFile | None = None) -> Any:
     """The monitor, assembler and service the options describe (``auth``: the token file
     of :func:`load_security`)."""
-    import groundwatch as gw
-
+    from ..queue.redis import RedisQueue
+    from ..runtime.monitor import Monitor
     from ._assemble import TraceAssembler
     from ._service import TraceService
 
     queue = None
     if args.redis:
         kwargs = {"stream": args.stream} if args.stream else {}
-        queue = gw.RedisQueue(args.redis, **kwargs)
-    monitor = gw.Monitor(
-        on_result=_audit_sinks(args),
+        queue = RedisQueue(args.redis, **kwargs)
+    monitor = Monitor(
+        on_result=_sinks(args),
         judge=judge,
         sampler=_sampler(args),
         max_queue_size=args.max_queue_size,
@@ -484,7 +539,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(INSTALL_HINT)
     if args.redis and not _importable("redis"):
         raise UsageError(f"--redis needs the redis extra, {install_hint('redis')}")
-    return run_command("groundwatch serve", lambda: _main(args))
+    return run_command(lambda: _main(args))
 
 
 def _audit_sinks(args: argparse.Namespace) -> list[Any]:
@@ -493,3 +548,8 @@ def _audit_sinks(args: argparse.Namespace) -> list[Any]:
 
     path = audit_file(args)
     return [DatasetSink(path, when="audit")] if path else []
+
+
+def _sinks(args: argparse.Namespace) -> list[Any]:
+    """Every ``on_result`` sink the options ask for: the audit file's, the dashboards'."""
+    return [*_audit_sinks(args), *dashboard_sinks(args)]

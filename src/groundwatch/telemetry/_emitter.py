@@ -7,6 +7,7 @@ callbacks for the same observable instrument.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -103,36 +104,13 @@ class _Instruments:
         self.tokens = meter.create_counter(
             sc.METRIC_JUDGE_TOKENS, unit="{token}", description="Tokens used by the judge"
         )
-        meter.create_observable_counter(
-            sc.METRIC_RECORDS,
-            callbacks=[self._observe_records],
-            unit="{record}",
-            description="Records seen by the monitor, by sampling decision",
-        )
-        meter.create_observable_counter(
-            sc.METRIC_DROPPED,
-            callbacks=[self._observe_dropped],
-            unit="{record}",
-            description="Sampled records never scored (shutdown deadline, fork, lost worker)",
-        )
-        meter.create_observable_counter(
-            sc.METRIC_ERRORS,
-            callbacks=[self._observe_errors],
-            unit="{error}",
-            description="groundwatch's own failures, caught and logged",
-        )
-        meter.create_observable_counter(
-            sc.METRIC_JUDGE_ESCALATIONS,
-            callbacks=[self._observe_escalations],
-            unit=sc.METRIC_JUDGE_ESCALATIONS_UNIT,
-            description="Answers the cascade judged, by whether they went to the second judge",
-        )
-        meter.create_observable_counter(
-            sc.METRIC_FEEDBACK,
-            callbacks=[self._observe_feedback],
-            unit="{feedback}",
-            description="Feedback on served answers, by the judge's label and the person's",
-        )
+        for name, unit, description, observe in _OBSERVED_COUNTERS:
+            meter.create_observable_counter(
+                name,
+                callbacks=[functools.partial(observe, self)],
+                unit=unit,
+                description=description,
+            )
         self.rates = RateInstruments(meter, self.sources)
         meter.create_observable_gauge(
             sc.METRIC_QUEUE_SIZE,
@@ -142,14 +120,16 @@ class _Instruments:
         )
 
     def _observe_records(self, options: CallbackOptions) -> Iterable[Observation]:
-        total: Counter[tuple[str, str | None]] = Counter()
+        total: Counter[tuple[str, str | None, str | None]] = Counter()
         for stats in list(self.sources):
             with stats.lock:
                 total.update(stats.decisions)
-        for (decision, error_type), n in total.items():
+        for (decision, error_type, route), n in total.items():
             attrs = {sc.GROUNDWATCH_DECISION: decision}
             if error_type:
                 attrs[sc.ERROR_TYPE] = error_type
+            if route is not None:
+                attrs[sc.GROUNDWATCH_ROUTE] = route
             yield Observation(n, attrs)
 
     def _observe_dropped(self, options: CallbackOptions) -> Iterable[Observation]:
@@ -212,6 +192,45 @@ class _Instruments:
 
     def _observe_queue(self, options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(sum(s.queue_size() for s in list(self.sources)))
+
+
+_Observe = Callable[[_Instruments, CallbackOptions], Iterable[Observation]]
+
+_OBSERVED_COUNTERS: tuple[tuple[str, str, str, _Observe], ...] = (
+    # (name, unit, description, what reads the sources' totals): the counters whose totals
+    # the monitors keep themselves (in Stats, the guard and the cascade judges), read when the
+    # metric reader collects.
+    (
+        sc.METRIC_RECORDS,
+        "{record}",
+        "Records seen by the monitor, by sampling decision",
+        _Instruments._observe_records,
+    ),
+    (
+        sc.METRIC_DROPPED,
+        "{record}",
+        "Sampled records never scored (shutdown deadline, fork, lost worker)",
+        _Instruments._observe_dropped,
+    ),
+    (
+        sc.METRIC_ERRORS,
+        "{error}",
+        "groundwatch's own failures, caught and logged",
+        _Instruments._observe_errors,
+    ),
+    (
+        sc.METRIC_JUDGE_ESCALATIONS,
+        sc.METRIC_JUDGE_ESCALATIONS_UNIT,
+        "Answers the cascade judged, by whether they went to the second judge",
+        _Instruments._observe_escalations,
+    ),
+    (
+        sc.METRIC_FEEDBACK,
+        "{feedback}",
+        "Feedback on served answers, by the judge's label and the person's",
+        _Instruments._observe_feedback,
+    ),
+)
 
 
 class MetricBatch:
@@ -365,6 +384,16 @@ class Telemetry:
 
         return is_audited(audit_key(record.trace_id, record.record_id), rate)
 
+    def trace_audited(self, trace_id: int) -> bool:
+        """Whether the judged answer of the trace ``trace_id`` is in the random audit: the
+        decision :meth:`audited` takes for its record, by the same key."""
+        rate = self.audit_rate
+        if not rate:
+            return False
+        from ..rates._audit import is_audited
+
+        return is_audited(audit_key(trace_id, ""), rate)
+
     # --- span attributes: small generators, each guarded --------------------------------------
     #
     # One family of attributes per generator. ``collect_attributes`` stops a generator at its first
@@ -458,6 +487,7 @@ class Telemetry:
         end_ns: int,
         batch: MetricBatch | None = None,
         spans: bool = True,
+        audited: bool | None = None,
     ) -> None:
         """Emit the span, the two events and the metric points of one finished evaluation.
 
@@ -465,7 +495,8 @@ class Telemetry:
         :class:`~groundwatch._fields.EvaluationFields` (its claims are read only with content
         capture on). Counter increments go to ``batch`` when given.
         ``spans=False``: the metric points only (the worker process exported the span and the
-        events itself: :mod:`groundwatch.telemetry.worker_export`).
+        events itself: :mod:`groundwatch.telemetry.worker_export`). ``audited``: the record's
+        audit decision when the caller took it already (:meth:`audited`, once per record).
         """
         counts: Mapping[Any, int] = evaluation.verdict_counts
         own = batch is None
@@ -473,7 +504,7 @@ class Telemetry:
             batch = self.batch()
         if spans:
             try:
-                self.emit_span(record, evaluation, sampling_rate, start_ns, end_ns, counts)
+                self.emit_span(record, evaluation, sampling_rate, start_ns, end_ns, counts, audited)
             except Exception as exc:  # the span is lost; the metric points are not
                 guard.internal_error("telemetry span", exc, reraise=False)
         # The evaluation counter is the accounting: it is recorded whatever failed above.
@@ -489,10 +520,12 @@ class Telemetry:
         start_ns: int,
         end_ns: int,
         counts: Mapping[Any, int],
+        audited: bool | None = None,
     ) -> None:
         """The span and the two log events of one evaluation (no metric points)."""
         parent, links = self._parent(record)
-        audited = self.audited(record, evaluation)
+        if audited is None:
+            audited = self.audited(record, evaluation)
         span = self.tracer.start_span(
             sc.SPAN_EVALUATION,
             context=parent,

@@ -11,10 +11,11 @@ sum is one counter, by ``groundwatch.route`` and ``groundwatch.judge``:
   comes back (``Monitor.feedback(source="audit")`` on the caller's thread, ``groundwatch
   feedback import``) into :class:`AuditSums`.
 
-Both are plain floats under a lock, read by observable counters when the SDK collects.
-
-A judged answer whose judge gave no probability counts its flag (1 or 0) as the prediction,
-as :meth:`RateTotals.add <groundwatch.rates.RateTotals.add>` does.
+Both are plain floats under a lock, read by observable counters when the SDK collects. Which
+counter carries which sum, in which order, is :data:`groundwatch.rates.SUMS` (the one place a
+sum's field, counter and Prometheus record meet); what one answer adds is
+:func:`groundwatch.rates._sums.increments`, as for :meth:`RateTotals.add
+<groundwatch.rates.RateTotals.add>`.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from ..rates import _sums
+from ..rates._sums import AUDIT_SUMS, RATE_SUMS, increments, usable_probability
 from . import semconv as sc
 
 RateKey = tuple[tuple[str, str], ...]
@@ -49,36 +52,11 @@ def audit_key(trace_id: int, record_id: str) -> int:
 
 
 def prediction(flagged: bool, probability: float | None) -> float:
-    """The judge's prediction ``f`` of one answer: its probability, else its flag."""
-    return float(flagged) if probability is None else float(probability)
-
-
-# (instrument, unit, description) of the audit sums, in AuditSums' order.
-_AUDIT: tuple[tuple[str, str, str], ...] = (
-    (sc.METRIC_AUDIT_LABELLED, "{label}", "Audited answers a person labelled"),
-    (sc.METRIC_AUDIT_LABEL_SUM, "{label}", "Audited answers a person labelled hallucinated"),
-    (sc.METRIC_AUDIT_FLAGGED, "{label}", "Labelled audited answers the judge flagged"),
-    (
-        sc.METRIC_AUDIT_LABEL_FLAG,
-        "{label}",
-        "Labelled audited answers both labelled hallucinated and flagged by the judge",
-    ),
-    (
-        sc.METRIC_AUDIT_PROBABILITY,
-        "1",
-        "Sum of the judge's hallucination probability over labelled audited answers",
-    ),
-    (
-        sc.METRIC_AUDIT_PROBABILITY_SQUARES,
-        "1",
-        "Sum of the squared probability over labelled audited answers",
-    ),
-    (
-        sc.METRIC_AUDIT_LABEL_PROBABILITY,
-        "1",
-        "Sum of label times probability over labelled audited answers",
-    ),
-)
+    """The judge's prediction ``f`` of one answer for the counters: its probability, else its
+    flag; a probability that is not a number in [0, 1] counts as unknown (the counters never
+    raise on a custom judge's stray value). :func:`groundwatch.rates._sums.prediction` is the
+    one rule."""
+    return _sums.prediction(flagged, usable_probability(probability))
 
 
 class KeyedSums:
@@ -117,42 +95,24 @@ class KeyedSums:
 
 
 class AuditSums(KeyedSums):
-    """The ``groundwatch.audit.*`` sums of one monitor (or worker, or import):
-    ``[labelled, label_sum, flagged, label_flag, f, f², y·f]``."""
+    """The ``groundwatch.audit.*`` sums of one monitor (or worker, or import), in the order of
+    :data:`~groundwatch.rates._sums.AUDIT_SUMS`."""
 
     __slots__ = ()
 
     def __init__(self) -> None:
-        super().__init__(len(_AUDIT))
+        super().__init__(len(AUDIT_SUMS))
 
-    def add(self, key: RateKey, label: bool, flagged: bool, probability: float) -> None:
+    def add(self, key: RateKey, label: bool, flagged: bool, probability: float | None) -> None:
         """Count one labelled audited answer: the person's ``label`` (``True``:
-        hallucinated), the judge's flag and prediction."""
-        y = float(label)
-        f = probability
-        self.merge({key: [1.0, y, float(flagged), y * flagged, f, f * f, y * f]})
+        hallucinated), the judge's flag and probability (``None`` or a stray value: the flag
+        stands in, as :meth:`RateTotals.add <groundwatch.rates.RateTotals.add>` does)."""
+        f = prediction(flagged, probability)
+        added = increments(flagged, f, label)
+        self.merge({key: [added[s.field] for s in AUDIT_SUMS]})
 
 
-# (instrument, unit, description) of the sums over judged answers, in count_scored's order.
-_RATE: tuple[tuple[str, str, str], ...] = (
-    (
-        sc.METRIC_RATE_SCORED,
-        "{evaluation}",
-        "Judged answers (label not error), the population of the rate estimate",
-    ),
-    (sc.METRIC_RATE_FLAGGED, "{evaluation}", "Judged answers the judge labelled hallucinated"),
-    (
-        sc.METRIC_RATE_PROBABILITY,
-        "1",
-        "Sum of the judge's hallucination probability over judged answers",
-    ),
-    (
-        sc.METRIC_RATE_PROBABILITY_SQUARES,
-        "1",
-        "Sum of the squared hallucination probability over judged answers",
-    ),
-)
-RATE_WIDTH = len(_RATE)
+RATE_WIDTH = len(RATE_SUMS)
 
 
 class RateSource(Protocol):
@@ -165,43 +125,56 @@ class RateSource(Protocol):
 
 class RateInstruments:
     """The observable counters of both families on one meter (registered once per meter
-    provider, with :class:`~._emitter._Instruments`), reading every source's
-    :attr:`Stats.rates <._stats.Stats.rates>` and :attr:`Stats.audit <._stats.Stats.audit>`."""
+    provider, with :class:`~._emitter._Instruments`), one per :data:`~groundwatch.rates.SUMS`
+    entry, reading every source's :attr:`Stats.rates <._stats.Stats.rates>` (the ``rate``
+    family) or :attr:`Stats.audit <._stats.Stats.audit>` (the ``audit`` family)."""
 
     def __init__(self, meter: Meter, sources: Iterable[RateSource]) -> None:
         self.sources = sources
-        for family, instruments in (("rates", _RATE), ("audit", _AUDIT)):
-            for index, (name, unit, description) in enumerate(instruments):
+        for family, sums, read in (
+            ("rate", RATE_SUMS, _read_rates),
+            ("audit", AUDIT_SUMS, _read_audit),
+        ):
+            for index, declared in enumerate(sums):
+                assert declared.family == family  # the table's order is the sums' order
                 meter.create_observable_counter(
-                    name,
-                    callbacks=[functools.partial(self._observe, family, index)],
-                    unit=unit,
-                    description=description,
+                    declared.counter,
+                    callbacks=[functools.partial(self._observe, read, index)],
+                    unit=declared.unit,
+                    description=declared.description,
                 )
 
-    def _observe(self, family: str, index: int, options: CallbackOptions) -> Iterable[Observation]:
+    def _observe(
+        self, read: Callable[[RateSource], KeyedSums], index: int, options: CallbackOptions
+    ) -> Iterable[Observation]:
         total: dict[RateKey, float] = {}
         for stats in list(self.sources):
-            sums: KeyedSums = getattr(stats, family)
-            for key, values in sums.snapshot().items():
+            for key, values in read(stats).snapshot().items():
                 total[key] = total.get(key, 0.0) + values[index]
         for key, value in total.items():
             yield Observation(value, dict(key))
 
 
+def _read_rates(stats: RateSource) -> KeyedSums:
+    return stats.rates
+
+
+def _read_audit(stats: RateSource) -> KeyedSums:
+    return stats.audit
+
+
 def count_scored(
     sums: dict[RateKey, list[float]], key: RateKey, flagged: bool, probability: float | None
 ) -> None:
-    """Add one judged answer to a batch's ``[scored, flagged, f, f²]`` sums."""
-    f = prediction(flagged, probability)
+    """Add one judged answer to a batch's sums (in :data:`~groundwatch.rates._sums.RATE_SUMS`'
+    order); a probability that is not a number in [0, 1] counts as unknown (the flag)."""
+    added = increments(flagged, prediction(flagged, probability), None)
     found = sums.get(key)
     if found is None:
-        sums[key] = [1.0, float(flagged), f, f * f]
+        sums[key] = [added[s.field] for s in RATE_SUMS]
     else:
-        found[0] += 1
-        found[1] += flagged
-        found[2] += f
-        found[3] += f * f
+        for i, declared in enumerate(RATE_SUMS):
+            found[i] += added[declared.field]
 
 
 __all__: list[str] = [

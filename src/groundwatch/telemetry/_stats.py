@@ -28,7 +28,9 @@ class Stats:
 
     def __init__(self, queue_size: Callable[[], int]) -> None:
         self.lock = threading.Lock()
-        self.decisions: Counter[tuple[str, str | None]] = Counter()
+        self.decisions: Counter[tuple[str, str | None, str | None]] = Counter()
+        """``(decision, error.type, route) -> count``: read by the ``groundwatch.records``
+        counter."""
         self.dropped: Counter[str] = Counter()
         self.queue_size = queue_size
         self.escalating: list[EscalationCounts] = []
@@ -45,9 +47,11 @@ class Stats:
         self.audit = AuditSums()
         """The ``groundwatch.audit.*`` sums of the labels of audited answers."""
 
-    def count_decision(self, decision: str, error_type: str | None = None) -> None:
+    def count_decision(
+        self, decision: str, error_type: str | None = None, route: str | None = None
+    ) -> None:
         with self.lock:
-            self.decisions[(decision, error_type)] += 1
+            self.decisions[(decision, error_type, route)] += 1
 
     def count_dropped(self, error_type: str, n: int = 1) -> None:
         if n:
@@ -70,9 +74,13 @@ class Stats:
         self.audit.reinit_after_fork()
 
     def snapshot(self) -> tuple[dict[tuple[str, str | None], int], dict[str, int]]:
-        """Copies of the decision and dropped counts (for tests and diagnostics)."""
+        """Copies of the decision counts (``(decision, error.type)``, every route together)
+        and the dropped counts (for tests and diagnostics)."""
+        decisions: Counter[tuple[str, str | None]] = Counter()
         with self.lock:
-            return dict(self.decisions), dict(self.dropped)
+            for (decision, error_type, _route), n in self.decisions.items():
+                decisions[(decision, error_type)] += n
+            return dict(decisions), dict(self.dropped)
 
     def __repr__(self) -> str:
         """The counts, for a person at a prompt or in a log line: ``Stats(records: 4 (sampled

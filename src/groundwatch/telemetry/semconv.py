@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 from .._shared import error_types as _et
+from ..rates._sums import BY_FIELD as _SUMS
 
 INSTRUMENTATION_NAME: Final = "groundwatch"
 
@@ -113,29 +114,31 @@ feedback import``): only such a label, on an audited trace, enters the ``groundw
 counters (docs/feedback.md "Audits")."""
 
 # --- the hallucination-rate estimate's sums (docs/rates.md; all counters, by groundwatch.route
-# and groundwatch.judge, so that Prometheus adds them across replicas) ---------------------------
-METRIC_RATE_SCORED: Final = "groundwatch.rate.scored"
+# and groundwatch.judge, so that Prometheus adds them across replicas). Each name is declared
+# beside its RateTotals field and its Prometheus record in groundwatch.rates._sums.SUMS, the only
+# place the three meet; these constants read it. -------------------------------------------------
+METRIC_RATE_SCORED: Final = _SUMS["scored"].counter
 """Judged answers (``label`` not ``error``; ``always_score`` records left out: not a random
 sample of the traffic)."""
-METRIC_RATE_FLAGGED: Final = "groundwatch.rate.flagged"
+METRIC_RATE_FLAGGED: Final = _SUMS["flagged"].counter
 """Of those, labelled ``hallucinated`` by the judge."""
-METRIC_RATE_PROBABILITY: Final = "groundwatch.rate.probability"
+METRIC_RATE_PROBABILITY: Final = _SUMS["probability_sum"].counter
 """Sum of ``hallucination_probability`` over them (the flag, 0 or 1, where it is unknown)."""
-METRIC_RATE_PROBABILITY_SQUARES: Final = "groundwatch.rate.probability_squares"
+METRIC_RATE_PROBABILITY_SQUARES: Final = _SUMS["probability_square_sum"].counter
 """Sum of its squares."""
-METRIC_AUDIT_LABELLED: Final = "groundwatch.audit.labelled"
+METRIC_AUDIT_LABELLED: Final = _SUMS["labelled"].counter
 """Audited answers that received a person's label (``source="audit"``)."""
-METRIC_AUDIT_LABEL_SUM: Final = "groundwatch.audit.label_sum"
+METRIC_AUDIT_LABEL_SUM: Final = _SUMS["label_sum"].counter
 """Of those, labelled ``hallucinated`` by the person."""
-METRIC_AUDIT_FLAGGED: Final = "groundwatch.audit.flagged"
+METRIC_AUDIT_FLAGGED: Final = _SUMS["labelled_flagged"].counter
 """Of those, flagged by the judge."""
-METRIC_AUDIT_LABEL_FLAG: Final = "groundwatch.audit.label_flag"
+METRIC_AUDIT_LABEL_FLAG: Final = _SUMS["label_flag_sum"].counter
 """Of those, labelled ``hallucinated`` by the person and flagged by the judge."""
-METRIC_AUDIT_PROBABILITY: Final = "groundwatch.audit.probability"
+METRIC_AUDIT_PROBABILITY: Final = _SUMS["labelled_probability_sum"].counter
 """Sum of the judge's probability ``f`` over labelled audited answers."""
-METRIC_AUDIT_PROBABILITY_SQUARES: Final = "groundwatch.audit.probability_squares"
+METRIC_AUDIT_PROBABILITY_SQUARES: Final = _SUMS["labelled_probability_square_sum"].counter
 """Sum of ``f**2`` over them."""
-METRIC_AUDIT_LABEL_PROBABILITY: Final = "groundwatch.audit.label_probability"
+METRIC_AUDIT_LABEL_PROBABILITY: Final = _SUMS["label_probability_sum"].counter
 """Sum of ``y * f`` over them (``y``: 1 for the person's ``hallucinated``, else 0)."""
 METRIC_ALERTS: Final = "groundwatch.alerts"
 """Emitted by the alerts engine, with ``gen_ai.evaluation.name`` and ``groundwatch.route``."""
@@ -150,7 +153,7 @@ METRIC_JUDGE_ESCALATIONS: Final = "groundwatch.judge.escalations"
 METRIC_JUDGE_ESCALATIONS_UNIT: Final = "{evaluation}"
 GROUNDWATCH_ESCALATED: Final = "groundwatch.escalated"
 
-# --- alerts (groundwatch.alerts; README "Alerts on score drops") ---------------------------------
+# --- alerts (groundwatch.alerts; docs/alerts.md "Alerts on score drops") --------------------------
 EVENT_ALERT: Final = "groundwatch.alert"
 GROUNDWATCH_ALERT_KIND: Final = "groundwatch.alert.kind"
 """``fired`` or ``resolved``."""
@@ -229,6 +232,9 @@ ERROR_TRUNCATED: Final = _et.ERROR_TRUNCATED
 ERROR_REFUSED: Final = _et.ERROR_REFUSED
 ERROR_TRANSPORT: Final = _et.ERROR_TRANSPORT
 ERROR_TYPES: Final = _et.ERROR_TYPES
+ERROR_QUEUE_FULL: Final = _et.ERROR_QUEUE_FULL
+ERROR_SPAN_NOT_FOUND: Final = _et.ERROR_SPAN_NOT_FOUND
+DELIVERY_ERROR_TYPES: Final = _et.DELIVERY_ERROR_TYPES
 
 DROPPED_ERROR_TYPES: Final = (
     ERROR_SHUTDOWN,
@@ -264,6 +270,8 @@ ERROR_COMPONENTS: Final = (
     "on_alert",
     "feedback",
     "dataset",
+    "phoenix",
+    "mlflow",
 )
 """The runtime's places of failure (``groundwatch.component`` of ``groundwatch.errors``), each
 published at 0 from the start, without ``error.type`` (an exception's class name, known only

@@ -403,6 +403,7 @@ class Capture:
         except BaseException as exc:
             bad_input("llama_index response", exc)
             root.answer = None
+            root.answer_unreadable = True
             return False
 
     def _read_answer(self, root: RootRun, result: Any) -> bool:
@@ -485,10 +486,17 @@ class Capture:
         if not root.binding.active:
             return  # uninstrumented meanwhile
         tracker = self._tracker
-        if not root.retrieving and not root.source_nodes and not root.tool_called:
+        if (
+            not root.retrieving
+            and not root.source_nodes
+            and not root.tool_called
+            and not root.answer_unreadable
+        ):
             # Nothing was retrieved (a plain chat turn): there is nothing to ground the answer
             # in, and scoring it would report a retrieval failure that did not happen. Ignored,
-            # as the LangChain integration ignores runs that never ran a retriever.
+            # as the LangChain integration ignores runs that never ran a retriever. A response
+            # that could not be read is no such turn: a query engine's (a custom one whose
+            # retrieval LlamaIndex never saw) answer was lost, and is counted below.
             tracker.ignore(root)
             return
         if root.error is not None:

@@ -82,6 +82,7 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
     def class_name(cls) -> str:
         return "GroundwatchSpanHandler"
 
+    @_guarded("span start")
     def span_enter(
         self,
         id_: str,
@@ -91,12 +92,9 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
         tags: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        # The guard is written out (not a decorator): this runs for every span of every query.
-        try:
-            self._capture.enter(id_, bound_args, instance, parent_id)
-        except Exception as exc:
-            self._capture.internal_error("span start", exc)
+        self._capture.enter(id_, bound_args, instance, parent_id)
 
+    @_guarded("span exit")
     def span_exit(
         self,
         id_: str,
@@ -105,12 +103,9 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
         result: Any | None = None,
         **kwargs: Any,
     ) -> None:
-        # The guard is written out (not a decorator): this runs for every span of every query.
-        try:
-            self._capture.exit(id_, instance, result)
-        except Exception as exc:
-            self._capture.internal_error("span exit", exc)
+        self._capture.exit(id_, instance, result)
 
+    @_guarded("span drop")
     def span_drop(
         self,
         id_: str,
@@ -119,11 +114,7 @@ class GroundwatchSpanHandler(BaseSpanHandler[BaseSpan]):
         err: BaseException | None = None,
         **kwargs: Any,
     ) -> None:
-        # The guard is written out (not a decorator): this runs for every span of every query.
-        try:
-            self._capture.drop(id_, instance, err)
-        except Exception as exc:
-            self._capture.internal_error("span drop", exc)
+        self._capture.drop(id_, instance, err)
 
     def new_span(
         self,
@@ -197,11 +188,12 @@ class GroundwatchEventHandler(BaseEventHandler):
             if len(_retrieval_kinds) < 4096:
                 _retrieval_kinds[cls] = kind
         if kind:
-            try:
-                if kind == _CHAT_START:
-                    self._capture.chat_start(event)
-                else:
-                    self._capture.retrieval(event, end=kind == _RETRIEVAL_END)
-            except Exception as exc:
-                self._capture.internal_error("event", exc)
+            self._collect(kind, event)
         return None
+
+    @_guarded("event")
+    def _collect(self, kind: int, event: BaseEvent) -> None:
+        if kind == _CHAT_START:
+            self._capture.chat_start(event)
+        else:
+            self._capture.retrieval(event, end=kind == _RETRIEVAL_END)

@@ -94,6 +94,7 @@ class RootRun(TrackedRun[str]):
     __slots__ = (
         "agent",
         "answer",
+        "answer_unreadable",
         "binding",
         "chat",
         "condensed",
@@ -136,6 +137,7 @@ class RootRun(TrackedRun[str]):
         self.overflow = 0  # retrieved nodes past MAX_NODES_PER_ROOT (not kept)
         self.source_nodes: list[NodeWithScore] | None = None
         self.answer: str | None = None
+        self.answer_unreadable = False  # reading the response raised (the app's __str__...)
         self.error: str | None = None
         self.stream: str | None = None  # None, "complete" or "closed"
         self.stream_ended = False  # the wrapped generator ended, or was collected unread

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from ..._shared.errors import install_hint
 from ..._shared.weakhooks import reinit_after_fork
-from ...cli._errors import install_hint
 
 if TYPE_CHECKING:
     import numpy as np

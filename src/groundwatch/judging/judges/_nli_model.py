@@ -38,8 +38,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..._shared.errors import install_hint
 from ..._shared.weakhooks import reinit_after_fork
-from ...cli._errors import install_hint
 from ._minilm import LoadedAgainWhenUnpickled, build_tokenizer
 
 if TYPE_CHECKING:

@@ -2,19 +2,53 @@
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..._shared import config
-from ...judging.judges._base import is_async_judge
+from ...judging.judges._base import is_async_judge, judge_name
 from ...judging.judges.cascade import CascadeJudge
-from ...telemetry.worker_export import WorkerExport
+from ...telemetry.worker_export import WorkerExport, otlp_worker_providers
 from .async_runner import AsyncRunner
 from .cascade_runner import CascadeRunner
 from .contract import Runner
 from .process_runner import ProcessRunner
 from .thread_runner import ThreadRunner
 
-__all__ = ["runner_for"]
+if TYPE_CHECKING:
+    from ..._shared.record import RagRecord
+    from ...telemetry import Telemetry
+    from ...telemetry.worker_export import WorkerProviders
+
+__all__ = ["runner_for", "worker_export_for"]
+
+_logger = logging.getLogger(__name__)
+
+
+def worker_export_for(
+    judge: Any,
+    executor: str,
+    wanted: bool | WorkerProviders,
+    telemetry: Telemetry,
+    sampling_rate: Callable[[RagRecord], float | None],
+) -> WorkerExport | None:
+    """Whether the worker processes export what they score themselves
+    (``export_from_worker``): only a sync judge in a worker process can; any other says why
+    once and exports here."""
+    if wanted is False:
+        return None
+    providers = otlp_worker_providers if wanted is True else wanted
+    if executor == "thread" or is_async_judge(judge):
+        _logger.warning(
+            "export_from_worker needs a sync judge in a worker process (executor "
+            "'process' or 'auto'); %s runs in this process (executor %r), which exports "
+            "the evaluations",
+            judge_name(judge),
+            executor,
+        )
+        return None
+    return WorkerExport(providers, telemetry, sampling_rate)
 
 
 def runner_for(

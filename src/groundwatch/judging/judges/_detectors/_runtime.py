@@ -13,7 +13,7 @@ import importlib
 from pathlib import Path
 from typing import Any, Literal
 
-from ....cli._errors import install_hint
+from ...._shared.errors import install_hint
 
 Runtime = Literal["torch", "onnx"]
 """``"torch"``: PyTorch through ``transformers``; ``"onnx"``: onnxruntime on an ONNX export."""

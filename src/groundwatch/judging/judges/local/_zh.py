@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from ....cli._errors import install_hint
+from ...._shared.errors import install_hint
 from ...text.lexical import CJK, FUNCTION_CHARS
 
 _logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ....cli._errors import install_hint
+from ...._shared.errors import install_hint
 from .._detectors import ClaimReading, DetectorJudge, Reading
 from ..local import LocalJudge
 from ._chunks import Chunk, chunks, words

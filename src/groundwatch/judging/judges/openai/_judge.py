@@ -20,8 +20,8 @@ from opentelemetry import context as otel_context
 
 from ...._shared import config
 from ...._shared import error_types as et
+from ...._shared.errors import install_hint
 from ...._shared.suppression import suppressed_context
-from ....cli._errors import install_hint
 from ....types import Judgement, Passage, Usage
 from .._loop import LoopThread
 from .._prompt import PROMPT_VERSION, build_prompt

@@ -1,13 +1,18 @@
-"""What the long-running commands (``groundwatch worker``, ``groundwatch serve``) share.
+"""What the long-running commands (``groundwatch worker``, ``groundwatch serve``) share, and
+the telemetry set-up ``groundwatch feedback import`` uses too.
 
 Both run one asyncio main until SIGTERM or SIGINT, send their telemetry through the global
-OpenTelemetry providers, and fail as every command does (:mod:`groundwatch.cli._errors`: one line,
-exit 2 for a usage problem, 1 at run time). Telemetry: under ``opentelemetry-instrument`` the
-providers it configured; otherwise, when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, OTLP exporters
-for traces, logs and metrics built from the standard ``OTEL_EXPORTER_OTLP_*`` variables
-(OTLP/HTTP unless ``…_PROTOCOL`` says ``grpc``; ``OTEL_<SIGNAL>_EXPORTER=none`` turns one off),
-flushed when the command ends. Each says at start where its telemetry goes
-(:func:`telemetry_destination`), and :class:`Console` shows a person what it scores.
+OpenTelemetry providers, and fail as every command does: what they raise reaches the command
+line on top (:mod:`groundwatch.cli`), which says it in one line and exits 2 for a usage problem
+(:class:`~groundwatch._shared.errors.UsageError`), 1 at run time. Below the commands, so that
+``serve``, ``worker`` and ``feedback`` import it and the command line imports them.
+
+Telemetry: under ``opentelemetry-instrument`` the providers it configured; otherwise, when
+``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, OTLP exporters for traces, logs and metrics built from
+the standard ``OTEL_EXPORTER_OTLP_*`` variables (OTLP/HTTP unless ``…_PROTOCOL`` says ``grpc``;
+``OTEL_<SIGNAL>_EXPORTER=none`` turns one off), flushed when the command ends. Each says at
+start where its telemetry goes (:func:`telemetry_destination`), and :class:`Console` shows a
+person what it scores.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any, TextIO
 
-from . import _errors
+from .._shared.errors import UsageError
 
 LOG_FORMAT = "%(asctime)s %(source)s%(message)s"
 
@@ -160,8 +165,8 @@ def add_audit_option(parser: Any) -> None:
 
 def audit_file(args: argparse.Namespace) -> str | None:
     """The path ``--audit-file`` asks the audited answers to be written to, if any (the
-    command builds its ``DatasetSink(path, when="audit")``: this module sits below the runtime
-    and imports none of it).
+    command builds its ``DatasetSink(path, when="audit")``: this module imports none of the
+    runtime's scoring).
 
     Raises:
         UsageError: ``--audit-file`` without ``--capture-content`` or without an audit rate.
@@ -170,16 +175,43 @@ def audit_file(args: argparse.Namespace) -> str | None:
     if not path:
         return None
     if not args.capture_content:
-        raise _errors.UsageError(
+        raise UsageError(
             "--audit-file writes the question, passages and answer of each audited answer for "
             "people to label: add --capture-content (and keep the file where the content may be)"
         )
     if not args.audit_rate:
-        raise _errors.UsageError(
+        raise UsageError(
             "--audit-file keeps the audited answers and nothing is audited: add --audit-rate "
             "0.02 (say), or set GROUNDWATCH_AUDIT_RATE"
         )
     return path
+
+
+def add_sink_option(parser: Any) -> None:
+    """``--sink NAME`` (repeatable), as ``serve`` and ``worker`` take it: a dashboard sink
+    (docs/dashboards.md) that writes each verdict into a tracing tool as its own annotation,
+    configured from that tool's own environment variables."""
+    from ..dashboards import SINKS
+
+    parser.add_argument(
+        "--sink",
+        action="append",
+        choices=sorted(SINKS),
+        default=[],
+        metavar="NAME",
+        help=(
+            "also write each verdict into a tracing tool as its own annotations "
+            f"({', '.join(sorted(SINKS))}; configured by the tool's environment variables, "
+            "docs/dashboards.md); repeatable"
+        ),
+    )
+
+
+def dashboard_sinks(args: argparse.Namespace) -> list[Any]:
+    """The dashboard sinks ``--sink`` names, built (the commands add them to ``on_result``)."""
+    from ..dashboards import sink_by_name
+
+    return [sink_by_name(name) for name in getattr(args, "sink", None) or ()]
 
 
 def add_console_options(parser: Any) -> None:
@@ -187,7 +219,7 @@ def add_console_options(parser: Any) -> None:
     parser.add_argument(
         "--verbose",
         action="store_true",
-        help="print a line per evaluation (label, scores, record id; the question with "
+        help="print a line per evaluation (its trace id, label and scores; the question with "
         "--capture-content) and a periodic progress line (printed on a terminal anyway)",
     )
     parser.add_argument(
@@ -269,8 +301,13 @@ class Console:
     def evaluation(self, attrs: dict[str, Any], trace_id: int) -> None:
         from ..telemetry import semconv as sc
 
-        record = attrs.get(sc.GROUNDWATCH_RECORD_ID) or f"trace:{trace_id:032x}"
-        parts = [f"scored {record}", str(attrs.get(sc.GROUNDWATCH_LABEL, "?"))]
+        # The trace id is what a person looks the answer up by in a trace backend; the record
+        # id (random, on the span) names an answer only where it had no trace.
+        if trace_id:
+            answer = f"trace={trace_id:032x}"
+        else:
+            answer = f"record={attrs.get(sc.GROUNDWATCH_RECORD_ID) or '?'}"
+        parts = [f"scored {answer}", str(attrs.get(sc.GROUNDWATCH_LABEL, "?"))]
         if attrs.get(sc.ERROR_TYPE):
             parts.append(f"({attrs[sc.ERROR_TYPE]})")
         for key, name in (
@@ -306,21 +343,17 @@ class Console:
                 last = text
 
 
-def run_command(name: str, main: Callable[[], Coroutine[Any, Any, int]]) -> int:
+def run_command(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Run a command's asyncio ``main`` with logging and telemetry set up; its exit code.
 
     Args:
-        name: the command, as in its messages (``"groundwatch serve"``).
-        main: builds the coroutine to run; what it raises is reported in one line
-            (:func:`groundwatch.cli._errors.report`: a ``UsageError`` exits 2, anything else 1).
+        main: builds the coroutine to run; what it raises goes on up to the command line
+            (:func:`groundwatch.cli.main`), which reports it in one line: a ``UsageError``
+            exits 2, anything else 1. The telemetry is flushed either way.
     """
     _setup_logging()
     flush = otlp_providers()
     try:
         return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        return _errors.report(name, exc)
     finally:
         flush()

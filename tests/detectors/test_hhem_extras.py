@@ -68,8 +68,9 @@ def test_no_error_rates_ship_for_the_detectors_so_an_audit_makes_the_rate() -> N
         totals = totals.add(i % 4 == 0, 0.8 if i % 4 == 0 else 0.1)
     for name in ("hhem", "minicheck", "lettucedetect"):
         assert judge_error_rates(name) is None
-        # Without labels, no correction: the flag share, said to be one.
-        assert estimate_rate(totals, judge=name).method == "flag_share"
+        # Without labels, no rate: nothing is called the hallucination rate until an audit.
+        unaudited = estimate_rate(totals, judge=name)
+        assert unaudited.method == "no_audit" and unaudited.estimate is None
     audited = totals
     for i in range(60):  # an audit whose labels follow the judge's probability
         audited = audited.add(i % 4 == 0, 0.8 if i % 4 == 0 else 0.1, label=i % 4 == 0)

@@ -8,9 +8,10 @@ into about as many pieces in the detectors' own vocabularies) plus each layout's
 * HHEM-2.1-Open: one row, its prompt over (premise = the context, hypothesis = the answer); the
   T5 encoder of flan-t5-base with a two-way head (``T5ForTokenClassification``, as the authors'
   ``HHEMv2ForSequenceClassification`` wraps it);
-* MiniCheck: one row per claim, (the context as one chunk, the claim), batched: RoBERTa-large
-  and DeBERTa-v3-large sequence classifiers; Flan-T5-large reads ``premise: ... hypothesis:
-  ...`` and decodes one step;
+* MiniCheck: one row per claim, the context as one chunk, batched, in the authors' layout:
+  RoBERTa-large and DeBERTa-v3-large sequence classifiers read ``chunk </s> claim`` with their
+  tokenizer's own start and end; Flan-T5-large reads ``predict: chunk</s>claim</s>`` and
+  decodes one step;
 * LettuceDetect: one row, its prompt (question, numbered passage) paired with the answer; the
   ModernBERT base and large token classifiers.
 
@@ -174,7 +175,7 @@ DETECTORS = {
     "minicheck-roberta": Detector(
         "MiniCheck",
         "RoBERTa-large",
-        lambda: [_pieces(CONTEXT) + _pieces(c) + 4 for c in CLAIMS],
+        lambda: [_pieces(CONTEXT) + _pieces(c) + 3 for c in CLAIMS],
         _roberta,
     ),
     "minicheck-deberta": Detector(
@@ -186,7 +187,7 @@ DETECTORS = {
     "minicheck-flan-t5": Detector(
         "MiniCheck",
         "Flan-T5-large",
-        lambda: [_pieces(f"premise: {CONTEXT} hypothesis: {c}") + 1 for c in CLAIMS],
+        lambda: [_pieces(f"predict: {CONTEXT}") + _pieces(c) + 2 for c in CLAIMS],
         _flan_t5_large,
         decoder=True,
     ),

@@ -1,14 +1,29 @@
-"""Throughput of the local judge on AttributionBench dev (one thread), and worst-case inputs.
+"""Throughput of the judges on one CPU core.
 
-Prints answers per second, median and p99 milliseconds per answer, for the judge alone
+Default: the local judge on AttributionBench dev (one thread), and worst-case inputs. Prints
+answers per second, median and p99 milliseconds per answer, for the judge alone
 (``LocalJudge.judge``) and for the full ``groundwatch.evaluate`` (input checks, judge, evidence
-verification, scoring), then the time of the largest inputs the caps allow. Times are CPU time
-of this process (``time.process_time``), so other load on a shared machine does not inflate them;
-the judge is single-threaded, so CPU time is also its wall time on an idle core.
+verification, scoring), then the time of the largest inputs the caps allow.
+
+``--detectors``: the published detectors at their real sizes beside the local judge, on one
+answer (a 1,500-character context, a three-claim answer): HHEM-2.1-Open (the flan-t5-base
+encoder), MiniCheck (RoBERTa-large, DeBERTa-v3-large, Flan-T5-large) and LettuceDetect
+(ModernBERT base and large), each on PyTorch and on onnxruntime (an ONNX export). The models
+have random weights of the real configurations (no weights can be downloaded here; speed and
+memory depend on the shapes, not the values), and read random token ids of the length their
+input has in each judge's layout (``_detector_speed.py`` beside this file says which). Each model
+runs in a subprocess of its own on one thread, which reports its answers per second and its
+peak resident memory (``ru_maxrss``: the runtime, the weights and the activations).
+
+Times are CPU time of the measuring process (``time.process_time``), so other load on a shared
+machine does not inflate them; every measured path runs on one thread, so CPU time is also its
+wall time on an idle core.
 
 Usage::
 
     python benchmarks/judge_speed.py [--data ../shared/data] [--repeat 3]
+    python benchmarks/judge_speed.py --detectors [--repeat 3] [--cache /tmp/gw-detectors]
+        [--only hhem lettucedetect-base ...] [--int8]
 """
 
 from __future__ import annotations
@@ -65,7 +80,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=default_data_dir())
     parser.add_argument("--repeat", type=int, default=3, help="passes over the set (best kept)")
+    parser.add_argument(
+        "--detectors", action="store_true", help="the detectors beside the local judge"
+    )
+    parser.add_argument(
+        "--cache", type=Path, default=Path("/tmp/gw-detectors"), help="ONNX exports (reused)"
+    )
+    parser.add_argument("--only", nargs="*", help="--detectors: these models only")
+    parser.add_argument(
+        "--int8", action="store_true", help="--detectors: also the int8-quantised exports"
+    )
     args = parser.parse_args(argv)
+    if args.detectors:
+        from _detector_speed import compare
+
+        return compare(args.repeat, args.cache, args.only, args.int8)
     path = args.data / "attributionbench_dev.jsonl"
     with path.open(encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]

@@ -62,7 +62,7 @@ def _add_judge(root: Path) -> None:
     text = path.read_text(encoding="utf-8")
     for after, added in (
         ("    from .cascade import CascadeJudge\n", "    from .echo import EchoJudge\n"),
-        ('__all__ = ["CascadeJudge", ', '"EchoJudge", '),
+        ('__all__ = [\n    "CascadeJudge",\n', '    "EchoJudge",\n'),
     ):
         assert text.count(after) == 1, after
         text = text.replace(after, after + added)

@@ -98,7 +98,7 @@ def test_every_subcommand_is_found_through_the_one_table() -> None:
     from groundwatch import cli
 
     names = [name for name, _ in cli._SUBCOMMANDS]
-    assert names == ["check", "demo", "worker", "serve", "feedback", "rules"]
+    assert names == ["check", "demo", "worker", "serve", "feedback", "rules", "export-onnx"]
     for _, module_name in cli._SUBCOMMANDS:
         module = importlib.import_module(module_name)
         assert callable(module.add_parser) and callable(module.run), module_name

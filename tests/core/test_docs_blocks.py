@@ -126,6 +126,8 @@ CANNOT_RUN_HERE = {
     ("README.md", "OTLPSpanExporter"): "sends to an OTLP endpoint: tests/otel/test_readme_otlp.py "
     "runs this block against a local receiver",
     ("judges.md", "nli-deberta-v3-base-onnx"): "needs the NLI model folder training/ builds",
+    ("judges.md", "models/hhem-onnx"): "needs HHEM-2.1-Open's weights, downloaded with network "
+    "(tests/detectors/test_hhem.py runs these calls on a tiny checkpoint)",
 }
 """Blocks (page, a string in the block) left out, and why."""
 

@@ -22,7 +22,7 @@ from groundwatch.types import Claim, Judgement, Passage
 
 REPO = Path(__file__).resolve().parents[2]
 COMMANDS = ("check", "serve", "worker")
-BUILT_IN = ("local", "semantic", "nli", "openai", "cascade")
+BUILT_IN = ("local", "semantic", "nli", "hhem", "minicheck", "lettucedetect", "openai", "cascade")
 
 
 def _judge_action(command: str) -> argparse.Action:

@@ -25,8 +25,8 @@ import groundwatch as gw
 from groundwatch.dashboards.mlflow import MLflowSink
 from groundwatch.testing import GroundwatchTelemetry
 from groundwatch.testing import capgw as capgw_fixture  # noqa: F401 (the fixture "capgw")
+from testkit.chains import PROMPT, chat_model, format_docs, vector_store
 
-from ..langchain.chains import PROMPT, chat_model, format_docs, vector_store
 from .conftest import LostWrites
 from .mlflow_server import MLflowServer, mlflow_binary
 

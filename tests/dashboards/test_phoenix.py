@@ -99,7 +99,8 @@ def run_chain(monitor: gw.Monitor, app: App, answer: str = HALLUCINATED) -> None
     from langchain_core.output_parsers import StrOutputParser
     from langchain_core.runnables import RunnablePassthrough
 
-    from ..langchain.chains import PROMPT, chat_model, format_docs, vector_store
+    from testkit.chains import PROMPT, chat_model, format_docs, vector_store
+
     from ..serve.pipelines import langchain_instrumented
 
     retriever = vector_store().as_retriever(search_kwargs={"k": 2})
@@ -426,7 +427,8 @@ def test_serve_with_the_phoenix_sink_annotates_the_traces_it_receives(
         from langchain_core.output_parsers import StrOutputParser
         from langchain_core.runnables import RunnablePassthrough
 
-        from ..langchain.chains import PROMPT, chat_model, format_docs, vector_store
+        from testkit.chains import PROMPT, chat_model, format_docs, vector_store
+
         from ..serve.pipelines import langchain_instrumented
 
         retriever = vector_store().as_retriever(search_kwargs={"k": 2})

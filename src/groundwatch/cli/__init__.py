@@ -1,6 +1,7 @@
 """The ``groundwatch`` command line: ``check`` (offline gate), ``demo``, ``worker`` (a scoring
-process of a Redis pool), ``serve`` (scores traces received over OTLP) and ``feedback import``
-(people's labels back into telemetry) and ``rules`` (the Prometheus rules file).
+process of a Redis pool), ``serve`` (scores traces received over OTLP), ``feedback import``
+(people's labels back into telemetry), ``rules`` (the Prometheus rules file) and
+``export-onnx`` (a detector judge's model as ONNX).
 
 The command line is the top floor: nothing in the package imports it but ``__main__``. Each
 subcommand's module lives beside its concern and is found through one table,
@@ -29,6 +30,7 @@ _SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("serve", "groundwatch.serve.cli"),
     ("feedback", "groundwatch.runtime.feedback_import"),
     ("rules", "groundwatch.alerts.prometheus_rules"),
+    ("export-onnx", "groundwatch.cli._export_onnx"),
 )
 
 

@@ -57,7 +57,7 @@ class JudgeOptions:
     """What a command line says about the judge besides its name."""
 
     model: str | None = None
-    """The LLM judge's model name, or the NLI judge's model (``--model``)."""
+    """The LLM judge's model name, or the NLI or detector judge's model (``--model``)."""
     base_url: str | None = None
     """An OpenAI-compatible endpoint (``--base-url``)."""
     api_key_env: str = DEFAULT_API_KEY_ENV
@@ -187,7 +187,8 @@ def add_judge_options(group: Any) -> None:
     group.add_argument(
         "--model",
         help="the LLM judge's model name; for --judge nli, the entailment model "
-        "(a folder, an ONNX file or a Hugging Face Hub id)",
+        "(a folder, an ONNX file or a Hugging Face Hub id); for hhem, minicheck and "
+        "lettucedetect, the model's folder (as published or exported) or hub id",
     )
     group.add_argument(
         "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
@@ -246,6 +247,37 @@ def _nli(name: str, options: JudgeOptions) -> Judge:
     return judge
 
 
+def _detector(name: str, options: JudgeOptions, judge_class: Callable[[str], Judge]) -> Judge:
+    """A published detector judge (HHEM, MiniCheck, LettuceDetect) on ``--model``."""
+    if not options.model:
+        raise UsageError(
+            f"--judge {name} needs --model (the model's folder, as published or exported by "
+            "`groundwatch export-onnx`, or its Hugging Face Hub id)"
+        )
+    try:
+        return judge_class(options.model)
+    except (ImportError, ValueError, OSError) as exc:
+        raise UsageError(f"--judge {name}: {exc}") from exc
+
+
+def _hhem(name: str, options: JudgeOptions) -> Judge:
+    from .judges.hhem import HHEMJudge
+
+    return _detector(name, options, HHEMJudge)
+
+
+def _minicheck(name: str, options: JudgeOptions) -> Judge:
+    from .judges.minicheck import MiniCheckJudge
+
+    return _detector(name, options, MiniCheckJudge)
+
+
+def _lettucedetect(name: str, options: JudgeOptions) -> Judge:
+    from .judges.lettucedetect import LettuceDetectJudge
+
+    return _detector(name, options, LettuceDetectJudge)
+
+
 def _llm_arguments(name: str, options: JudgeOptions) -> dict[str, Any]:
     """The LLM judge's arguments from the command line; a missing model or key is an error."""
     if not options.model:
@@ -288,6 +320,21 @@ _register(
     "nli",
     _nli,
     "local plus an entailment model you bring (--model); needs groundwatch[nli]",
+)
+_register(
+    "hhem",
+    _hhem,
+    "Vectara's HHEM-2.1-Open (--model); needs groundwatch[detectors] or [detectors-torch]",
+)
+_register(
+    "minicheck",
+    _minicheck,
+    "a MiniCheck fact checker (--model); needs groundwatch[detectors] or [detectors-torch]",
+)
+_register(
+    "lettucedetect",
+    _lettucedetect,
+    "a LettuceDetect span detector (--model); needs groundwatch[detectors] or [detectors-torch]",
 )
 _register("openai", _openai, "an OpenAI-compatible LLM")
 _register("cascade", _cascade, "local first, the LLM where the local judge is unsure")

@@ -1,5 +1,6 @@
-"""Judges: the embedded local judge, its semantic and entailment variants, the LLM judge and
-the cascade.
+"""Judges: the embedded local judge, its semantic and entailment variants, the published
+detectors (HHEM, MiniCheck, LettuceDetect: their shared part is ``_detectors``), the LLM judge
+and the cascade.
 
 Each judge's module loads when its name is first used (PEP 562), so a monitor with the local
 judge never imports the LLM judge's client code.
@@ -19,12 +20,25 @@ from ..._shared.lazy import lazy_names
 if TYPE_CHECKING:
     from ._base import Judge
     from .cascade import CascadeJudge
+    from .hhem import HHEMJudge
+    from .lettucedetect import LettuceDetectJudge
     from .local import LocalJudge
+    from .minicheck import MiniCheckJudge
     from .nli import NLIJudge
     from .openai import OpenAIJudge
     from .semantic import SemanticJudge
 
-__all__ = ["CascadeJudge", "Judge", "LocalJudge", "NLIJudge", "OpenAIJudge", "SemanticJudge"]
+__all__ = [
+    "CascadeJudge",
+    "HHEMJudge",
+    "Judge",
+    "LettuceDetectJudge",
+    "LocalJudge",
+    "MiniCheckJudge",
+    "NLIJudge",
+    "OpenAIJudge",
+    "SemanticJudge",
+]
 
 
 def _module_of(name: str) -> str:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._shared.guard import internal_error
+from ..._shared.model_calls import MODEL_CALLS, InterpreterExiting
 from ...types import Claim, Evidence, Judgement, Passage
 from ._nli_model import (
     MAX_HYPOTHESIS_PIECES,
@@ -242,13 +243,18 @@ class NLIJudge:
                 for i, options in zip(chosen, premises, strict=True)
                 for p in options
             ]
-            probs = iter(self.encoder.probabilities(pairs))
+            # Inside the exit gate: a model call in flight on a daemon thread when the
+            # interpreter exits would abort it (groundwatch._shared.model_calls).
+            with MODEL_CALLS.call():
+                probs = iter(self.encoder.probabilities(pairs))
             for i, options in zip(chosen, premises, strict=True):
                 # The window that entails the claim most decides; the first (aligned) on ties.
                 rows = [next(probs) for _ in options]
                 best = max(range(len(options)), key=lambda k: (float(rows[k][0]), -k))
                 row = rows[best]
                 out[i] = (float(row[0]), float(row[1]), float(row[2]), options[best])
+        except InterpreterExiting:  # the process is ending: nothing failed
+            return [None] * len(judged)
         except Exception as exc:
             self._failed("nli_judge.model", exc)
             return [None] * len(judged)

@@ -5,7 +5,10 @@ halves of its line in ``judging/judges/__init__.py`` (its import for type checke
 ``__all__``). Then, in a fresh interpreter on that copy, the judge is a public name of
 ``groundwatch`` itself, loaded on first use like every judge, and judges answers; and mypy, on
 that copy, types ``gw.EchoJudge`` as the class. A line in the registry would offer it to the
-commands (tests/core/test_registry.py registers judges).
+commands (tests/core/test_registry.py registers judges). Its answer model and its error rates
+are entries under its name in two data files: with them its answers get that model's
+probability, its flags can be extrapolated and the generated Prometheus rules hold its ranges;
+without them, the label policy's probability and a refusal that names the judges measured.
 """
 
 from __future__ import annotations
@@ -128,3 +131,61 @@ def test_type_checkers_see_the_added_judge_on_the_package(package_with_a_judge: 
     )
     assert "groundwatch.judging.judges.echo.EchoJudge" in out, out + err
     assert 'Revealed type is "str"' in out and status == 0, out + err
+
+
+PROBABILITY_SCRIPT = r"""
+import json
+import groundwatch as gw
+from groundwatch.judging import probability
+from groundwatch.rates import RateTotals, extrapolate_rate, judge_error_rates
+
+evaluation = gw.evaluate("Paris is in France.", ["Paris is in France."], judge=gw.EchoJudge())
+as_local = probability.hallucination_probability(
+    evaluation.label, evaluation.claims, judge="local", cjk=False,
+    min_faithfulness=0.0, min_groundedness=0.0,
+)
+rates = judge_error_rates("echo", "en")
+try:
+    extrapolated = extrapolate_rate(RateTotals(scored=100, flagged=30), judge="echo") is not None
+except ValueError as exc:  # no error rates measured for judge 'echo'
+    extrapolated = str(exc)
+from groundwatch.alerts.prometheus_rules import render_rules
+in_rules = 'groundwatch_judge: "echo"' in render_rules()
+print(json.dumps([
+    evaluation.hallucination_probability, as_local, rates is not None, extrapolated, in_rules
+]))
+"""
+
+
+def _add_models(root: Path) -> None:
+    """The judge's answer model and error rates, under its name (here: the local judge's)."""
+    for path, key in (
+        (root / "judging" / "_answer_probability.json", "local"),
+        (root / "rates" / "_judge_error_rates.json", "local"),
+    ):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["judges"]["echo"] = data["judges"][key]
+        path.write_text(json.dumps(data), encoding="utf-8")
+
+
+@pytest.mark.parametrize("entries", [True, False])
+def test_a_judges_probability_model_and_error_rates_are_its_entries_under_its_name(
+    package_with_a_judge: Path, entries: bool
+) -> None:
+    # docs/judges.md: its answer model in _answer_probability.json and its error rates in
+    # _judge_error_rates.json, both under its name; without them, the policy's probability and
+    # no extrapolation (the control).
+    if entries:
+        _add_models(package_with_a_judge)
+    done = _run(PROBABILITY_SCRIPT, package_with_a_judge.parent)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    probability, as_local, has_rates, extrapolated, in_rules = out
+    assert (probability == as_local) is entries
+    assert has_rates is entries
+    # The generated rules hold its ranges: the shipped rules file is regenerated with them.
+    assert in_rules is entries
+    if entries:
+        assert extrapolated is True
+    else:
+        assert "no error rates measured for judge 'echo'" in extrapolated

@@ -3,13 +3,18 @@
 A reader trusts a detailed map; one that drifted (a file renamed, a table added) misleads more
 than none. Each check reads the map and the code and fails when they disagree:
 
-- ``docs/runtime-internals.md``: every file it names exists, every ``groundwatch.…`` name in
-  backticks resolves (a Python name, or a telemetry name that ``semconv`` defines), and no two
-  modules import each other, even through a function's or ``TYPE_CHECKING``'s import;
+- ``docs/runtime-internals.md``: its layout lists every package and every module (a judge's own
+  modules excepted) and each row's names are defined in the row's file; the import graph keeps
+  to its floors, with ``cli/`` above every module it maps (a module named in a table counts as
+  imported); every file it names exists, every ``groundwatch.…`` name in backticks resolves (a
+  Python name, or a telemetry name that ``semconv`` defines), every other Python name it writes
+  is defined in the code; and no two modules import each other, even through a function's or
+  ``TYPE_CHECKING``'s import;
 - the integrations import nothing of the core but what ``docs/integrations.md`` and the layout
   of ``docs/runtime-internals.md`` say (read from the integrations' own imports);
 - ``docs/judges.md``'s list of what adding a built-in judge touches names files that exist and
-  every file that names all the built-in judges; the registry and both lazy-import tables agree;
+  every file that names all the built-in judges and every data file keyed by judge name (the
+  answer models, the error rates); the registry and both lazy-import tables agree;
 - ``docs/integrations.md``'s list of what adding an integration touches names every file outside
   docs/ and tests/ that names both built-in integrations' folders.
 """
@@ -17,9 +22,13 @@ than none. Each check reads the map and the code and fails when they disagree:
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import importlib.util
+import json
+import keyword
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +74,7 @@ def _names_all(path: Path, words: list[str]) -> bool:
 def _is_module(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:  # a parent that is a module, not a package
+    except (ModuleNotFoundError, ValueError):  # a parent that is a module; __main__
         return False
 
 
@@ -117,7 +126,22 @@ def _imports(path: Path, module: str, known: set[str]) -> set[str]:
     """The package's modules ``module`` (at ``path``) imports anywhere in its file."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    # A module named in a module-level table and imported by name (cli's subcommands): an edge.
+    tables = [
+        n.value
+        for n in tree.body
+        if isinstance(n, (ast.Assign, ast.AnnAssign))
+        and isinstance(n.value, (ast.Tuple, ast.List, ast.Dict))
+    ]
+    named = {
+        c.value
+        for table in tables
+        for c in ast.walk(table)
+        if isinstance(c, ast.Constant) and isinstance(c.value, str) and "." in c.value
+    }
+    found.update(name for name in named if name in known and name != module)
+    for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.ImportFrom):
             base = package.split(".")
@@ -146,6 +170,218 @@ def _import_edges() -> dict[str, set[str]]:
             parts = path.relative_to(package.parent).with_suffix("").parts
             files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return {m: _imports(p, m, set(files)) for m, p in files.items()}
+
+
+# The layout: a table of every module (paths under src/groundwatch/) and what it owns.
+_ROW = re.compile(r"^\| `([\w/.]+)` \| (.*) \|$")
+_IDENT = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\(\))?`")
+# A judge's own modules are its page's to list (docs/judges.md); the layout lists the folders.
+_OWN_FOLDERS = ("judging/judges/", "judging/text/")
+_FACES = ("__init__.py", "cli/__init__.py", "integration/__init__.py")
+_FILE_NAME = re.compile(r"\.(?:py|md|json|toml|yml)$")
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def _layout_rows() -> dict[str, str]:
+    text = (DOCS / "runtime-internals.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in _section(text, "## The layout").splitlines():
+        match = _ROW.match(line)
+        if match and not match.group(1).startswith("path"):
+            rows[match.group(1)] = match.group(2)
+    return rows
+
+
+def _defined(path: Path) -> set[str]:
+    """What a file defines at its top level, and its classes' members (as ``Class.name`` and
+    ``name``): functions, classes, assigned names."""
+    names: set[str] = set()
+
+    def targets(node: ast.AST) -> list[str]:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return [node.name]
+        if isinstance(node, ast.Assign):
+            return [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            return [node.target.id]
+        return []
+
+    def top(body: list[ast.stmt]) -> list[ast.stmt]:  # a module's statements, through if/try
+        flat: list[ast.stmt] = []
+        for node in body:
+            flat.append(node)
+            if isinstance(node, (ast.If, ast.Try)):
+                inner = [*node.body, *node.orelse, *getattr(node, "finalbody", [])]
+                inner += [s for h in getattr(node, "handlers", []) for s in h.body]
+                flat.extend(top(inner))
+        return flat
+
+    for node in top(ast.parse(path.read_text(encoding="utf-8")).body):
+        names.update(targets(node))
+        if isinstance(node, ast.ClassDef):
+            for member in node.body:
+                names.update(f"{node.name}.{n}" for n in targets(member))
+                names.update(targets(member))
+    return names
+
+
+def test_the_layout_lists_every_package_and_module() -> None:
+    rows = _layout_rows()
+    assert "runtime/monitor.py" in rows  # the table still parses
+    wanted = set()
+    for path in SRC.rglob("*.py"):
+        relative = path.relative_to(SRC).as_posix()
+        folder = path.parent.relative_to(SRC).as_posix() + "/"
+        if relative.startswith(_OWN_FOLDERS):
+            continue  # the folders themselves are wanted (below)
+        if path.name != "__init__.py" or relative in _FACES:
+            wanted.add(relative)  # every module, and the faces that own more than names
+        elif folder != "./":
+            wanted.add(folder)  # every package
+    wanted |= set(_OWN_FOLDERS)
+    assert sorted(wanted - set(rows)) == []
+    # And nothing that is not there: every row is a file or a folder of the package.
+    assert sorted(r for r in rows if not (SRC / r).exists()) == []
+
+
+def test_each_layout_row_names_what_its_file_defines() -> None:
+    # "Stats in _emitter.py" fails here: a row's names are defined in the row's own file.
+    wrong = []
+    for path, owns in _layout_rows().items():
+        if not path.endswith(".py"):
+            continue
+        defined = _defined(SRC / path)
+        owned = owns.split(": ", 1)[0]  # `Name`, `name`: what the file does with them
+        wrong.extend(
+            f"{path}: {name}"
+            for name in _IDENT.findall(owned)
+            if not _FILE_NAME.search(name) and name not in defined
+        )
+    assert wrong == []
+
+
+def _names_defined_anywhere() -> set[str]:
+    names: set[str] = set()
+    roots = [SRC, *INTEGRATIONS, ROOT / "benchmarks", ROOT / "training", ROOT / "testkit"]
+    for root in roots:
+        for path in root.rglob("*.py"):
+            names.add(path.stem)
+            names.add(path.parent.name)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(node.name)
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    names.add(node.id)
+                elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                    names.add(node.attr)
+                elif isinstance(node, ast.arg):
+                    names.add(node.arg)
+                elif isinstance(node, ast.ImportFrom):  # what the code builds on by name
+                    names.update(a.asname or a.name for a in node.names)
+    return names
+
+
+def _known_outside(dotted: str) -> bool:
+    """A builtin, a keyword, or a name of the standard library or a dependency
+    (``asyncio.CancelledError``)."""
+
+    first = dotted.split(".")[0]
+    if hasattr(builtins, first) or keyword.iskeyword(first) or first in sys.stdlib_module_names:
+        return dotted == first or _resolves(dotted)
+    return "." in dotted and _resolves(dotted)
+
+
+def test_every_name_runtime_internals_writes_exists() -> None:
+    # `_invalid_reason` after its rename fails here: every Python name the page writes in
+    # backticks (alone, dotted, or called with no arguments) is defined somewhere in the code.
+    text = (DOCS / "runtime-internals.md").read_text(encoding="utf-8")
+    defined = _names_defined_anywhere()
+    values = _telemetry_names() | {
+        "error",  # the label of a failed evaluation
+        *_string_constants("groundwatch._shared.error_types"),
+    }
+    names = set(_IDENT.findall(text))
+    assert {"Results.finish", "prepare_record", "Stats"} <= names  # the pattern still matches
+    unknown = sorted(
+        n
+        for n in names
+        if n not in values
+        and not _FILE_NAME.search(n)
+        and not _known_outside(n)
+        and not all(part in defined for part in n.split("."))
+    )
+    assert unknown == []
+
+
+def _string_constants(module: str) -> set[str]:
+    """Every string constant ``module`` writes (``error.type`` values and the like)."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    return {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
+
+
+def _floors() -> list[list[str]]:
+    text = (DOCS / "runtime-internals.md").read_text(encoding="utf-8")
+    section = _section(text, "## The floors")
+    floors = [
+        re.findall(r"`([\w/.]+)`", line.split(". ", 1)[1])
+        for line in section.splitlines()
+        if re.match(r"^\d+\. ", line)
+    ]
+    return floors[::-1]  # from the bottom
+
+
+def _floor_of(module: str, floors: list[list[str]]) -> int | None:
+    """The floor of the most specific entry that covers ``module``: a file, else the longest
+    folder; ``integrations/`` covers the integrations' packages."""
+    best: tuple[int, int] | None = None  # (specificity, floor)
+    for floor, entries in enumerate(floors):
+        for entry in entries:
+            if entry == "integrations/":
+                hit = module.split(".")[0] != "groundwatch"
+                specificity = 1
+            elif entry.endswith(".py"):
+                name = entry[: -len(".py")].replace("/", ".")
+                name = "groundwatch" + ("" if name == "__init__" else "." + name)
+                name = name.removesuffix(".__init__")
+                hit, specificity = module == name, 1000
+            else:
+                prefix = "groundwatch." + entry.rstrip("/").replace("/", ".")
+                hit = module == prefix or module.startswith(prefix + ".")
+                specificity = len(prefix)
+            if hit and (best is None or specificity > best[0]):
+                best = (specificity, floor)
+    return None if best is None else best[1]
+
+
+def test_the_imports_keep_to_the_floors_and_the_command_line_is_above_all_it_maps() -> None:
+    floors = _floors()
+    assert len(floors) > 8 and floors[-1] == ["__main__.py"]
+    edges = _import_edges()
+    floor = {m: _floor_of(m, floors) for m in edges}
+    assert sorted(m for m, f in floor.items() if f is None) == []  # every module has a floor
+    upward = sorted(
+        f"{m} ({floor[m]}) -> {i} ({floor[i]})"
+        for m, imported in edges.items()
+        for i in imported
+        if floor[i] is not None and floor[m] is not None and floor[i] > floor[m]  # type: ignore[operator]
+    )
+    assert upward == []
+    # The subcommands' table counts: cli/ maps every subcommand's module, and stands above each.
+    from groundwatch.cli import _SUBCOMMANDS
+
+    cli = edges["groundwatch.cli"]
+    assert {module for _, module in _SUBCOMMANDS} <= cli
+    mapped = {m for m in cli if not m.startswith("groundwatch.cli.")}
+    assert all(floor[m] < floor["groundwatch.cli"] for m in mapped)  # type: ignore[operator]
 
 
 def test_no_two_modules_import_each_other() -> None:
@@ -227,8 +463,7 @@ def test_the_integrations_import_of_the_core_is_what_the_docs_say() -> None:
     )
     assert _modules_in(paragraph) == imported
 
-    internals = (DOCS / "runtime-internals.md").read_text(encoding="utf-8")
-    line = next(x for x in internals.splitlines() if x.strip().startswith("integration/"))
+    line = _layout_rows()["integration/"]
     # The layout names modules by file: integration/ __init__.py, telemetry/semconv.py.
     as_files = {
         Path(str(importlib.util.find_spec(m).origin)).relative_to(SRC).as_posix() for m in imported
@@ -287,7 +522,7 @@ def test_what_adding_a_judge_touches_is_every_file_that_names_them_all() -> None
     page = (DOCS / "judges.md").read_text(encoding="utf-8")
     start = page.index("Adding a built-in judge touches")
     section = page[start : page.index("\n\n", page.index("\n\n", start) + 2)]
-    listed = set(re.findall(r"`([\w/.]+\.(?:py|md|toml)|[\w/]+/)`", section))
+    listed = set(re.findall(r"`([\w/.-]+\.(?:py|md|toml|json|yml)|[\w/]+/)`", section))
     assert listed
     missing = sorted(p for p in listed if not (ROOT / p).exists() and not (DOCS / p).exists())
     assert missing == []
@@ -301,7 +536,23 @@ def test_what_adding_a_judge_touches_is_every_file_that_names_them_all() -> None
         if all(name in p.read_text(encoding="utf-8") for name in builtin)
     }
     assert "src/groundwatch/judging/registry.py" in tables
-    assert sorted(tables - listed) == []
+    # The data files keyed by judge name (its answer model, its error rates) are on it too.
+    keyed = {
+        p.relative_to(ROOT).as_posix()
+        for p in SRC.rglob("*.json")
+        if isinstance(json.loads(p.read_text(encoding="utf-8")), dict)
+        and isinstance(json.loads(p.read_text(encoding="utf-8")).get("judges"), dict)
+    }
+    assert "src/groundwatch/rates/_judge_error_rates.json" in keyed
+    # And the files generated from them: the rules hold each measured judge's ranges.
+    measured = json.loads((SRC / "rates" / "_judge_error_rates.json").read_text("utf-8"))
+    generated = {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "examples").rglob("*.yml")
+        if all(f'groundwatch_judge: "{j}"' in p.read_text("utf-8") for j in measured["judges"])
+    }
+    assert "examples/prometheus/groundwatch-alerts.yml" in generated
+    assert sorted((tables | keyed | generated) - listed) == []
 
 
 def test_no_benchmark_imports_a_test_file() -> None:

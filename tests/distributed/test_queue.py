@@ -430,3 +430,46 @@ def test_stop_releases_held_entries_for_others_at_once(
     wait_for(lambda: client.xlen(STREAM) == 0, 20, "the released entries to be scored")
     fast.stop()
     assert len(capgw.spans()) == 4
+
+
+def test_the_worker_decides_each_records_audit_once_and_its_audit_file_agrees(
+    capgw: GroundwatchTelemetry,
+    redis_server: RedisServer,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As Results.finish does in the app: one decision per record, which the span, the events
+    # and the DatasetSink's audit file all read (not one for the span and another for the sink).
+    from groundwatch.rates import _audit
+
+    calls: list[int] = []
+    real = _audit.is_audited
+
+    def counted(key: int, audit_rate: float) -> bool:
+        calls.append(key)
+        return real(key, audit_rate)
+
+    monkeypatch.setattr(_audit, "is_audited", counted)
+    monitor = _queue_monitor(capgw, redis_server.url)
+    n = 30
+    for i in range(n):
+        with capgw.tracer.start_as_current_span("request"):
+            monitor.record(question=f"q{i}", contexts=CONTEXTS, answer=f"{ANSWER} Case {i}.")
+    assert monitor.force_flush(10_000)
+    path = tmp_path / "audit.jsonl"
+    sink = gw.DatasetSink(path, when="audit")
+    worker = InProcessWorker(
+        capgw, redis_server.url, audit_rate=0.5, capture_content=True, on_result=[sink]
+    )
+    wait_for(lambda: len(capgw.spans()) >= n, 30, f"{n} evaluations")
+    worker.stop()
+    assert len(calls) == n  # one hash per judged record
+    spans = capgw.spans()
+    marked = {
+        f"{s.context.trace_id:032x}"
+        for s in spans
+        if (s.attributes or {}).get(sc.GROUNDWATCH_AUDIT)
+    }
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert 3 < len(marked) < n - 3
+    assert {row["id"] for row in rows} == marked

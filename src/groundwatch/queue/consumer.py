@@ -45,7 +45,7 @@ from .._shared import guard
 from ..judging import scoring
 from ..judging.judges import Judge
 from ..runtime.pipeline import evaluate_records
-from ..runtime.results import ResultCallback
+from ..runtime.results import AuditDecision, ResultCallback
 from ..runtime.runners.choice import runner_for
 from ..runtime.runners.contract import Runner
 from ..telemetry import Stats, Telemetry
@@ -206,6 +206,9 @@ class StreamWorker:
             stats=self.stats,
             audit_rate=audit_rate,
         )
+        self._audit = AuditDecision(self._telemetry)
+        """One audit decision per record: the span, the events and the bound callbacks (a
+        DatasetSink's audit file) read the one :meth:`_score` takes."""
         self.on_result = list(on_result)
         for callback in self.on_result:
             bind = getattr(callback, "bind_monitor", None)
@@ -213,7 +216,7 @@ class StreamWorker:
                 bind(
                     capture_content=capture_content,
                     redact=redact,
-                    audited=self._telemetry.audited,
+                    audited=self._audit,
                     audit_rate=audit_rate,
                 )
         mp = meter_provider if meter_provider is not None else metrics.get_meter_provider()
@@ -449,6 +452,7 @@ class StreamWorker:
                         start_ns=result.start_ns,
                         end_ns=result.end_ns,
                         batch=metric_batch,
+                        audited=self._audit.decide(record, result.evaluation),
                     )
                 except Exception as exc:
                     guard.internal_error("telemetry", exc, reraise=False)

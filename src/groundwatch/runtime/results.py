@@ -22,6 +22,36 @@ ResultCallback = Callable[[RagRecord, Evaluation], None]
 """``on_result(record, evaluation)``: runs on the worker thread for every scored record."""
 
 
+class AuditDecision:
+    """One audit decision per record, taken once and read by everyone who finishes it: the span,
+    the events, the verdict memory and the bound callbacks (a
+    :class:`~groundwatch.DatasetSink`'s audit file, a dashboard sink). :class:`Results` and
+    ``groundwatch worker``'s consumer (``queue/consumer.py``) each hold one.
+
+    :meth:`decide` takes the decision for the record being finished; calling the object (the
+    ``audited`` a callback is bound with) returns that decision for that record, and takes it
+    afresh only for another record (a callback that calls it later, from its own thread).
+    """
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self._telemetry = telemetry
+        self._deciding: tuple[RagRecord | None, bool] = (None, False)
+        """The record being finished and its audit decision."""
+
+    def decide(self, record: RagRecord, evaluation: EvaluationView) -> bool:
+        """Take the record's decision (:meth:`Telemetry.audited
+        <groundwatch.telemetry.Telemetry.audited>`) and keep it for the readers that follow."""
+        audited = self._telemetry.audited(record, evaluation)
+        self._deciding = (record, audited)
+        return audited
+
+    def __call__(self, record: RagRecord, evaluation: EvaluationView) -> bool:
+        deciding, audited = self._deciding
+        if record is deciding:
+            return audited
+        return self._telemetry.audited(record, evaluation)
+
+
 class Results:
     """For each finished record, in order: the sampler's observers (adaptive samplers learn
     from scores), :meth:`Telemetry.emit <groundwatch.telemetry.Telemetry.emit>` (span, events,
@@ -49,8 +79,8 @@ class Results:
             if callable(observe)
         ]
         self._looked_for_sdk = False
-        self._deciding: tuple[RagRecord | None, bool] = (None, False)
-        """The record being finished and its audit decision, for the callbacks that ask."""
+        self.audit = AuditDecision(telemetry)
+        """The audit decision of the record being finished, for the callbacks that ask."""
         self.bound: list[Any] = []
         """Callbacks that asked for the monitor's settings (``bind_monitor``): flushed and
         closed with the monitor, so that what they buffered is written at shutdown."""
@@ -82,10 +112,7 @@ class Results:
         """The record's audit decision: the one :meth:`finish` took for it (once per record,
         shared by the span, the events, the verdict memory and the callbacks), else taken
         now."""
-        deciding, audited = self._deciding
-        if record is deciding:
-            return audited
-        return self.telemetry.audited(record, evaluation)
+        return self.audit(record, evaluation)
 
     def flush_bound(self, deadline: float) -> bool:
         """Flush the bound callbacks by ``deadline`` (``time.monotonic()``)."""
@@ -137,8 +164,7 @@ class Results:
             try:
                 # One audit decision per record, by one key: the span, the events, the verdict
                 # memory and the callbacks (a DatasetSink's audit file) all read this one.
-                audited = telemetry.audited(record, evaluation)
-                self._deciding = (record, audited)
+                audited = self.audit.decide(record, evaluation)
                 telemetry.emit(
                     record,
                     evaluation,

@@ -255,3 +255,14 @@ def test_a_flan_t5_checkpoint_without_tokenizer_json(tmp_path: Path) -> None:
     row = REFERENCE["flan-t5"][0]
     got = gw.MiniCheckJudge(tmp_path).support(row["document"], row["claims"])
     assert got == pytest.approx(row["support"], abs=EXACT)
+
+
+def test_transformers_5_0_is_refused_for_flan_t5(monkeypatch: pytest.MonkeyPatch) -> None:
+    # transformers 5.0 scores the Flan-T5 checkpoint 0.27 away from the authors' code (4.x and
+    # 5.1 on agree): a 5.0 installed by hand gets the fix, not wrong scores.
+    import transformers
+
+    monkeypatch.setattr(transformers, "__version__", "5.0.0")
+    with pytest.raises(ImportError, match=r"transformers>=5\.1"):
+        _model.TorchModel(str(HERE / "flan-t5"))
+    _model.TorchModel(str(HERE / "roberta"))  # the encoders are unaffected

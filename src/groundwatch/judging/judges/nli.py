@@ -237,15 +237,16 @@ class NLIJudge:
         if not chosen:
             return out
         try:
-            premises = self._premises([judged[i][1] for i in chosen], contexts)
-            pairs = [
-                (p.quote, judged[i][0].text)
-                for i, options in zip(chosen, premises, strict=True)
-                for p in options
-            ]
-            # Inside the exit gate: a model call in flight on a daemon thread when the
-            # interpreter exits would abort it (groundwatch._shared.model_calls).
+            # Inside the exit gate, the tokenizer's calls too (premises are sized in pieces): a
+            # call into native code in flight on a daemon thread when the interpreter exits
+            # would abort it (groundwatch._shared.model_calls).
             with MODEL_CALLS.call():
+                premises = self._premises([judged[i][1] for i in chosen], contexts)
+                pairs = [
+                    (p.quote, judged[i][0].text)
+                    for i, options in zip(chosen, premises, strict=True)
+                    for p in options
+                ]
                 probs = iter(self.encoder.probabilities(pairs))
             for i, options in zip(chosen, premises, strict=True):
                 # The window that entails the claim most decides; the first (aligned) on ties.

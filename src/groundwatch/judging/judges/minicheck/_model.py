@@ -147,6 +147,14 @@ class TorchModel(Model):
             pad_id=int(hf_tokenizer.pad_token_id),
             max_length=max_length or self.layout.max_length,
         )
+        if self.layout.seq2seq and transformers.__version__.startswith("5.0."):
+            # transformers 5.0 reads the Flan-T5 checkpoint into a model whose scores differ
+            # from the authors' (0.27 on the tiny test checkpoint; 4.40-4.57 and 5.1 on agree),
+            # so the extra excludes it and a 5.0 installed by hand is refused, not trusted.
+            raise ImportError(
+                f"MiniCheck's Flan-T5 checkpoint scores wrongly on transformers "
+                f"{transformers.__version__}: pip install 'transformers>=5.1' (or 4.x)"
+            )
         auto = (
             transformers.AutoModelForSeq2SeqLM
             if self.layout.seq2seq

@@ -191,6 +191,16 @@ def _succeeded(result: Any) -> bool:
     return getattr(result, "name", None) == "SUCCESS"
 
 
+def _exported(export: Callable[[], Any]) -> bool:
+    """Whether one export delivered: its result says SUCCESS. An exporter may also raise on a
+    refused connection (the OTLP/HTTP exporters of SDK 1.39 do): that is a failed export too,
+    named like any other, not a crash of the command."""
+    try:
+        return _succeeded(export())
+    except Exception:
+        return False
+
+
 def _exporter(signal: str) -> Any:
     """The OTLP exporter of ``signal``, or the install line when its package is missing."""
     from ..telemetry.worker_export import otlp_exporter
@@ -249,7 +259,7 @@ def deliver_otlp(
         data = reader.get_metrics_data()
         if data is None:
             return True
-        return _succeeded(metric_exporter.export(data, timeout_millis=EXPORT_TIMEOUT_MILLIS))
+        return _exported(lambda: metric_exporter.export(data, timeout_millis=EXPORT_TIMEOUT_MILLIS))
 
     try:
         if plan.count and metric_exporter is None:
@@ -286,7 +296,7 @@ def deliver_otlp(
             del collected[:]
             for row in rows:
                 feedback.events.emit(pending_event(feedback, row, sampled_flags))
-            if len(collected) != len(rows) or not _succeeded(log_exporter.export(collected)):
+            if len(collected) != len(rows) or not _exported(lambda: log_exporter.export(collected)):
                 outcome.failures.append(
                     f"the events of {len(emit) - start} labels (the logs export failed)"
                 )

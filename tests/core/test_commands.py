@@ -104,3 +104,29 @@ def test_every_subcommand_is_found_through_the_one_table() -> None:
         assert callable(module.add_parser) and callable(module.run), module_name
     sub = cli.build_parser()._subparsers._group_actions[0]  # type: ignore[union-attr]
     assert sorted(sub.choices) == sorted(names)
+
+
+def test_leaving_after_pytorch_runs_the_exit_hooks_and_keeps_the_code() -> None:
+    # With PyTorch loaded the command ends without the interpreter's finalization (where its
+    # native threads can abort the process after the result): the exit hooks still run and
+    # the exit code is the command's.
+    import subprocess
+    import sys
+
+    script = (
+        "import atexit, sys, types\n"
+        "from groundwatch.cli import leave\n"
+        "{torch}"
+        "atexit.register(lambda: print('exit hook ran', flush=True))\n"
+        "print('result', flush=True)\n"
+        "leave(3)\n"
+    )
+    for torch in ("sys.modules['torch'] = types.ModuleType('torch')\n", ""):
+        done = subprocess.run(
+            [sys.executable, "-c", script.format(torch=torch)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stdout.split()) == (3, ["result", "exit", "hook", "ran"])

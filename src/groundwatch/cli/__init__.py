@@ -15,9 +15,13 @@ time, the traceback only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from .._version import __version__
 from . import _errors
@@ -73,5 +77,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _errors.report(f"groundwatch {args.command}", exc)
 
 
+def console() -> NoReturn:
+    """The ``groundwatch`` console script and ``python -m groundwatch``: :func:`main`, then
+    :func:`leave` with its exit code."""
+    leave(main())
+
+
+def leave(code: int) -> NoReturn:
+    """End the process with ``code``. After a PyTorch judge, the exit hooks run (telemetry
+    flushed, model calls in flight waited for: ``groundwatch._shared.model_calls``) and the
+    process ends without the interpreter's finalization: PyTorch's native threads torn down
+    there can abort it after the result is printed ("terminate called without an active
+    exception", one ``check --judge lettucedetect`` run in CI's)."""
+    if "torch" not in sys.modules:
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -40,7 +40,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from .._shared import guard
 from .._shared.error_types import (
@@ -125,6 +125,18 @@ class Exporter(Protocol):
     """The sink's name in ``groundwatch.errors{groundwatch.component}``: ``phoenix``."""
 
     def export(self, writes: Sequence[Write], timeout_s: float) -> Sequence[Reply]: ...
+
+
+class DeliverySettings(TypedDict, total=False):
+    """A delivery's bounds as keyword arguments: what every sink takes and hands to
+    :class:`Delivery`, which owns their defaults and checks."""
+
+    max_queue_size: int
+    max_batch_size: int
+    schedule_delay_millis: int
+    export_timeout_millis: int
+    retry_window_millis: int
+    span_wait_millis: int
 
 
 class Delivery:

@@ -17,20 +17,17 @@ from typing import TYPE_CHECKING
 from .._shared import guard
 from ..telemetry._emitter import scrub_secrets
 from ._delivery import (
-    DEFAULT_EXPORT_TIMEOUT_MILLIS,
-    DEFAULT_MAX_BATCH_SIZE,
-    DEFAULT_MAX_QUEUE_SIZE,
-    DEFAULT_RETRY_WINDOW_MILLIS,
-    DEFAULT_SCHEDULE_DELAY_MILLIS,
-    DEFAULT_SPAN_WAIT_MILLIS,
     Delivery,
     Exporter,
     Write,
 )
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..runtime.feedback import Pending
     from ..types import Evaluation, RagRecord
+    from ._delivery import DeliverySettings
 
 CONTENT_MAX_CHARS = 2000
 """The longest explanation a sink writes (claims quoted with content capture on are capped)."""
@@ -49,26 +46,8 @@ class DashboardSink:
     component = "dashboard"
     """The sink's name in ``groundwatch.errors{groundwatch.component}`` and its thread's."""
 
-    def __init__(
-        self,
-        exporter: Exporter,
-        *,
-        max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE,
-        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-        schedule_delay_millis: int = DEFAULT_SCHEDULE_DELAY_MILLIS,
-        export_timeout_millis: int = DEFAULT_EXPORT_TIMEOUT_MILLIS,
-        retry_window_millis: int = DEFAULT_RETRY_WINDOW_MILLIS,
-        span_wait_millis: int = DEFAULT_SPAN_WAIT_MILLIS,
-    ) -> None:
-        self.delivery = Delivery(
-            exporter,
-            max_queue_size=max_queue_size,
-            max_batch_size=max_batch_size,
-            schedule_delay_millis=schedule_delay_millis,
-            export_timeout_millis=export_timeout_millis,
-            retry_window_millis=retry_window_millis,
-            span_wait_millis=span_wait_millis,
-        )
+    def __init__(self, exporter: Exporter, **delivery: Unpack[DeliverySettings]) -> None:
+        self.delivery = Delivery(exporter, **delivery)
         self.capture_content = False
         """Whether explanations may quote the answer's claims and a person's comment (set by
         the monitor: its ``capture_content``)."""

@@ -41,12 +41,6 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from .._shared.error_types import ERROR_INVALID_INPUT, ERROR_TIMEOUT
 from ._delivery import (
-    DEFAULT_EXPORT_TIMEOUT_MILLIS,
-    DEFAULT_MAX_BATCH_SIZE,
-    DEFAULT_MAX_QUEUE_SIZE,
-    DEFAULT_RETRY_WINDOW_MILLIS,
-    DEFAULT_SCHEDULE_DELAY_MILLIS,
-    DEFAULT_SPAN_WAIT_MILLIS,
     DONE,
     Outcome,
     Reply,
@@ -56,8 +50,11 @@ from ._http import HttpFailure, HttpReply, failure_reply, join, request, status_
 from ._sink import DashboardSink
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..runtime.feedback import Pending
     from ..types import Claim, Evaluation, RagRecord
+    from ._delivery import DeliverySettings
 
 __all__ = ["MLflowSink"]
 
@@ -146,26 +143,13 @@ class MLflowSink(DashboardSink):
         experiment: str | None = None,
         *,
         source_id: str = "groundwatch",
-        max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE,
-        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-        schedule_delay_millis: int = DEFAULT_SCHEDULE_DELAY_MILLIS,
-        export_timeout_millis: int = DEFAULT_EXPORT_TIMEOUT_MILLIS,
-        retry_window_millis: int = DEFAULT_RETRY_WINDOW_MILLIS,
-        span_wait_millis: int = DEFAULT_SPAN_WAIT_MILLIS,
+        **delivery: Unpack[DeliverySettings],
     ) -> None:
         self.tracking_uri, self._auth = _server(tracking_uri)
         self.experiment = experiment
         self.source_id = source_id
         self._experiment_id: str | None = None
-        super().__init__(
-            _AssessmentExporter(self.tracking_uri, self._auth),
-            max_queue_size=max_queue_size,
-            max_batch_size=max_batch_size,
-            schedule_delay_millis=schedule_delay_millis,
-            export_timeout_millis=export_timeout_millis,
-            retry_window_millis=retry_window_millis,
-            span_wait_millis=span_wait_millis,
-        )
+        super().__init__(_AssessmentExporter(self.tracking_uri, self._auth), **delivery)
 
     # --- where the app's traces go --------------------------------------------------------------
 

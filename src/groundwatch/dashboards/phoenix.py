@@ -44,8 +44,11 @@ from ._http import HttpFailure, failure_reply, join, request, status_reply
 from ._sink import DashboardSink
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..runtime.feedback import Pending
     from ..types import Evaluation, RagRecord
+    from ._delivery import DeliverySettings
 
 __all__ = ["PhoenixSink"]
 
@@ -132,7 +135,7 @@ class PhoenixSink(DashboardSink):
         *,
         headers: Mapping[str, str] | None = None,
         documents: bool = True,
-        **delivery: int,
+        **delivery: Unpack[DeliverySettings],
     ) -> None:
         self.endpoint = (endpoint or _config_endpoint()).rstrip("/")
         self.project = project or os.environ.get(PROJECT_VARIABLE, "").strip() or DEFAULT_PROJECT

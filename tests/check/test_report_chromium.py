@@ -20,6 +20,8 @@ webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
+from testkit.chromium import headless_flags  # noqa: E402
+
 # Skipped on a developer machine without the browser; in CI (.ci/run installs it) a missing
 # browser fails the test instead of hiding it.
 CHROMIUM = require_system_tool(
@@ -35,19 +37,7 @@ def browser() -> Iterator[Any]:
     profile = tempfile.mkdtemp(prefix="gw-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={profile}",
-        "--window-size=1200,1600",
-    ):
+    for flag in headless_flags(profile, "1200,1600"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     # An explicit driver path: Selenium Manager never goes looking for (or downloading) one.

@@ -21,6 +21,7 @@ from openinference.instrumentation.langchain import LangChainInstrumentor
 
 import groundwatch as gw
 from groundwatch.dashboards.mlflow import MLflowSink
+from testkit.chromium import headless_flags
 
 from .mlflow_server import MLflowServer, mlflow_binary
 from .test_mlflow import HALLUCINATED, app_tracing, ask
@@ -38,19 +39,10 @@ def chromium_screenshot(url: str, out: Path) -> None:
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "chromium"
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
+    for flag in [
+        *headless_flags(tempfile.mkdtemp(prefix="gw-chromium-"), "1600,1000"),
         "--hide-scrollbars",
-        f"--user-data-dir={tempfile.mkdtemp(prefix='gw-chromium-')}",
-        "--window-size=1600,1000",
-    ):
+    ]:
         options.add_argument(flag)
     driver = webdriver.Chrome(
         service=Service(executable_path=shutil.which("chromedriver") or "chromedriver"),

@@ -19,6 +19,7 @@ from typing import Any
 
 import groundwatch as gw
 from groundwatch.dashboards.phoenix import PhoenixSink
+from testkit.chromium import headless_flags
 
 from .phoenix_server import PhoenixServer, phoenix_binary
 from .test_phoenix import HALLUCINATED, PROJECT, App, Results, monitor_with, run_chain
@@ -31,18 +32,8 @@ def chromium_screenshot(url: str, out: Path, size: str = "1600,1000") -> None:
     subprocess.run(
         [
             "chromium",
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
+            *headless_flags(profile, size),
             "--hide-scrollbars",
-            f"--user-data-dir={profile}",
-            f"--window-size={size}",
             "--virtual-time-budget=15000",
             f"--screenshot={out}",
             url,
